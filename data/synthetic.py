@@ -1,0 +1,172 @@
+"""The embedded dataset: procedurally generated masked action videos (no download needed).
+
+Each video shows a synthetic *avatar* (the public region, pixel mask 1) moving over a *room*
+background (the private region, mask 0). The label combines one property of each region, so both
+carry class signal and neither alone suffices:
+
+* ``motion = label % 4`` (public): the avatar moves right, left, down or up at one pixel per frame;
+* ``context = label // 4`` (private): the background has horizontal or vertical stripes.
+
+With 8 classes, a model that sees only the public region can reach at most 50% accuracy (it knows
+the motion, not the context), one that sees only the private background at most 25%; only a model
+that uses both reaches 100%. That makes the privacy/utility trade-off visible: non-private training
+learns both, MaskDP learns the motion without noise and the context with noise, DP learns both with
+noise.
+
+Nuisances keep the task from being trivial: random avatar colour, size, start position and texture;
+random stripe period, phase, colours and drift; per-pixel Gaussian noise and per-video brightness.
+Generation is deterministic given the seed and takes about a second for the default size.
+
+Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
+from them (random offsets for training, the centre for evaluation) and normalised to
+``(x / 255 - 0.5) / 0.25`` so that 0, the tokeniser's fill value, is mid-grey.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+MOTIONS = ("right", "left", "down", "up")
+CONTEXTS = ("horizontal stripes", "vertical stripes")
+CLASS_NAMES = tuple(f"{m} / {c}" for c in CONTEXTS for m in MOTIONS)
+_VELOCITY = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}  # (dy, dx) per frame
+PIXEL_MEAN, PIXEL_STD = 0.5, 0.25
+
+
+def normalize(frames: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float32 with 0 at mid-grey."""
+    return (frames.astype(np.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD
+
+
+def _generate(num_videos: int, *, frames: int, size: int, seed: int):
+    rng = np.random.default_rng(seed)
+    labels = np.arange(num_videos) % len(CLASS_NAMES)
+    rng.shuffle(labels)
+    motion, context = labels % len(MOTIONS), labels // len(MOTIONS)
+
+    t = np.arange(frames)[None, :, None, None]
+    y = np.arange(size)[None, None, :, None]
+    x = np.arange(size)[None, None, None, :]
+
+    # Background: stripes across (context 0) or along (context 1) the frame, drifting slowly.
+    period = rng.uniform(4.0, 8.0, num_videos)[:, None, None, None]
+    phase = rng.uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
+    drift = rng.uniform(-0.3, 0.3, num_videos)[:, None, None, None]
+    coord = np.where(context[:, None, None, None] == 0, y, x)
+    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (coord + drift * t) / period + phase)
+    color_a = rng.uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    color_b = rng.uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    video = color_a + (color_b - color_a) * stripes[..., None]
+
+    # Avatar: a textured box moving one pixel per frame, kept inside the frame.
+    box = rng.integers(size // 3, size // 3 + 4, num_videos)
+    travel = frames - 1
+    dy, dx = np.array([_VELOCITY[int(m)] for m in motion]).T
+    lo_y = np.where(dy < 0, travel, 0)
+    hi_y = size - box - np.where(dy > 0, travel, 0)
+    lo_x = np.where(dx < 0, travel, 0)
+    hi_x = size - box - np.where(dx > 0, travel, 0)
+    y0 = rng.integers(lo_y, hi_y + 1)
+    x0 = rng.integers(lo_x, hi_x + 1)
+    top = (y0[:, None] + dy[:, None] * np.arange(frames))[:, :, None, None]
+    left = (x0[:, None] + dx[:, None] * np.arange(frames))[:, :, None, None]
+    b = box[:, None, None, None]
+    inside = (y >= top) & (y < top + b) & (x >= left) & (x < left + b)
+    avatar_color = rng.uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
+    head = (y - top) < b // 3
+    texture = np.where(head, 0.6, 1.0)[..., None] * avatar_color
+    video = np.where(inside[..., None], texture, video)
+
+    brightness = rng.uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
+    video = video * brightness + rng.normal(0.0, 0.05, video.shape)
+    frames_u8 = np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
+    return frames_u8, inside.astype(np.uint8), labels.astype(np.int32)
+
+
+@dataclasses.dataclass
+class SyntheticMaskedActions:
+    """One split of the embedded dataset.
+
+    Attributes:
+      frames: ``[N, F, S, S, 3]`` uint8 videos.
+      masks: ``[N, F, S, S]`` uint8 pixel masks, 1 = avatar (public), 0 = background (private).
+      labels: ``[N]`` int32 class indices.
+      clip_frames: T, frames per clip.
+      name: split name for messages.
+    """
+
+    frames: np.ndarray
+    masks: np.ndarray
+    labels: np.ndarray
+    clip_frames: int
+    name: str = "synthetic"
+    class_names: tuple[str, ...] = CLASS_NAMES
+    has_masks: bool = True
+
+    def __post_init__(self):
+        if self.clip_frames > self.frames.shape[1]:
+            raise ValueError(
+                f"clip_frames={self.clip_frames} exceeds the video length {self.frames.shape[1]}."
+            )
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def get_batch(
+        self, indices: np.ndarray, *, num_clips: int = 1, seed: int | None = None
+    ) -> dict[str, np.ndarray]:
+        """Clips of the given videos.
+
+        Args:
+          indices: ``[n]`` video indices.
+          num_clips: K clips per video.
+          seed: training draws clip offsets from ``default_rng(seed)``; ``None`` gives the fixed
+            evaluation views (K offsets evenly spread, the centre for K = 1).
+
+        Returns:
+          ``video [n, K, T, S, S, 3]`` float32, ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
+        """
+        indices = np.asarray(indices)
+        span = self.frames.shape[1] - self.clip_frames
+        if seed is None:
+            starts = np.broadcast_to(
+                np.round(np.linspace(0, span, num_clips + 2)[1:-1]).astype(int)
+                if num_clips > 1 else np.array([span // 2]),
+                (len(indices), num_clips),
+            )
+        else:
+            starts = np.random.default_rng(seed).integers(0, span + 1, (len(indices), num_clips))
+        offsets = starts[..., None] + np.arange(self.clip_frames)
+        rows = indices[:, None, None]
+        return {
+            "video": normalize(self.frames[rows, offsets]),
+            "mask": self.masks[rows, offsets],
+            "label": self.labels[indices],
+        }
+
+
+def make_splits(
+    *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
+    seed: int = 0,
+) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
+    """Generate the train and test splits (different seeds, same distribution)."""
+    if min(num_train, num_test) < len(CLASS_NAMES):
+        raise ValueError(
+            f"need at least {len(CLASS_NAMES)} videos per split (one per class); "
+            f"got num_train={num_train}, num_test={num_test}."
+        )
+    train = SyntheticMaskedActions(
+        *_generate(num_train, frames=frames, size=size, seed=2 * seed),
+        clip_frames=clip_frames, name="synthetic/train",
+    )
+    test = SyntheticMaskedActions(
+        *_generate(num_test, frames=frames, size=size, seed=2 * seed + 1),
+        clip_frames=clip_frames, name="synthetic/test",
+    )
+    return train, test

@@ -1,0 +1,111 @@
+"""Per-example clipped gradients: the one place where DP sensitivity is enforced.
+
+Every private gradient in the project (MaskDP private view, DP full video, and later LiRA shadow
+models or feature-cache heads) goes through :func:`clipped_grad_sum`, so the sensitivity argument
+lives in a single function:
+
+* the per-example gradient is taken w.r.t. the *trainable* subtree only (frozen parameters are
+  closed over by ``loss_fn``, so backprop stops at the lowest trainable layer);
+* each per-example gradient is scaled to global L2 norm ``<= l2_clip_norm`` (norm over all
+  trainable leaves jointly);
+* an example whose gradient has a NaN/inf anywhere is replaced by the zero vector (a valid clipped
+  gradient, so sensitivity is unchanged) and counted;
+* the function returns the weighted *sum* ``sum_i w_i clip(g_i)`` with ``w_i in {0, 1}``. Adding or
+  removing one example changes it by at most ``l2_clip_norm`` in L2 norm, which is what the
+  Gaussian noise in :mod:`maskdp_jax.noise` is calibrated to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+PyTree = Any
+
+
+class ClipStats(NamedTuple):
+    """Statistics of one physical batch of private examples.
+
+    Computed from private data: they are **not** differentially private and are only logged when
+    the user opts in (``config.log_private_metrics``).
+
+    Attributes:
+      num_nonfinite: number of real (weight > 0) examples whose gradient was not finite and was
+        zeroed.
+      num_clipped: number of real examples whose norm exceeded the clip norm.
+      norm_sum: sum of the (finite) pre-clipping norms of real examples.
+      loss_sum: sum of real examples' losses (non-finite losses excluded).
+      count: number of real examples.
+    """
+
+    num_nonfinite: jnp.ndarray
+    num_clipped: jnp.ndarray
+    norm_sum: jnp.ndarray
+    loss_sum: jnp.ndarray
+    count: jnp.ndarray
+
+
+def _all_finite(tree: PyTree) -> jnp.ndarray:
+    leaves = jax.tree.leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def clipped_grad_sum(
+    loss_fn: Callable[[PyTree, Any], jnp.ndarray],
+    trainable: PyTree,
+    examples: Any,
+    weights: jnp.ndarray,
+    *,
+    l2_clip_norm: float,
+) -> tuple[PyTree, ClipStats]:
+    """Sum of per-example gradients, each clipped to L2 norm ``<= l2_clip_norm``.
+
+    Args:
+      loss_fn: ``loss_fn(trainable, example) -> scalar`` for ONE example (no batch axis). It closes
+        over everything that is not trained (frozen parameters, the model's apply function).
+      trainable: the pytree the gradient is taken against.
+      examples: pytree of arrays with a leading batch axis ``[P, ...]`` (one physical batch).
+      weights: ``[P]`` in {0, 1}; 0 marks padding (and examples with nothing private), which then
+        contributes exactly zero.
+      l2_clip_norm: clip norm C > 0 (the sensitivity of the sum).
+
+    Returns:
+      ``(grad_sum, stats)``: ``grad_sum`` has the structure of ``trainable``;
+      ``stats`` is a :class:`ClipStats`.
+
+    >>> import jax.numpy as jnp
+    >>> loss = lambda w, x: jnp.sum(w * x)          # gradient of example i is x_i
+    >>> xs = jnp.array([[3.0, 4.0], [0.3, 0.4], [1.0, 1.0]])
+    >>> g, s = clipped_grad_sum(loss, jnp.zeros(2), xs, jnp.array([1.0, 1.0, 0.0]),
+    ...                         l2_clip_norm=1.0)
+    >>> [round(float(v), 4) for v in g], int(s.num_clipped)
+    ([0.9, 1.2], 1)
+    """
+    if l2_clip_norm <= 0:
+        raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm}.")
+
+    def one(example: Any) -> tuple[PyTree, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+        loss, grad = jax.value_and_grad(loss_fn)(trainable, example)
+        finite = _all_finite(grad) & jnp.isfinite(loss)
+        grad = jax.tree.map(lambda g: jnp.where(finite, g, jnp.zeros_like(g)), grad)
+        norm = optax.tree.norm(grad)
+        # C / max(norm, C): exactly 1 below the threshold, so small gradients pass unchanged.
+        scale = l2_clip_norm / jnp.maximum(norm, l2_clip_norm)
+        return jax.tree.map(lambda g: g * scale, grad), norm, loss, finite
+
+    grads, norms, losses, finite = jax.vmap(one)(examples)
+    weights = weights.astype(jnp.float32)
+    real = weights > 0
+    grad_sum = jax.tree.map(lambda g: jnp.tensordot(weights, g, axes=1), grads)
+    stats = ClipStats(
+        num_nonfinite=jnp.sum(real & ~finite),
+        num_clipped=jnp.sum(real & finite & (norms > l2_clip_norm)),
+        norm_sum=jnp.sum(jnp.where(real & finite, norms, 0.0)),
+        loss_sum=jnp.sum(jnp.where(real & finite, losses, 0.0)),
+        count=jnp.sum(real),
+    )
+    return grad_sum, stats

@@ -1,0 +1,65 @@
+"""Evaluation on a held-out split: multi-view logits and accuracy metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PyTree = Any
+
+
+def predict(
+    apply_fn: Callable[[PyTree, jnp.ndarray], jnp.ndarray],
+    params: PyTree,
+    dataset: Any,
+    *,
+    num_clips: int = 1,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """Logits for every video of ``dataset``, averaged over its ``num_clips`` evaluation views.
+
+    Args:
+      apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``.
+      params: full parameter tree.
+      dataset: has ``__len__`` and ``get_batch(indices, num_clips=K, seed=None)`` returning
+        ``video [n, K, T, H, W, C]``.
+      num_clips: fixed views per video whose logits are averaged.
+      batch_size: videos per device call (the last call is padded to keep one compiled shape).
+
+    Returns:
+      ``[N, classes]`` float32 logits.
+    """
+    forward = jax.jit(apply_fn)
+    outputs = []
+    n = len(dataset)
+    for start in range(0, n, batch_size):
+        idx = np.arange(start, min(start + batch_size, n))
+        padded = np.concatenate([idx, np.full(batch_size - len(idx), idx[-1])])
+        video = dataset.get_batch(padded, num_clips=num_clips, seed=None)["video"]
+        flat = video.reshape(batch_size * num_clips, *video.shape[2:])
+        logits = np.asarray(forward(params, flat)).reshape(batch_size, num_clips, -1)
+        outputs.append(logits.mean(axis=1)[: len(idx)])
+    return np.concatenate(outputs)
+
+
+def accuracy_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> dict:
+    """Top-1 accuracy, mean per-class accuracy and the per-class table.
+
+    Classes absent from ``labels`` get per-class accuracy NaN and are left out of the mean.
+    """
+    labels = np.asarray(labels)
+    pred = np.argmax(logits, axis=-1)
+    correct = pred == labels
+    per_class = np.array([
+        correct[labels == c].mean() if np.any(labels == c) else np.nan for c in range(num_classes)
+    ])
+    return {
+        "top1": float(correct.mean()),
+        "mean_class_accuracy": float(np.nanmean(per_class)),
+        "per_class_accuracy": [None if np.isnan(a) else float(a) for a in per_class],
+        "num_examples": int(len(labels)),
+    }

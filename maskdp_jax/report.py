@@ -1,0 +1,88 @@
+"""Run reports: one JSON file for machines and one Markdown file for people."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+
+@dataclasses.dataclass
+class RunReport:
+    """Everything a reader needs to judge a run: privacy, accuracy, configuration, timing."""
+
+    config: dict[str, Any]
+    privacy: dict[str, Any]
+    privacy_markdown: str
+    metrics: dict[str, Any]
+    class_names: list[str]
+    history: list[dict[str, Any]]
+    timing: dict[str, Any]
+    parameters: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe(dataclasses.asdict(self))
+
+    def to_markdown(self) -> str:
+        m, c = self.metrics, self.config
+        lines = [
+            f"# Run report: {c['mode']} on {c['input']['dataset']}",
+            "",
+            "## Accuracy (held-out split)",
+            "",
+            f"- top-1: **{m['top1']:.4f}** on {m['num_examples']} videos",
+            f"- mean per-class accuracy: {m['mean_class_accuracy']:.4f}",
+            "",
+            "| class | accuracy |",
+            "|---|---|",
+        ]
+        for name, acc in zip(self.class_names, m["per_class_accuracy"], strict=True):
+            lines.append(f"| {name} | {'n/a' if acc is None else f'{acc:.4f}'} |")
+        lines += [
+            "",
+            "## Privacy",
+            "",
+            self.privacy_markdown,
+            "",
+            "## Training",
+            "",
+            f"- model: {c['model']['name']}, fine-tuning `{c['model']['finetune']}`, "
+            f"{self.parameters['trainable']:,} trainable of {self.parameters['total']:,} parameters",
+            f"- steps: {self.timing['steps']}, expected batch {c['batch_size']}, "
+            f"physical batch {c['physical_batch_size']}, seed {c['seed']}",
+            f"- time: {self.timing['train_seconds']:.1f} s training, "
+            f"{self.timing['total_seconds']:.1f} s in all",
+            "",
+            "## Configuration",
+            "",
+            "```json",
+            json.dumps(_json_safe(c), indent=2, sort_keys=True),
+            "```",
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def _json_safe(value: Any) -> Any:
+    """Replace non-finite floats by strings ("inf", "nan") so the JSON is standard."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def write(run: RunReport, workdir: str) -> tuple[str, str]:
+    """Write ``report.json`` and ``report.md`` into ``workdir``; return their paths."""
+    os.makedirs(workdir, exist_ok=True)
+    json_path = os.path.join(workdir, "report.json")
+    md_path = os.path.join(workdir, "report.md")
+    with open(json_path, "w") as f:
+        json.dump(run.to_dict(), f, indent=2, sort_keys=True)
+    with open(md_path, "w") as f:
+        f.write(run.to_markdown())
+    return json_path, md_path

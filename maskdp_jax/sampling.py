@@ -1,0 +1,126 @@
+"""Host-side Poisson sampling of logical batches and their split into physical batches.
+
+Privacy meaning. The accountant assumes *Poisson subsampling*: at every logical step each example
+is included independently with probability ``q = B / N``. The resulting logical batch has a random
+size and is **never truncated or resampled** (either would change the mechanism being accounted).
+To keep static shapes for XLA, a logical batch is cut into fixed-size *physical* batches; the last
+one is padded with weight-0 rows, which contribute exactly zero.
+
+MaskDP draws (see SPEC.md, "The MaskDP-SGD step"):
+
+* ``decoupled`` (default): the public batch and the private batch are two *independent* Poisson
+  draws. The noise-free public gradient then reveals only the public draw, which carries no
+  information about the private one, so the private mechanism keeps its amplification by
+  subsampling (Theorem 4.1).
+* ``coupled``: one draw used for both views, as in the paper's Algorithm 1. The public gradient
+  reveals who was sampled; the accountant must use the revealed-sample bound.
+
+Draws are a pure function of ``(seed, step, stream)``: a resumed run or another host reproduces
+exactly the same batches without any sampler state beyond the seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+PUBLIC_STREAM = 0
+PRIVATE_STREAM = 1
+
+MODES = ("maskdp", "dp", "nonprivate")
+SAMPLING_SCHEMES = ("decoupled", "coupled")
+
+
+@dataclasses.dataclass(frozen=True)
+class LogicalBatch:
+    """Example indices of one logical step.
+
+    Attributes:
+      public: indices whose *public view* is used (unclipped, noise-free gradient), or None when
+        the mode has no public pass (``dp``). In ``nonprivate`` mode the public pass sees the full
+        video.
+      private: indices whose *private view* is used (clipped, noised gradient), or None when the mode
+        has no private pass (``nonprivate``). In ``dp`` mode the private pass sees the full video.
+    """
+
+    public: np.ndarray | None
+    private: np.ndarray | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonSampler:
+    """Poisson sampler with rate ``q = expected_batch_size / num_examples``.
+
+    Args:
+      num_examples: N, the number of training videos.
+      expected_batch_size: B; the update divides by this (not by the sampled size).
+      seed: the only state of the sampler.
+    """
+
+    num_examples: int
+    expected_batch_size: int
+    seed: int
+
+    def __post_init__(self):
+        if self.num_examples <= 0:
+            raise ValueError(f"num_examples must be > 0; got {self.num_examples}.")
+        if not 0 < self.expected_batch_size <= self.num_examples:
+            raise ValueError(
+                f"expected_batch_size must be in (0, N={self.num_examples}]; "
+                f"got {self.expected_batch_size}."
+            )
+
+    @property
+    def sampling_rate(self) -> float:
+        return self.expected_batch_size / self.num_examples
+
+    def draw(self, step: int, *, stream: int) -> np.ndarray:
+        """Indices included at ``step`` in ``stream``, in random order. ``[n]`` int64, n random."""
+        rng = np.random.default_rng([self.seed, step, stream])
+        included = np.flatnonzero(rng.random(self.num_examples) < self.sampling_rate)
+        return rng.permutation(included)
+
+    def logical_batch(self, step: int, *, mode: str, sampling: str = "decoupled") -> LogicalBatch:
+        """The public and private indices of one logical step for a training mode.
+
+        ``dp`` uses the private stream and ``nonprivate`` the public stream, so that ``dp`` equals
+        ``maskdp`` with all-private masks under the same seed.
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
+        if sampling not in SAMPLING_SCHEMES:
+            raise ValueError(f"sampling must be one of {SAMPLING_SCHEMES}; got {sampling!r}.")
+        if mode == "dp":
+            return LogicalBatch(public=None, private=self.draw(step, stream=PRIVATE_STREAM))
+        if mode == "nonprivate":
+            return LogicalBatch(public=self.draw(step, stream=PUBLIC_STREAM), private=None)
+        public = self.draw(step, stream=PUBLIC_STREAM)
+        private = public if sampling == "coupled" else self.draw(step, stream=PRIVATE_STREAM)
+        return LogicalBatch(public=public, private=private)
+
+
+def physical_batches(
+    indices: np.ndarray, *, physical_batch_size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Cut a logical batch into fixed-size physical batches.
+
+    Every index appears exactly once; the last batch is padded with index 0 at weight 0. An empty
+    logical batch yields nothing (the step then adds only noise, as the mechanism requires).
+
+    Args:
+      indices: ``[n]`` example indices of the logical batch.
+      physical_batch_size: P, the static batch size compiled for.
+
+    Yields:
+      ``(indices [P] int64, weights [P] float32)``.
+    """
+    if physical_batch_size <= 0:
+        raise ValueError(f"physical_batch_size must be > 0; got {physical_batch_size}.")
+    indices = np.asarray(indices, dtype=np.int64)
+    for start in range(0, len(indices), physical_batch_size):
+        chunk = indices[start : start + physical_batch_size]
+        pad = physical_batch_size - len(chunk)
+        weights = np.concatenate([np.ones(len(chunk), np.float32), np.zeros(pad, np.float32)])
+        yield np.concatenate([chunk, np.zeros(pad, np.int64)]), weights

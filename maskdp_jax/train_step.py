@@ -1,0 +1,313 @@
+"""The MaskDP-SGD step, one code path for the modes ``maskdp``, ``dp`` and ``nonprivate``.
+
+For one logical step with public batch ``S_pu`` and private batch ``S_pr`` (SPEC.md):
+
+    g = ( sum_{i in S_pu} w_i^pu grad L(M(view_pu_i), y_i)              # ordinary gradient
+        + sum_{i in S_pr} w_i^pr clip_C(grad L(M(view_pr_i), y_i))     # per-example, clipped
+        + N(0, sigma^2 C^2 I) ) / B                                     # once per logical batch
+
+with ``B`` the *expected* batch size. ``w^pu_i = 0`` for padding and for videos without a public
+cell, ``w^pr_i = 0`` for padding and for videos without a private cell (so a video whose private
+part is absent contributes exactly zero private gradient, which is what makes the ``special``
+masked adjacency of the accountant hold).
+
+Mode by mode:
+
+* ``maskdp``: public views in the public pass, private views in the private pass.
+* ``dp``: no public pass; the private pass sees the whole video (standard DP-SGD). With all-private
+  masks ``maskdp`` computes exactly the same update.
+* ``nonprivate``: no private pass and no noise; the public pass sees the whole video.
+
+Each physical batch is a dict::
+
+    video  [P, K, T, H, W, C] float32   normalised pixels, K clips per video
+    mask   [P, K, T, H, W]    uint8     1 = public pixel, 0 = private pixel (public information)
+    label  [P]                int32     class index (public under masked adjacency)
+    weight [P]                float32   1 = real example, 0 = padding
+
+A video's loss is the mean over its K clips (multi-clip, seed 003), so the clipped unit is the
+video. The step is split into jitted pieces (accumulate a public physical batch, accumulate a
+private physical batch, finalise) because a Poisson logical batch has a random number of physical
+batches; :func:`make_train_step` composes them into ``train_step(state, batch, key)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from maskdp_jax import clipping, noise, partition, tokenizer
+from maskdp_jax.sampling import MODES
+
+PyTree = Any
+Batch = dict[str, jnp.ndarray]
+ApplyFn = Callable[[PyTree, jnp.ndarray], jnp.ndarray]
+
+
+class TrainState(struct.PyTreeNode):
+    """Everything that changes during training (collaborators are bound by closure instead).
+
+    Attributes:
+      step: number of logical steps taken (int32 scalar).
+      trainable: trainable parameters (the only ones released with noise).
+      frozen: frozen parameters (closed over by the loss; never updated).
+      opt_state: optax state of the optimiser over ``trainable``.
+    """
+
+    step: jnp.ndarray
+    trainable: PyTree
+    frozen: PyTree
+    opt_state: optax.OptState
+
+    @classmethod
+    def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation):
+        return cls(
+            step=jnp.zeros((), jnp.int32),
+            trainable=trainable,
+            frozen=frozen,
+            opt_state=tx.init(trainable),
+        )
+
+    @property
+    def params(self) -> dict:
+        return partition.merge(self.trainable, self.frozen)
+
+
+@dataclasses.dataclass(frozen=True)
+class DPConfig:
+    """Static settings of the step (hashable, closed over by the jitted functions).
+
+    Attributes:
+      mode: ``maskdp`` | ``dp`` | ``nonprivate``.
+      l2_clip_norm: C, per-example clip norm of the private pass.
+      noise_multiplier: sigma; the noise std is ``sigma * C`` on the *sum*.
+      expected_batch_size: B, the divisor of the update (never the sampled size).
+      patch_stride: token-cell size ``(st, sh, sw)`` of the model's patch embedding.
+      fill_value: value of hidden cells in each view.
+    """
+
+    mode: str
+    l2_clip_norm: float
+    noise_multiplier: float
+    expected_batch_size: int
+    patch_stride: tuple[int, int, int]
+    fill_value: float = 0.0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}; got {self.mode!r}.")
+        if self.expected_batch_size <= 0:
+            raise ValueError(f"expected_batch_size must be > 0; got {self.expected_batch_size}.")
+        if self.mode != "nonprivate":
+            if self.l2_clip_norm <= 0:
+                raise ValueError(f"l2_clip_norm must be > 0; got {self.l2_clip_norm}.")
+            if self.noise_multiplier < 0:
+                raise ValueError(f"noise_multiplier must be >= 0; got {self.noise_multiplier}.")
+
+    @property
+    def has_public_pass(self) -> bool:
+        return self.mode != "dp"
+
+    @property
+    def has_private_pass(self) -> bool:
+        return self.mode != "nonprivate"
+
+
+class Accumulator(NamedTuple):
+    """Sums over the physical batches of one logical batch.
+
+    Attributes:
+      public_sum: sum of weighted public gradients (trainable structure).
+      private_sum: sum of weighted, clipped private gradients (trainable structure).
+      public_loss_sum / public_count: for the public training loss (not private data).
+      clip: private-pass :class:`~maskdp_jax.clipping.ClipStats` (private data: not DP).
+    """
+
+    public_sum: PyTree
+    private_sum: PyTree
+    public_loss_sum: jnp.ndarray
+    public_count: jnp.ndarray
+    clip: clipping.ClipStats
+
+
+def zeros_accumulator(trainable: PyTree) -> Accumulator:
+    # Distinct buffers for every leaf: the accumulator is donated to the jitted accumulation.
+    def zero():
+        return jnp.zeros((), jnp.float32)
+
+    def izero():
+        return jnp.zeros((), jnp.int32)
+
+    return Accumulator(
+        public_sum=jax.tree.map(jnp.zeros_like, trainable),
+        private_sum=jax.tree.map(jnp.zeros_like, trainable),
+        public_loss_sum=zero(),
+        public_count=zero(),
+        clip=clipping.ClipStats(izero(), izero(), zero(), zero(), zero()),
+    )
+
+
+def video_loss(apply_fn: ApplyFn, params: PyTree, clips: jnp.ndarray, label: jnp.ndarray):
+    """Cross-entropy of one video: mean over its K clips. ``clips: [K, T, H, W, C]``."""
+    logits = apply_fn(params, clips)
+    labels = jnp.broadcast_to(label, logits.shape[:1])
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+
+def batch_views(batch: Batch, cfg: DPConfig) -> tokenizer.Views:
+    """Views of a physical batch; video-level flags reduce over the K clips."""
+    views = jax.vmap(jax.vmap(
+        lambda v, m: tokenizer.make_views(
+            v, m, patch_stride=cfg.patch_stride, fill_value=cfg.fill_value
+        )
+    ))(batch["video"], batch["mask"])
+    return views._replace(
+        has_public=jnp.any(views.has_public, axis=1),
+        has_private=jnp.any(views.has_private, axis=1),
+    )
+
+
+def accumulate_public(
+    acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
+    apply_fn: ApplyFn, cfg: DPConfig,
+) -> Accumulator:
+    """Add one physical batch's public gradient ``sum_i w_i grad L(view_pu_i)`` (no clipping).
+
+    The gradient depends only on public pixels, the masks and the labels.
+    """
+    if cfg.mode == "nonprivate":
+        video, weights = batch["video"], batch["weight"]
+    else:
+        views = batch_views(batch, cfg)
+        video, weights = views.public, batch["weight"] * views.has_public
+
+    def loss_sum(tr):
+        params = partition.merge(tr, frozen)
+        p, k = video.shape[:2]
+        logits = apply_fn(params, video.reshape(p * k, *video.shape[2:]))
+        logits = logits.reshape(p, k, -1)
+        labels = jnp.broadcast_to(batch["label"][:, None], (p, k))
+        per_video = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), 1)
+        return jnp.sum(weights * per_video), per_video
+
+    (_, per_video), grads = jax.value_and_grad(loss_sum, has_aux=True)(trainable)
+    return acc._replace(
+        public_sum=jax.tree.map(jnp.add, acc.public_sum, grads),
+        public_loss_sum=acc.public_loss_sum + jnp.sum(weights * per_video),
+        public_count=acc.public_count + jnp.sum(weights),
+    )
+
+
+def accumulate_private(
+    acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
+    apply_fn: ApplyFn, cfg: DPConfig,
+) -> Accumulator:
+    """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``."""
+    if cfg.mode == "dp":
+        video, weights = batch["video"], batch["weight"]
+    else:
+        views = batch_views(batch, cfg)
+        video, weights = views.private, batch["weight"] * views.has_private
+
+    def one_video_loss(tr, example):
+        clips, label = example
+        return video_loss(apply_fn, partition.merge(tr, frozen), clips, label)
+
+    grads, stats = clipping.clipped_grad_sum(
+        one_video_loss, trainable, (video, batch["label"]), weights,
+        l2_clip_norm=cfg.l2_clip_norm,
+    )
+    return acc._replace(
+        private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),
+        clip=jax.tree.map(jnp.add, acc.clip, stats),
+    )
+
+
+def finalize(
+    state: TrainState, acc: Accumulator, key: jax.Array, *,
+    tx: optax.GradientTransformation, cfg: DPConfig,
+) -> tuple[TrainState, dict[str, jnp.ndarray]]:
+    """Noise the private sum once, divide by the expected batch size, apply the optimiser.
+
+    Args:
+      state: state before the step; ``state.step`` is folded into ``key``.
+      acc: sums over every physical batch of this logical step.
+      key: base PRNG key of the run, identical on every replica.
+    """
+    total = acc.public_sum
+    if cfg.has_private_pass:
+        step_key = jax.random.fold_in(key, state.step)
+        private = noise.add_gaussian_noise(
+            acc.private_sum, step_key,
+            noise_multiplier=cfg.noise_multiplier, l2_clip_norm=cfg.l2_clip_norm,
+        )
+        total = jax.tree.map(jnp.add, total, private)
+    grad = jax.tree.map(lambda g: g / cfg.expected_batch_size, total)
+    updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
+    trainable = optax.apply_updates(state.trainable, updates)
+    metrics = {
+        "public/loss": acc.public_loss_sum / jnp.maximum(acc.public_count, 1.0),
+        "public/batch_size": acc.public_count,
+        "grad_norm": optax.tree.norm(grad),
+        "private/num_nonfinite": acc.clip.num_nonfinite,
+        "private/clipped_fraction": acc.clip.num_clipped / jnp.maximum(acc.clip.count, 1.0),
+        "private/mean_grad_norm": acc.clip.norm_sum / jnp.maximum(acc.clip.count, 1.0),
+        "private/loss": acc.clip.loss_sum / jnp.maximum(acc.clip.count, 1.0),
+        "private/batch_size": acc.clip.count,
+    }
+    new_state = state.replace(step=state.step + 1, trainable=trainable, opt_state=opt_state)
+    return new_state, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class LogicalBatchData:
+    """The physical batches of one logical step (either list may be empty)."""
+
+    public: Sequence[Batch]
+    private: Sequence[Batch]
+
+
+def make_train_step(
+    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, cfg: DPConfig
+) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
+    """Build ``train_step(state, batch, key) -> (state, metrics)``.
+
+    Args:
+      apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
+      tx: optax optimiser over the trainable subtree.
+      cfg: the step's :class:`DPConfig`.
+
+    Returns:
+      A function of ``(state, batch: LogicalBatchData, key)``; it runs one jitted accumulation
+      per physical batch and one jitted finalisation (noise + update) per logical batch. It is
+      pure: the same inputs give the same outputs.
+    """
+    public = jax.jit(
+        lambda acc, tr, fr, b: accumulate_public(acc, tr, fr, b, apply_fn=apply_fn, cfg=cfg),
+        donate_argnums=0,
+    )
+    private = jax.jit(
+        lambda acc, tr, fr, b: accumulate_private(acc, tr, fr, b, apply_fn=apply_fn, cfg=cfg),
+        donate_argnums=0,
+    )
+    final = jax.jit(lambda s, a, k: finalize(s, a, k, tx=tx, cfg=cfg))
+
+    def train_step(state: TrainState, batch: LogicalBatchData, key: jax.Array):
+        if batch.public and not cfg.has_public_pass:
+            raise ValueError(f"mode {cfg.mode!r} has no public pass; got public batches.")
+        if batch.private and not cfg.has_private_pass:
+            raise ValueError(f"mode {cfg.mode!r} has no private pass; got private batches.")
+        acc = zeros_accumulator(state.trainable)
+        for b in batch.public:
+            acc = public(acc, state.trainable, state.frozen, b)
+        for b in batch.private:
+            acc = private(acc, state.trainable, state.frozen, b)
+        return final(state, acc, key)
+
+    return train_step

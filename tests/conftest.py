@@ -1,0 +1,58 @@
+"""Shared fixtures: a tiny convolutional video model with the same surface as ``models``.
+
+Core DP properties (clipping, noise, views, sampling) are tested on this model because it compiles
+in a second; the MViTv2 presets are exercised by the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+PATCH_STRIDE = (2, 4, 4)
+CLIP_SHAPE = (4, 16, 16, 3)  # T, H, W, C
+NUM_CLASSES = 3
+
+
+class TinyVideoNet(nn.Module):
+    """Patchify conv (kernel = stride, so a token sees exactly its cell) -> LayerNorm -> head."""
+
+    num_classes: int = NUM_CLASSES
+    patch_stride: tuple[int, int, int] = PATCH_STRIDE
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(8, self.patch_stride, strides=self.patch_stride, name="patch_embed")(x)
+        x = nn.LayerNorm(name="norm")(nn.gelu(x))
+        x = jnp.mean(x, axis=(1, 2, 3))
+        return nn.Dense(self.num_classes, name="head")(x)
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    model = TinyVideoNet()
+    params = model.init(jax.random.key(0), jnp.zeros((1, *CLIP_SHAPE)))["params"]
+
+    def apply_fn(p, x):
+        return model.apply({"params": p}, x)
+
+    return model, params, apply_fn
+
+
+def random_batch(rng: np.random.Generator, *, size: int, clips: int = 1, public_fraction=0.5):
+    """A physical batch with random videos, random block masks and labels, all weights 1."""
+    t, h, w, c = CLIP_SHAPE
+    video = rng.normal(size=(size, clips, t, h, w, c)).astype(np.float32)
+    mask = (rng.random((size, clips, t, h, w)) < public_fraction).astype(np.uint8)
+    # Make whole public blocks so that most videos have public cells after erosion.
+    blocks = rng.random((size, clips, t // 2, h // 4, w // 4)) < public_fraction
+    mask |= np.kron(blocks, np.ones((2, 4, 4), np.uint8)).astype(np.uint8)
+    return {
+        "video": video,
+        "mask": mask,
+        "label": rng.integers(0, NUM_CLASSES, size).astype(np.int32),
+        "weight": np.ones(size, np.float32),
+    }

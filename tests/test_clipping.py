@@ -1,0 +1,78 @@
+"""Per-example clipping: norm bound, padding, non-finite examples."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from maskdp_jax.clipping import clipped_grad_sum
+
+
+def _loss(w, example):
+    x, y = example
+    return jnp.sum((x @ w["a"] + w["b"] - y) ** 2)
+
+
+def _params():
+    return {"a": jnp.ones((5, 3)), "b": jnp.zeros(3)}
+
+
+def _per_example_clipped(examples, weights, c):
+    """Each example alone through clipped_grad_sum: its own clipped gradient times its weight."""
+    out = []
+    for i in range(len(weights)):
+        one = jax.tree.map(lambda v, i=i: v[i : i + 1], examples)
+        g, _ = clipped_grad_sum(_loss, _params(), one, weights[i : i + 1], l2_clip_norm=c)
+        out.append(g)
+    return out
+
+
+def test_every_clipped_gradient_has_norm_at_most_c():
+    rng = np.random.default_rng(0)
+    scale = np.geomspace(1e-3, 1e2, 16)[:, None].astype(np.float32)
+    x = rng.normal(size=(16, 5)).astype(np.float32) * scale
+    y = rng.normal(size=(16, 3)).astype(np.float32) * scale
+    for c in (0.1, 1.0, 7.5):
+        for g in _per_example_clipped((x, y), np.ones(16, np.float32), c):
+            assert float(optax.tree.norm(g)) <= c * (1 + 1e-6)
+        _, stats = clipped_grad_sum(_loss, _params(), (x, y), jnp.ones(16), l2_clip_norm=c)
+        assert 0 < int(stats.num_clipped) < 16  # both regimes are exercised
+
+
+def test_small_gradients_pass_unchanged_and_sum_is_weighted():
+    x = np.full((3, 5), 1e-3, np.float32)
+    y = np.zeros((3, 3), np.float32)
+    g_sum, _ = clipped_grad_sum(_loss, _params(), (x, y), jnp.array([1.0, 1.0, 0.0]),
+                                l2_clip_norm=1e6)
+    raw = jax.grad(_loss)(_params(), (x[0], y[0]))
+    jax.tree.map(lambda s, r: np.testing.assert_allclose(s, 2 * r, rtol=1e-6), g_sum, raw)
+
+
+def test_padding_contributes_exactly_zero():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 5)).astype(np.float32)
+    y = rng.normal(size=(6, 3)).astype(np.float32)
+    w = np.array([1, 1, 1, 0, 0, 0], np.float32)
+    full, stats = clipped_grad_sum(_loss, _params(), (x, y), w, l2_clip_norm=1.0)
+    real, _ = clipped_grad_sum(
+        _loss, _params(), (x[:3], y[:3]), jnp.ones(3), l2_clip_norm=1.0
+    )
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
+                 full, real)
+    assert int(stats.count) == 3
+
+
+def test_nonfinite_example_is_zeroed_and_counted_others_unaffected():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    y = rng.normal(size=(4, 3)).astype(np.float32)
+    bad_x = x.copy()
+    bad_x[1, 0] = np.nan
+    bad_x[2, 3] = np.inf
+    g_bad, stats = clipped_grad_sum(_loss, _params(), (bad_x, y), jnp.ones(4), l2_clip_norm=1.0)
+    keep = np.array([0, 3])
+    g_ok, _ = clipped_grad_sum(_loss, _params(), (x[keep], y[keep]), jnp.ones(2),
+                               l2_clip_norm=1.0)
+    assert int(stats.num_nonfinite) == 2
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), g_bad, g_ok)
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(g_bad))

@@ -1,0 +1,89 @@
+"""Tokeniser: token cells, views, and the public-view invariant."""
+
+import jax
+import numpy as np
+import pytest
+
+from maskdp_jax import tokenizer
+
+STRIDE = (2, 4, 4)
+
+
+def _views(video, mask):
+    return jax.jit(lambda v, m: tokenizer.make_views(v, m, patch_stride=STRIDE, fill_value=0.0))(
+        video, mask
+    )
+
+
+def test_cell_is_public_only_if_every_pixel_is_public():
+    mask = np.ones((4, 8, 8), np.uint8)
+    mask[3, 7, 7] = 0  # one private pixel in the last cell
+    cells = np.asarray(tokenizer.public_cells(mask, patch_stride=STRIDE))
+    assert cells.shape == (2, 2, 2)
+    assert not cells[1, 1, 1]
+    assert cells.sum() == 7
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_public_view_is_bit_identical_when_private_pixels_change(trial):
+    rng = np.random.default_rng(trial)
+    video = rng.normal(size=(4, 16, 16, 3)).astype(np.float32)
+    mask = (rng.random((4, 16, 16)) < 0.7).astype(np.uint8)
+    mask |= np.kron(rng.random((2, 4, 4)) < 0.5, np.ones((2, 4, 4), np.uint8)).astype(np.uint8)
+    other = video.copy()
+    private = mask == 0
+    other[private] = rng.normal(size=(private.sum(), 3)) * 100  # arbitrary private content
+    a, b = _views(video, mask), _views(other, mask)
+    np.testing.assert_array_equal(np.asarray(a.public), np.asarray(b.public))
+    assert bool(a.has_public) and bool(a.has_private)
+    # The private view did see the change (the test would be vacuous otherwise).
+    assert not np.array_equal(np.asarray(a.private), np.asarray(b.private))
+
+
+def test_views_partition_the_clip():
+    rng = np.random.default_rng(0)
+    video = rng.normal(size=(4, 8, 8, 3)).astype(np.float32) + 5.0  # no pixel equals the fill
+    mask = (rng.random((4, 8, 8)) < 0.8).astype(np.uint8)
+    v = _views(video, mask)
+    public, private = np.asarray(v.public), np.asarray(v.private)
+    np.testing.assert_array_equal(public + private, video)
+    assert np.all((public == 0) | (private == 0))
+
+
+def test_indivisible_clip_is_rejected():
+    with pytest.raises(ValueError, match="not divisible by the patch stride"):
+        tokenizer.public_cells(np.ones((3, 8, 8)), patch_stride=STRIDE)
+
+
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (np.ones((4, 8)), r"must be \[T, H, W\]"),
+        (np.ones((4, 8, 9)), "does not match"),
+        (np.full((4, 8, 8), 7), "must be binary"),
+    ],
+)
+def test_bad_masks_are_rejected(mask, match):
+    with pytest.raises(ValueError, match=match):
+        tokenizer.validate_pixel_mask(mask, video_shape=(4, 8, 8, 3), source="clip.npz")
+
+
+def test_mask_value_conventions():
+    m = np.zeros((2, 4, 4), np.uint8)
+    m[0] = 255
+    out = tokenizer.validate_pixel_mask(m, video_shape=(2, 4, 4), source="m")
+    assert out.dtype == np.uint8 and out.max() == 1 and out[0].all() and not out[1].any()
+    np.testing.assert_array_equal(
+        tokenizer.validate_pixel_mask(m > 0, video_shape=(2, 4, 4), source="m"), out
+    )
+
+
+def test_degenerate_masks_warn_and_say_what_dp_means():
+    masks = np.zeros((3, 4, 8, 8), np.uint8)
+    masks[0] = 1  # all public
+    masks[1, :, :4, :4] = 1  # mixed
+    with pytest.warns(UserWarning) as record:
+        counts = tokenizer.warn_degenerate_masks(masks, patch_stride=STRIDE, source="toy")
+    assert counts == (1, 1)
+    text = " ".join(str(w.message) for w in record)
+    assert "nothing protected" in text and "ordinary DP-SGD" in text

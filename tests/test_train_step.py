@@ -1,0 +1,216 @@
+"""The MaskDP step: invariants of the two-view update (on the tiny test model)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from conftest import PATCH_STRIDE, random_batch
+
+from maskdp_jax import partition
+from maskdp_jax.train_step import (
+    DPConfig,
+    LogicalBatchData,
+    TrainState,
+    accumulate_private,
+    accumulate_public,
+    make_train_step,
+    zeros_accumulator,
+)
+
+KEY = jax.random.key(42)
+
+
+def _cfg(mode="maskdp", sigma=0.0, b=8, c=0.5):
+    return DPConfig(mode=mode, l2_clip_norm=c, noise_multiplier=sigma, expected_batch_size=b,
+                    patch_stride=PATCH_STRIDE)
+
+
+def _state(params, tx, trainable_names=None):
+    mask = jax.tree_util.tree_map_with_path(
+        lambda path, _: trainable_names is None or path[0].key in trainable_names, params
+    )
+    trainable, frozen = partition.split(params, mask)
+    return TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+
+
+def _public(state, batch, apply_fn, cfg):
+    acc = zeros_accumulator(state.trainable)
+    return jax.jit(lambda a, t, f, b: accumulate_public(a, t, f, b, apply_fn=apply_fn, cfg=cfg))(
+        acc, state.trainable, state.frozen, batch)
+
+
+def _private(state, batch, apply_fn, cfg, acc=None):
+    acc = zeros_accumulator(state.trainable) if acc is None else acc
+    return jax.jit(lambda a, t, f, b: accumulate_private(a, t, f, b, apply_fn=apply_fn, cfg=cfg))(
+        acc, state.trainable, state.frozen, batch)
+
+
+def _assert_tree_equal(a, b):
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), a, b)
+
+
+def _leaves_norm(tree):
+    return float(optax.tree.norm(tree))
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model, trial):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(trial)
+    batch = random_batch(rng, size=6, clips=2)
+    other = {k: v.copy() for k, v in batch.items()}
+    private = other["mask"] == 0
+    other["video"][private] = rng.normal(size=(private.sum(), 3)) * 50
+    state = _state(params, optax.sgd(1.0))
+    a = _public(state, batch, apply_fn, _cfg())
+    b = _public(state, other, apply_fn, _cfg())
+    _assert_tree_equal(a.public_sum, b.public_sum)
+    assert _leaves_norm(a.public_sum) > 0
+    # The private gradient does see the change (so the test above is not vacuous).
+    pa, pb = _private(state, batch, apply_fn, _cfg()), _private(state, other, apply_fn, _cfg())
+    assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
+
+
+def test_public_sum_is_untouched_by_the_private_pass(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(0)
+    state = _state(params, optax.sgd(1.0))
+    acc = _public(state, random_batch(rng, size=4), apply_fn, _cfg())
+    for seed in (1, 2):
+        after = _private(state, random_batch(np.random.default_rng(seed), size=4), apply_fn,
+                         _cfg(), acc=jax.tree.map(jnp.copy, acc))
+        _assert_tree_equal(after.public_sum, acc.public_sum)
+
+
+def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(3)
+    private_batch = random_batch(rng, size=8, clips=2)
+    private_batch["mask"][:] = 0
+    public_batch = random_batch(rng, size=8, clips=2)
+    public_batch["mask"][:] = 0
+    tx = optax.sgd(0.1, momentum=0.9)
+    results = {}
+    for mode in ("dp", "maskdp"):
+        step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg(mode, sigma=1.3))
+        batch = LogicalBatchData(public=[public_batch] if mode == "maskdp" else [],
+                                 private=[private_batch])
+        results[mode], _ = step(_state(params, tx), batch, KEY)
+    _assert_tree_equal(results["dp"].trainable, results["maskdp"].trainable)
+    assert not np.array_equal(results["dp"].trainable["head"]["kernel"], params["head"]["kernel"])
+
+
+def test_no_private_cells_means_zero_private_gradient_and_vice_versa(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(4)
+    batch = random_batch(rng, size=4)
+    state = _state(params, optax.sgd(1.0))
+    all_public = dict(batch, mask=np.ones_like(batch["mask"]))
+    acc = _private(state, all_public, apply_fn, _cfg())
+    assert _leaves_norm(acc.private_sum) == 0.0
+    assert float(acc.clip.count) == 0
+    all_private = dict(batch, mask=np.zeros_like(batch["mask"]))
+    acc = _public(state, all_private, apply_fn, _cfg())
+    assert _leaves_norm(acc.public_sum) == 0.0
+    # Mixed: only the video with a private cell contributes to the private sum.
+    mixed = dict(all_public, mask=all_public["mask"].copy())
+    mixed["mask"][2, 0, :2, :4, :4] = 0
+    only = jax.tree.map(lambda v: v[2:3], batch | {"mask": mixed["mask"]})
+    # Equal up to float rounding: batch 4 and batch 1 compile to different vectorised kernels.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8),
+                 _private(state, mixed, apply_fn, _cfg()).private_sum,
+                 _private(state, only, apply_fn, _cfg()).private_sum)
+
+
+def test_multi_clip_averages_before_clipping(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(5)
+    batch = random_batch(rng, size=1, clips=2)
+    batch["video"][0, 1] *= 30.0  # the two clips have very different gradient norms
+    c = 0.05
+    cfg = _cfg("dp", c=c)
+    state = _state(params, optax.sgd(1.0))
+    got = _private(state, batch, apply_fn, cfg).private_sum
+
+    def clip_loss(p, clip):
+        logits = apply_fn(p, clip[None])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])[0]
+
+    per_clip = [jax.grad(clip_loss)(params, batch["video"][0, k]) for k in range(2)]
+    mean = jax.tree.map(lambda a, b: (a + b) / 2, *per_clip)
+    clip = lambda g: jax.tree.map(lambda x: x * min(1.0, c / _leaves_norm(g)), g)  # noqa: E731
+    expected = clip(mean)
+    per_clip_then_mean = jax.tree.map(lambda a, b: (a + b) / 2, clip(per_clip[0]),
+                                      clip(per_clip[1]))
+    jax.tree.map(lambda g, e: np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-7),
+                 got, expected)
+    diff = _leaves_norm(jax.tree.map(jnp.subtract, expected, per_clip_then_mean))
+    assert diff > 1e-3 * _leaves_norm(expected)  # the two orders really differ here
+
+
+def test_noise_is_added_once_per_logical_batch_and_divided_by_expected_batch_size(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(6)
+    sigma, c, b = 2.0, 0.5, 16
+    padding = random_batch(rng, size=4)
+    padding["weight"][:] = 0.0  # contributes nothing: the update is pure noise
+    tx = optax.sgd(1.0)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("dp", sigma=sigma, b=b, c=c))
+    updates = []
+    for num_physical in (1, 3):
+        state = _state(params, tx)
+        new, _ = step(state, LogicalBatchData(public=[], private=[padding] * num_physical), KEY)
+        updates.append(jax.tree.map(jnp.subtract, new.trainable, state.trainable))
+    _assert_tree_equal(updates[0], updates[1])
+    values = np.concatenate([np.ravel(v) for v in jax.tree.leaves(updates[0])])
+    # -lr * N(0, (sigma C)^2) / B; few hundred parameters, so a loose but meaningful bound.
+    assert abs(values.std() / (sigma * c / b) - 1) < 0.15
+
+
+def test_update_divides_by_expected_batch_size_not_sampled_size(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(7)
+    batch = random_batch(rng, size=4)
+    batch["weight"][3] = 0.0  # 3 real examples
+    tx = optax.sgd(1.0)
+    grads = {}
+    for b in (4, 12):
+        step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("maskdp", b=b))
+        state = _state(params, tx)
+        new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+        grads[b] = jax.tree.map(lambda o, n: o - n, state.trainable, new.trainable)
+    state = _state(params, tx)
+    cfg = _cfg("maskdp")
+    acc = _private(state, batch, apply_fn, cfg, acc=_public(state, batch, apply_fn, cfg))
+    total = jax.tree.map(jnp.add, acc.public_sum, acc.private_sum)
+    for b, g in grads.items():
+        jax.tree.map(lambda x, t, b=b: np.testing.assert_allclose(x, t / b, rtol=1e-5,
+                                                                  atol=1e-7), g, total)
+
+
+def test_frozen_parameters_never_change_and_gradients_hold_only_trainable_leaves(tiny_model):
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(8)
+    tx = optax.sgd(0.5)
+    state = _state(params, tx, trainable_names={"head"})
+    assert set(state.trainable) == {"head"} and "head" not in state.frozen
+    acc = _private(state, random_batch(rng, size=4), apply_fn, _cfg())
+    assert jax.tree.structure(acc.private_sum) == jax.tree.structure(state.trainable)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg(sigma=1.0))
+    batch = random_batch(rng, size=4)
+    new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+    _assert_tree_equal(new.frozen, state.frozen)
+    assert not np.array_equal(new.trainable["head"]["kernel"], state.trainable["head"]["kernel"])
+    _assert_tree_equal(new.params["patch_embed"], params["patch_embed"])
+
+
+def test_mode_without_a_pass_refuses_its_batches(tiny_model):
+    _, params, apply_fn = tiny_model
+    batch = random_batch(np.random.default_rng(9), size=2)
+    tx = optax.sgd(1.0)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("nonprivate"))
+    with pytest.raises(ValueError, match="no private pass"):
+        step(_state(params, tx), LogicalBatchData(public=[batch], private=[batch]), KEY)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _cfg("secret")
