@@ -34,7 +34,10 @@ def gaussian_noise_like(
     leaves, treedef = jax.tree.flatten(tree)
     keys = jax.random.split(key, len(leaves))
     std = noise_multiplier * l2_clip_norm
-    noise = [std * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+    noise = [
+        std * jax.random.normal(k, x.shape, x.dtype)
+        for k, x in zip(keys, leaves, strict=True)
+    ]
     return jax.tree.unflatten(treedef, noise)
 
 

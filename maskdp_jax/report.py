@@ -49,7 +49,8 @@ class RunReport:
             "## Training",
             "",
             f"- model: {c['model']['name']}, fine-tuning `{c['model']['finetune']}`, "
-            f"{self.parameters['trainable']:,} trainable of {self.parameters['total']:,} parameters",
+            f"{self.parameters['trainable']:,} trainable of "
+            f"{self.parameters['total']:,} parameters",
             f"- steps: {self.timing['steps']}, expected batch {c['batch_size']}, "
             f"physical batch {c['physical_batch_size']}, seed {c['seed']}",
             f"- time: {self.timing['train_seconds']:.1f} s training, "

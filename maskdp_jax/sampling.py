@@ -41,8 +41,9 @@ class LogicalBatch:
       public: indices whose *public view* is used (unclipped, noise-free gradient), or None when
         the mode has no public pass (``dp``). In ``nonprivate`` mode the public pass sees the full
         video.
-      private: indices whose *private view* is used (clipped, noised gradient), or None when the mode
-        has no private pass (``nonprivate``). In ``dp`` mode the private pass sees the full video.
+      private: indices whose *private view* is used (clipped, noised gradient), or None when the
+        mode has no private pass (``nonprivate``). In ``dp`` mode the private pass sees the full
+        video.
     """
 
     public: np.ndarray | None
