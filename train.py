@@ -132,7 +132,7 @@ def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: i
 # Training
 # ----------------------------------------------------------------------------------------------
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Train, evaluate, write ``report.json`` and ``report.md`` into ``workdir``; return the report."""
+    """Train, evaluate, write report.json / report.md into ``workdir``; return the report."""
     t_start = time.time()
     os.makedirs(workdir, exist_ok=True)
     train_ds, test_ds = data.get_datasets(config.input)
@@ -228,7 +228,8 @@ def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -
     """Metrics safe to print: private-data metrics only when the user opted in (they are not DP)."""
     row = {}
     if config.mode != "dp":
-        row["loss" if config.mode == "nonprivate" else "public_loss"] = float(metrics["public/loss"])
+        name = "loss" if config.mode == "nonprivate" else "public_loss"
+        row[name] = float(metrics["public/loss"])
     if config.log_private_metrics and config.mode != "nonprivate":
         row["private_loss(non-DP)"] = float(metrics["private/loss"])
         row["clipped(non-DP)"] = float(metrics["private/clipped_fraction"])
