@@ -29,14 +29,8 @@ from tqdm import tqdm
 import accounting
 import data
 import models
-from maskdp_jax import evaluation, partition, report, sampling, tokenizer
+from maskdp_jax import evaluation, metric_writer, partition, plots, report, sampling, tokenizer
 from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
-
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "configs", "default.py"),
-    "Training configuration (a configs/*.py file).",
-)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (default: ./workdir/<mode>).")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +182,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     history = []
     t_train = time.time()
-    with tqdm(total=steps, desc=f"train[{config.mode}]", dynamic_ncols=True) as bar:
+    with (tqdm(total=steps, desc=f"train[{config.mode}]", dynamic_ncols=True) as bar,
+          metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer):
         for step in range(steps):
             logical = sampler.logical_batch(step, mode=config.mode, sampling=config.sampling)
             batch = load_logical_batch(train_ds, logical, config=config, step=step)
@@ -196,9 +191,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             ledger.record(q=q, noise_multiplier=sigma)
             if (step + 1) % config.log_every_steps == 0 or step + 1 == steps:
                 row = public_metrics(jax.device_get(metrics), config)
-                row.update(step=step + 1, epsilon=epsilon_so_far())
-                history.append(row)
-                bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k != "step"})
+                row["epsilon"] = epsilon_so_far()
+                row["steps_per_second"] = bar.format_dict["rate"] or 0.0
+                writer.write(step + 1, row)
+                history.append({"step": step + 1, **row})
+                bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
             bar.update(1)
     train_seconds = time.time() - t_train
 
@@ -214,11 +211,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
         metrics=metrics, class_names=list(test_ds.class_names), history=history,
+        train_class_counts=np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist(),
         timing={"train_seconds": train_seconds, "total_seconds": time.time() - t_start,
                 "steps": steps},
         parameters={"trainable": num_trainable, "total": num_total},
     )
     report.write(run, workdir)
+    plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
+                         title=f"{config.mode} on {config.input.dataset}")
     print(f"Test top-1 {metrics['top1']:.4f} | ε = {privacy.epsilon_pld} (PLD), "
           f"{privacy.epsilon_rdp} (RDP) at δ = {config.privacy.delta} | report: {workdir}")
     return json.loads(json.dumps(run.to_dict()))
@@ -238,11 +238,17 @@ def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -
 
 def main(argv):
     del argv
-    config = _CONFIG.value
-    workdir = _WORKDIR.value or os.path.join("workdir", config.mode)
+    config = flags.FLAGS.config
+    workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
     train_and_evaluate(config, workdir)
 
 
 if __name__ == "__main__":
+    # Flags are defined only when run as a script, so that sweep.py and tests can import this file.
+    config_flags.DEFINE_config_file(
+        "config", os.path.join(os.path.dirname(__file__), "configs", "default.py"),
+        "Training configuration (a configs/*.py file).",
+    )
+    flags.DEFINE_string("workdir", None, "Output directory (default: ./workdir/<mode>).")
     app.run(main)

@@ -56,5 +56,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.weight_decay = 0.0
 
     config.log_every_steps = 10
+    config.tensorboard = True           # TensorBoard scalars in <workdir>/tb, JSONL always
     config.log_private_metrics = False  # private-view loss etc. are NOT DP; opt-in only
     return config

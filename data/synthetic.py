@@ -46,18 +46,21 @@ def _generate(num_videos: int, *, frames: int, size: int, seed: int):
     rng.shuffle(labels)
     motion, context = labels % len(MOTIONS), labels // len(MOTIONS)
 
-    t = np.arange(frames)[None, :, None, None]
+    t = np.arange(frames, dtype=np.float32)[None, :, None, None]
     y = np.arange(size)[None, None, :, None]
     x = np.arange(size)[None, None, None, :]
 
+    def uniform(lo, hi, shape):
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+
     # Background: stripes across (context 0) or along (context 1) the frame, drifting slowly.
-    period = rng.uniform(4.0, 8.0, num_videos)[:, None, None, None]
-    phase = rng.uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
-    drift = rng.uniform(-0.3, 0.3, num_videos)[:, None, None, None]
-    coord = np.where(context[:, None, None, None] == 0, y, x)
+    period = uniform(4.0, 8.0, num_videos)[:, None, None, None]
+    phase = uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
+    drift = uniform(-0.3, 0.3, num_videos)[:, None, None, None]
+    coord = np.where(context[:, None, None, None] == 0, y, x).astype(np.float32)
     stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (coord + drift * t) / period + phase)
-    color_a = rng.uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
-    color_b = rng.uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    color_a = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    color_b = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
     video = color_a + (color_b - color_a) * stripes[..., None]
 
     # Avatar: a textured box moving one pixel per frame, kept inside the frame.
@@ -74,13 +77,13 @@ def _generate(num_videos: int, *, frames: int, size: int, seed: int):
     left = (x0[:, None] + dx[:, None] * np.arange(frames))[:, :, None, None]
     b = box[:, None, None, None]
     inside = (y >= top) & (y < top + b) & (x >= left) & (x < left + b)
-    avatar_color = rng.uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
+    avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
     head = (y - top) < b // 3
-    texture = np.where(head, 0.6, 1.0)[..., None] * avatar_color
+    texture = np.where(head, np.float32(0.6), np.float32(1.0))[..., None] * avatar_color
     video = np.where(inside[..., None], texture, video)
 
-    brightness = rng.uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
-    video = video * brightness + rng.normal(0.0, 0.05, video.shape)
+    brightness = uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
+    video = video * brightness + rng.standard_normal(video.shape, np.float32) * np.float32(0.05)
     frames_u8 = np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
     return frames_u8, inside.astype(np.uint8), labels.astype(np.int32)
 

@@ -47,19 +47,39 @@ def predict(
 
 
 def accuracy_metrics(logits: np.ndarray, labels: np.ndarray, num_classes: int) -> dict:
-    """Top-1 accuracy, mean per-class accuracy and the per-class table.
+    """Top-1, top-5, mean per-class accuracy (Toyota Smarthome's metric), per-class table and
+    confusion matrix.
 
-    Classes absent from ``labels`` get per-class accuracy NaN and are left out of the mean.
+    Args:
+      logits: ``[N, num_classes]``.
+      labels: ``[N]`` int class indices.
+      num_classes: number of classes.
+
+    Returns:
+      dict with ``top1``, ``top5`` (top-k with k = min(5, classes)), ``mean_class_accuracy``,
+      ``per_class_accuracy`` (None for classes absent from ``labels``; they are left out of the
+      mean), ``confusion`` (``[true][predicted]`` counts) and ``num_examples``.
+
+    >>> m = accuracy_metrics(np.eye(3)[[0, 1, 1]], np.array([0, 1, 2]), 3)
+    >>> round(m["top1"], 3), m["mean_class_accuracy"], m["confusion"][2]
+    (0.667, 0.6666666666666666, [0, 1, 0])
     """
     labels = np.asarray(labels)
+    logits = np.asarray(logits)
     pred = np.argmax(logits, axis=-1)
     correct = pred == labels
+    k = min(5, num_classes)
+    top_k = np.argsort(-logits, axis=-1)[:, :k]
     per_class = np.array([
         correct[labels == c].mean() if np.any(labels == c) else np.nan for c in range(num_classes)
     ])
+    confusion = np.zeros((num_classes, num_classes), np.int64)
+    np.add.at(confusion, (labels, pred), 1)
     return {
         "top1": float(correct.mean()),
+        "top5": float(np.mean(np.any(top_k == labels[:, None], axis=1))),
         "mean_class_accuracy": float(np.nanmean(per_class)),
         "per_class_accuracy": [None if np.isnan(a) else float(a) for a in per_class],
+        "confusion": confusion.tolist(),
         "num_examples": int(len(labels)),
     }

@@ -21,6 +21,7 @@ class RunReport:
     history: list[dict[str, Any]]
     timing: dict[str, Any]
     parameters: dict[str, int]
+    train_class_counts: list[int]
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe(dataclasses.asdict(self))
@@ -33,13 +34,15 @@ class RunReport:
             "## Accuracy (held-out split)",
             "",
             f"- top-1: **{m['top1']:.4f}** on {m['num_examples']} videos",
+            f"- top-5: {m['top5']:.4f}",
             f"- mean per-class accuracy: {m['mean_class_accuracy']:.4f}",
             "",
-            "| class | accuracy |",
-            "|---|---|",
+            "| class | train videos | test accuracy |",
+            "|---|---|---|",
         ]
-        for name, acc in zip(self.class_names, m["per_class_accuracy"], strict=True):
-            lines.append(f"| {name} | {'n/a' if acc is None else f'{acc:.4f}'} |")
+        for name, count, acc in zip(self.class_names, self.train_class_counts,
+                                    m["per_class_accuracy"], strict=True):
+            lines.append(f"| {name} | {count} | {'n/a' if acc is None else f'{acc:.4f}'} |")
         lines += [
             "",
             "## Privacy",
@@ -55,6 +58,8 @@ class RunReport:
             f"physical batch {c['physical_batch_size']}, seed {c['seed']}",
             f"- time: {self.timing['train_seconds']:.1f} s training, "
             f"{self.timing['total_seconds']:.1f} s in all",
+            "",
+            "![training curve](training_curve.png)",
             "",
             "## Configuration",
             "",

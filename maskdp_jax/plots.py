@@ -1,0 +1,113 @@
+"""Figures a person reads: accuracy vs ε, per-class accuracy, training curves (PNG)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from maskdp_jax.results import MODE_ORDER, summarize  # noqa: E402
+
+_STYLE = {
+    "nonprivate": dict(color="black", label="non-private"),
+    "dp": dict(color="tab:blue", marker="s", label="DP (whole video private)"),
+    "maskdp": dict(color="tab:red", marker="o", label="MaskDP (only private tokens)"),
+}
+
+
+def privacy_utility(
+    table_rows: list[dict[str, Any]], path: str, *, delta: float, title: str,
+    chance: float | None = None,
+) -> None:
+    """Accuracy vs ε (log x) per mode, mean ± std over seeds; non-private as a horizontal line."""
+    stats = summarize(table_rows)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for (mode, k, _), (mean, std, _) in sorted(stats.items()):
+        if mode == "nonprivate":
+            clips = f" K={k}" if k > 1 else ""
+            ax.axhline(100 * mean, color="black", lw=1.5,
+                       label=f"non-private{clips} ({100 * mean:.1f}%)")
+            ax.axhspan(100 * (mean - std), 100 * (mean + std), color="black", alpha=0.08)
+    for mode in ("dp", "maskdp"):
+        for k in sorted({k for (m, k, _) in stats if m == mode}):
+            pts = sorted((e, v) for (m, kk, e), v in stats.items()
+                         if m == mode and kk == k and math.isfinite(e))
+            if not pts:
+                continue
+            eps = np.array([p[0] for p in pts])
+            mean = np.array([100 * p[1][0] for p in pts])
+            std = np.array([100 * p[1][1] for p in pts])
+            style = dict(_STYLE[mode])
+            if k > 1:
+                style["label"] += f", K={k} clips"
+                style["linestyle"] = "--"
+            ax.errorbar(eps, mean, yerr=std, capsize=3, lw=1.5, ms=5, **style)
+    if chance is not None:
+        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"privacy budget ε (δ = {delta:g}, log scale)")
+    ax.set_ylabel("test top-1 accuracy (%)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def per_class(
+    accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int],
+    path: str, *, title: str,
+) -> None:
+    """Grouped bars of per-class accuracy per mode; class frequency in the training set on top.
+
+    Args:
+      accuracies: mode -> per-class accuracy in [0, 1] (already averaged over seeds).
+      class_names: names in class-index order.
+      class_counts: training videos per class (the papers show frequency for unbalanced data).
+    """
+    modes = [m for m in MODE_ORDER if m in accuracies]
+    x = np.arange(len(class_names))
+    width = 0.8 / len(modes)
+    fig, (top, ax) = plt.subplots(2, 1, figsize=(max(6.4, 0.6 * len(class_names)), 5.2), dpi=120,
+                                  sharex=True, gridspec_kw={"height_ratios": [1, 3]})
+    top.bar(x, class_counts, color="gray")
+    top.set_ylabel("train videos")
+    for i, mode in enumerate(modes):
+        style = _STYLE[mode]
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, 100 * np.asarray(accuracies[mode], float),
+               width, color=style["color"], label=style["label"])
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xticks(x, class_names, rotation=45, ha="right", fontsize=8)
+    ax.legend(fontsize=8)
+    top.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def training_curve(history: list[dict[str, float]], path: str, *, title: str) -> None:
+    """Public loss and ε spent against the logical step."""
+    steps = [h["step"] for h in history]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
+    for key in ("loss", "public_loss", "private_loss(non-DP)"):
+        if any(key in h for h in history):
+            ax.plot(steps, [h.get(key, np.nan) for h in history], label=key)
+    ax.set_xlabel("logical step")
+    ax.set_ylabel("training loss")
+    eps = [h.get("epsilon", math.inf) for h in history]
+    if any(math.isfinite(e) for e in eps):
+        twin = ax.twinx()
+        twin.plot(steps, eps, color="tab:green", ls="--", label="ε spent")
+        twin.set_ylabel("ε spent (accountant)", color="tab:green")
+    ax.legend(fontsize=8, loc="upper center")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,107 @@
+"""Aggregate run reports into the papers' tables: rows = mode, columns = ε, mean ± std over seeds.
+
+The numbers in every table and plot are read from the runs' ``report.json`` files, never
+recomputed, so a table can always be traced back to the runs that produced it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+MODE_ORDER = ("nonprivate", "dp", "maskdp")
+
+
+def load_reports(root: str) -> list[dict[str, Any]]:
+    """Every ``*/report.json`` directly under ``root``, sorted by run directory name."""
+    reports = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name, "report.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                report = json.load(f)
+            report["run"] = name
+            reports.append(report)
+    return reports
+
+
+def _epsilon_label(report: dict[str, Any]) -> float:
+    """The ε a run was calibrated to (∞ for non-private)."""
+    if report["config"]["mode"] == "nonprivate":
+        return math.inf
+    return float(report["config"]["privacy"]["target_epsilon"])
+
+
+def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One flat row per run: what the CSV holds."""
+    out = []
+    for r in reports:
+        privacy = r["privacy"]
+        out.append({
+            "run": r["run"],
+            "mode": r["config"]["mode"],
+            "target_epsilon": _epsilon_label(r),
+            "epsilon_pld": float(privacy["epsilon_pld"]),
+            "epsilon_rdp": (math.nan if privacy["epsilon_rdp"] is None
+                            else float(privacy["epsilon_rdp"])),
+            "delta": float(r["config"]["privacy"]["delta"]),
+            "noise_multiplier": float(privacy["noise_multiplier"] or 0.0),
+            "clips_per_video": int(r["config"]["input"]["clips_per_video"]),
+            "seed": int(r["config"]["seed"]),
+            "top1": float(r["metrics"]["top1"]),
+            "mean_class_accuracy": float(r["metrics"]["mean_class_accuracy"]),
+        })
+    return out
+
+
+def write_csv(table_rows: list[dict[str, Any]], path: str) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table_rows[0]))
+        writer.writeheader()
+        writer.writerows(table_rows)
+
+
+def summarize(
+    table_rows: list[dict[str, Any]], *, metric: str = "top1"
+) -> dict[tuple[str, int, float], tuple[float, float, int]]:
+    """``(mode, clips_per_video, ε) -> (mean, std, num_seeds)``; std is the sample std (ddof=1)."""
+    groups: dict[tuple[str, int, float], list[float]] = defaultdict(list)
+    for row in table_rows:
+        groups[(row["mode"], row["clips_per_video"], row["target_epsilon"])].append(row[metric])
+    return {
+        key: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, len(v))
+        for key, v in groups.items()
+    }
+
+
+def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
+    """Papers' format: one row per (mode, K), one column per ε, cells ``mean ± std`` in percent.
+
+    The non-private row fills every column with its (ε = ∞) value, as the papers print it.
+    """
+    stats = summarize(table_rows, metric=metric)
+    epsilons = sorted({e for (_, _, e) in stats if math.isfinite(e)})
+    header = ["mode", "K"] + [f"ε = {e:g}" for e in epsilons] + ["ε = ∞"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = sorted({(m, k) for (m, k, _) in stats},
+                  key=lambda mk: (MODE_ORDER.index(mk[0]), mk[1]))
+    for mode, k in keys:
+        cells = []
+        for e in [*epsilons, math.inf]:
+            if mode == "nonprivate":
+                s = stats.get((mode, k, math.inf))
+            else:
+                s = stats.get((mode, k, e))
+            cells.append("—" if s is None else f"{100 * s[0]:.1f} ± {100 * s[1]:.1f}")
+        lines.append(f"| {mode} | {k} | " + " | ".join(cells) + " |")
+    seeds = sorted({s[2] for s in stats.values()})
+    lines.append("")
+    lines.append(f"Test {metric} in %, mean ± sample std over {'/'.join(map(str, seeds))} seeds.")
+    return "\n".join(lines)
+

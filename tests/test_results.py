@@ -1,0 +1,96 @@
+"""Sweep outputs: the numbers in the table and plots are the numbers in the runs' reports."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import sweep
+from configs import sweep_synthetic
+from maskdp_jax import results
+
+
+def _fake_run(root, mode, eps, seed, top1, per_class):
+    """A report with the fields the aggregation reads (as train.py writes them)."""
+    name = sweep.run_name(mode, eps, seed, 1)
+    os.makedirs(os.path.join(root, name))
+    report = {
+        "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": 1},
+                   "privacy": {"target_epsilon": 1.0 if mode == "nonprivate" else eps,
+                               "delta": 1e-5}},
+        "privacy": {"epsilon_pld": "inf" if mode == "nonprivate" else eps * 0.99,
+                    "epsilon_rdp": "inf" if mode == "nonprivate" else eps * 1.1,
+                    "noise_multiplier": 0.0 if mode == "nonprivate" else 1.0},
+        "metrics": {"top1": top1, "mean_class_accuracy": top1,
+                    "per_class_accuracy": per_class},
+        "class_names": ["a", "b"],
+        "train_class_counts": [10, 5],
+    }
+    with open(os.path.join(root, name, "report.json"), "w") as f:
+        json.dump(report, f)
+
+
+@pytest.fixture()
+def sweep_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    truth = {}
+    for seed in range(3):
+        _fake_run(tmp_path, "nonprivate", math.inf, seed, 0.9 + 0.01 * seed, [0.9, 0.9])
+        for mode in ("dp", "maskdp"):
+            for eps in (0.5, 1.0):
+                top1 = float(rng.uniform(0.2, 0.8))
+                truth.setdefault((mode, eps), []).append(top1)
+                _fake_run(tmp_path, mode, eps, seed, top1, [top1, None])
+    return tmp_path, truth
+
+
+def test_table_cells_are_the_reports_mean_and_std(sweep_dir):
+    root, truth = sweep_dir
+    table_rows = results.rows(results.load_reports(str(root)))
+    assert len(table_rows) == 15
+    md = results.markdown_table(table_rows)
+    for (mode, eps), values in truth.items():
+        cell = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
+        row = next(line for line in md.splitlines() if line.startswith(f"| {mode} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        column = 2 + [0.5, 1.0].index(eps)
+        assert cells[column] == cell
+    nonprivate = next(line for line in md.splitlines() if line.startswith("| nonprivate |"))
+    assert nonprivate.count("91.0 ± 1.0") == 3  # ε = 0.5, 1, ∞ columns
+
+
+def test_sweep_outputs_from_reports(sweep_dir):
+    root, truth = sweep_dir
+    config = sweep_synthetic.get_config()
+    config.sweep.epsilons = (0.5, 1.0)
+    paths = sweep.write_outputs(config, str(root))
+    for path in paths.values():
+        assert os.path.getsize(path) > 0
+    with open(paths["results.csv"]) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 16 and lines[0].startswith("run,mode,target_epsilon")
+    with open(paths["results.md"]) as f:
+        md = f.read()
+    dp_1 = truth[("dp", 1.0)]
+    assert f"{100 * np.mean(dp_1):.1f} ± {100 * np.std(dp_1, ddof=1):.1f}" in md
+    assert "accuracy_vs_epsilon.png" in md
+
+
+def test_grid_calibrates_every_run_and_skips_nothing():
+    config = sweep_synthetic.get_config()
+    runs = sweep.grid(config)
+    # 3 seeds × (1 nonprivate + 5 ε × 2 private modes)
+    assert len(runs) == 33
+    names = [n for n, _ in runs]
+    assert len(set(names)) == len(names)
+    eps = {c.privacy.target_epsilon for n, c in runs if c.mode == "maskdp"}
+    assert eps == {0.25, 0.5, 1.0, 2.0, 5.0}
+    config.sweep.clips = (1, 4)
+    assert len(sweep.grid(config)) == 33 + 9
+
+
+def test_empty_sweep_directory_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run the sweep first"):
+        sweep.write_outputs(sweep_synthetic.get_config(), str(tmp_path))
