@@ -1,0 +1,99 @@
+"""DP events and neighbouring relations for MaskDP-SGD training histories.
+
+One logical step of MaskDP-SGD (decoupled sampling) is, for the private tokens,
+the Poisson-subsampled Gaussian mechanism: every video is in the private batch
+independently with probability ``q``, its private gradient is clipped to norm C
+and Gaussian noise of std ``σ·C`` is added to the sum. As a dp-accounting event::
+
+    PoissonSampledDpEvent(q, GaussianDpEvent(σ))
+
+A run is a sequence of segments of identical steps, and its event is
+``ComposedDpEvent([SelfComposedDpEvent(step_event, steps), ...])``.
+
+Coupled sampling (one shared batch, see :mod:`accounting.coupled`) has no
+dp-accounting event: the public gradient reveals the batch, which is outside the
+event vocabulary of dp-accounting.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import dp_accounting
+from dp_accounting import dp_event
+
+from accounting import inputs
+
+
+class Segment(NamedTuple):
+    """``steps`` consecutive logical steps with the same sampling rate and noise.
+
+    Attributes:
+      q: Poisson sampling rate B/N of each step.
+      noise_multiplier: σ, noise std over clip norm; 0 means no noise (ε = ∞).
+      steps: number of steps in the segment, >= 1.
+    """
+
+    q: float
+    noise_multiplier: float
+    steps: int
+
+
+def make_segment(*, q: float, noise_multiplier: float, steps: int) -> Segment:
+    """Returns a validated :class:`Segment` (plain Python floats and int)."""
+    return Segment(
+        q=inputs.check_q(q),
+        noise_multiplier=inputs.check_noise_multiplier(noise_multiplier, allow_zero=True),
+        steps=inputs.check_steps(steps, minimum=1),
+    )
+
+
+def neighboring_relation(adjacency: str) -> dp_accounting.NeighboringRelation:
+    """Maps an adjacency name to dp-accounting's neighbouring relation.
+
+    Args:
+      adjacency: ``"special"``: the private tokens of one video are replaced by
+        "absent" (they contribute exactly zero private gradient). For the Gaussian
+        and Poisson-subsampled Gaussian mechanisms this gives the same numbers as
+        add/remove-one. ``"replace"``: the private tokens of one video are replaced
+        by arbitrary other values (the papers' Definition 2 read literally).
+
+    Returns:
+      ``REPLACE_SPECIAL`` or ``REPLACE_ONE``.
+    """
+    inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
+    if adjacency == "special":
+        return dp_accounting.NeighboringRelation.REPLACE_SPECIAL
+    return dp_accounting.NeighboringRelation.REPLACE_ONE
+
+
+def step_event(*, q: float, noise_multiplier: float) -> dp_event.DpEvent:
+    """The event of one decoupled MaskDP-SGD step (private pass only).
+
+    The public pass is a function of public tokens and of a batch drawn
+    independently of the private batch, so it adds nothing to the privacy loss of
+    private tokens (Lemma 1 of the paper) and does not appear in the event.
+    """
+    return dp_event.PoissonSampledDpEvent(
+        sampling_probability=q, event=dp_event.GaussianDpEvent(noise_multiplier)
+    )
+
+
+def decoupled_event(segments: tuple[Segment, ...]) -> dp_event.DpEvent:
+    """The composed event of a training history with decoupled sampling.
+
+    Args:
+      segments: the history, oldest first.
+
+    Returns:
+      ``ComposedDpEvent([SelfComposedDpEvent(PoissonSampledDpEvent(q, Gaussian(σ)),
+      steps), ...])``.
+    """
+    return dp_event.ComposedDpEvent(
+        [
+            dp_event.SelfComposedDpEvent(
+                step_event(q=s.q, noise_multiplier=s.noise_multiplier), s.steps
+            )
+            for s in segments
+        ]
+    )

@@ -1,0 +1,231 @@
+"""Privacy reports: the ε of a run together with what exactly it protects.
+
+Every report names the mode, the adjacency relation and the sampling scheme next
+to ε, and states in plain English what is and is not protected. JSON convention:
+an infinite ε is written as the string ``"inf"`` (strict JSON has no infinity);
+an ε that cannot be computed by a method is ``null`` with a note saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from accounting import inputs
+from accounting.ledger import Ledger
+
+MODES = ("maskdp", "dp", "nonprivate")
+
+
+def _unit(mode: str, adjacency: str) -> str:
+    if mode == "maskdp":
+        if adjacency == "special":
+            return (
+                "masked adjacency (special): two datasets are neighbours if the private "
+                "tokens of one video are present in one and absent (contributing exactly "
+                "zero private gradient) in the other"
+            )
+        return (
+            "masked adjacency (replace, the papers' Definition 2): two datasets are "
+            "neighbours if they differ only in the private tokens of one video, replaced "
+            "by arbitrary other values"
+        )
+    if adjacency == "special":
+        return (
+            "video-level adjacency (special = add/remove one video): two datasets are "
+            "neighbours if one video is present in one and absent in the other"
+        )
+    return (
+        "video-level adjacency (replace): two datasets are neighbours if one video is "
+        "replaced by an arbitrary other video"
+    )
+
+
+def _protected(mode: str) -> str:
+    if mode == "maskdp":
+        return (
+            "The private tokens of any one video are protected. Its label and its "
+            "public tokens are NOT protected."
+        )
+    return "Any one video (its pixels and its label) is protected."
+
+
+def _sampling_sentence(sampling: str) -> str:
+    if sampling == "decoupled":
+        return (
+            "Sampling: decoupled (independent Poisson batches for the public and the "
+            "private pass), so the private batch stays hidden and amplification by "
+            "subsampling applies (Theorem 4.1 holds)."
+        )
+    return (
+        "Sampling: coupled (one shared batch, the papers' Algorithm 1); the unnoised "
+        "public gradient may reveal the batch, so epsilon uses the revealed-sample bound "
+        "(no amplification by subsampling)."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyReport:
+    """ε of a run and the guarantee it stands for.
+
+    Attributes:
+      mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
+      adjacency: ``"special"`` or ``"replace"``.
+      sampling: ``"decoupled"`` or ``"coupled"``.
+      delta: δ of the guarantee.
+      num_examples: N, number of training videos.
+      steps: logical steps taken.
+      q: sampling rate, or None if it changed during the run (or no step yet).
+      noise_multiplier: σ, or None if it changed during the run (or no step yet).
+      epsilon_rdp: ε by RDP; None when RDP cannot account this case (see notes).
+      epsilon_pld: ε by PLD (the tighter number).
+      statement: plain-English statement of what is protected.
+      notes: further remarks (why a number is missing, ε = ∞ causes, ...).
+    """
+
+    mode: str
+    adjacency: str
+    sampling: str
+    delta: float
+    num_examples: int
+    steps: int
+    q: float | None
+    noise_multiplier: float | None
+    epsilon_rdp: float | None
+    epsilon_pld: float
+    statement: str
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict; infinite values become the string ``"inf"``."""
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, float) and math.isinf(value):
+                return "inf" if value > 0 else "-inf"
+            if isinstance(value, tuple):
+                return list(value)
+            return value
+
+        return {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_markdown(self) -> str:
+        """A short Markdown block: a table of the numbers and the statement."""
+
+        def fmt(value: Any) -> str:
+            if value is None:
+                return "n/a"
+            if isinstance(value, float):
+                return "∞" if math.isinf(value) else f"{value:.6g}"
+            return str(value)
+
+        rows = [
+            ("mode", self.mode),
+            ("adjacency", self.adjacency),
+            ("sampling", self.sampling),
+            ("ε (PLD)", self.epsilon_pld),
+            ("ε (RDP)", self.epsilon_rdp),
+            ("δ", self.delta),
+            ("N (videos)", self.num_examples),
+            ("steps", self.steps),
+            ("q", self.q),
+            ("σ (noise multiplier)", self.noise_multiplier),
+        ]
+        lines = ["| quantity | value |", "| --- | --- |"]
+        lines += [f"| {name} | {fmt(value)} |" for name, value in rows]
+        lines += ["", self.statement]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def privacy_report(
+    *,
+    mode: str,
+    ledger: Ledger,
+    delta: float,
+    num_examples: int,
+    adjacency: str = "special",
+    sampling: str = "decoupled",
+) -> PrivacyReport:
+    """Accounts ``ledger`` and states the resulting guarantee.
+
+    Args:
+      mode: ``"maskdp"`` (ε-MaskDP under masked adjacency: private tokens of one
+        video), ``"dp"`` (video-level DP) or ``"nonprivate"`` (ε = ∞).
+      ledger: the steps taken.
+      delta: δ; must satisfy 0 < δ < 1/N (:func:`accounting.check_delta`).
+      num_examples: N, the number of training videos.
+      adjacency: ``"special"`` or ``"replace"``.
+      sampling: ``"decoupled"`` or ``"coupled"``.
+
+    Returns:
+      A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
+    """
+    inputs.check_choice("mode", mode, MODES)
+    inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
+    inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
+    inputs.check_delta(delta=delta, num_examples=num_examples)
+    segments = ledger.segments
+    q = segments[0].q if segments and all(s.q == segments[0].q for s in segments) else None
+    sigmas = {s.noise_multiplier for s in segments}
+    sigma = segments[0].noise_multiplier if len(sigmas) == 1 else None
+    notes: list[str] = []
+
+    if mode == "nonprivate":
+        return PrivacyReport(
+            mode=mode,
+            adjacency=adjacency,
+            sampling=sampling,
+            delta=float(delta),
+            num_examples=int(num_examples),
+            steps=ledger.steps,
+            q=q,
+            noise_multiplier=sigma,
+            epsilon_rdp=math.inf,
+            epsilon_pld=math.inf,
+            statement="Non-private training: epsilon = inf; nothing is protected.",
+            notes=("Mode 'nonprivate' adds no noise and clips nothing.",),
+        )
+
+    eps_pld = ledger.epsilon(delta=delta, method="pld", adjacency=adjacency, sampling=sampling)
+    if adjacency == "replace" and sampling == "decoupled":
+        eps_rdp = None
+        notes.append(
+            "No RDP epsilon: dp-accounting has no RDP bound for Poisson subsampling under "
+            "the replace relation (REPLACE_ONE); the PLD epsilon is exact for it."
+        )
+    else:
+        eps_rdp = ledger.epsilon(delta=delta, method="rdp", adjacency=adjacency, sampling=sampling)
+    if not ledger.is_private():
+        notes.append("At least one recorded step had noise_multiplier = 0, so epsilon = inf.")
+    if mode == "dp" and sampling == "coupled":
+        notes.append(
+            "Mode 'dp' has no public pass, so nothing reveals the batch; the coupled "
+            "(revealed-sample) epsilon is a valid but pessimistic bound here."
+        )
+    if q is None and segments:
+        notes.append(
+            f"Heterogeneous history of {len(segments)} segments; epsilon composes them exactly."
+        )
+    guarantee = "MaskDP" if mode == "maskdp" else "DP"
+    eps_text = "inf" if math.isinf(eps_pld) else f"{eps_pld:.4g}"
+    statement = (
+        f"({eps_text}, {delta:g})-{guarantee} under {_unit(mode, adjacency)}. "
+        f"{_protected(mode)} {_sampling_sentence(sampling)}"
+    )
+    if math.isinf(eps_pld):
+        statement += " Since epsilon = inf, nothing is actually guaranteed."
+    return PrivacyReport(
+        mode=mode,
+        adjacency=adjacency,
+        sampling=sampling,
+        delta=float(delta),
+        num_examples=int(num_examples),
+        steps=ledger.steps,
+        q=q,
+        noise_multiplier=sigma,
+        epsilon_rdp=eps_rdp,
+        epsilon_pld=eps_pld,
+        statement=statement,
+        notes=tuple(notes),
+    )

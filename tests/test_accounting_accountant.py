@@ -1,0 +1,243 @@
+"""ε by PLD and RDP, sampling schemes, adjacency relations and calibration."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+import accounting
+from accounting import accountant
+
+NTU_Q = 128 / 40320
+NTU_STEPS = 47250  # 150 epochs of 315 steps
+
+GRID = [
+    (q, sigma, steps) for q in (0.004, 0.03) for sigma in (0.8, 1.5, 4.0) for steps in (300, 3000)
+]
+
+
+def eps(**kwargs):
+    args = dict(delta=1e-5)
+    args.update(kwargs)
+    return accounting.epsilon(**args)
+
+
+@pytest.mark.parametrize("q,sigma,steps", GRID)
+def test_pld_at_most_rdp(q, sigma, steps):
+    pld = eps(q=q, noise_multiplier=sigma, steps=steps, method="pld")
+    rdp = eps(q=q, noise_multiplier=sigma, steps=steps, method="rdp")
+    assert 0 < pld <= rdp
+
+
+@pytest.mark.parametrize("method", ["pld", "rdp"])
+@pytest.mark.parametrize("sampling", ["decoupled", "coupled"])
+def test_monotone_in_sigma_steps_and_q(method, sampling):
+    kw = dict(method=method, sampling=sampling)
+    by_sigma = [
+        eps(q=0.01, noise_multiplier=s, steps=1000, **kw) for s in (0.7, 0.9, 1.2, 2.0, 4.0)
+    ]
+    by_steps = [eps(q=0.01, noise_multiplier=1.2, steps=t, **kw) for t in (10, 100, 1000, 5000)]
+    by_q = [eps(q=q, noise_multiplier=1.2, steps=1000, **kw) for q in (0.001, 0.005, 0.02, 0.1)]
+    assert all(a > b for a, b in zip(by_sigma, by_sigma[1:], strict=False)), by_sigma
+    assert all(a < b for a, b in zip(by_steps, by_steps[1:], strict=False)), by_steps
+    assert all(a < b for a, b in zip(by_q, by_q[1:], strict=False)), by_q
+
+
+def test_special_equals_add_remove():
+    q, sigma, steps, delta = 0.01, 1.0, 2000, 1e-5
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
+    rdp = dp_accounting.rdp.RdpAccountant(
+        orders=list(accountant.RDP_ORDERS),
+        neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    )
+    rdp.compose(event)
+    assert eps(q=q, noise_multiplier=sigma, steps=steps, method="rdp") == rdp.get_epsilon(delta)
+    segment = accounting.Segment(q=q, noise_multiplier=sigma, steps=steps)
+    interval = accountant.pld_interval((segment,), delta, "special", "decoupled")
+    pld = dp_accounting.pld.PLDAccountant(
+        dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=interval
+    )
+    pld.compose(event)
+    assert eps(q=q, noise_multiplier=sigma, steps=steps, method="pld") == pytest.approx(
+        pld.get_epsilon(delta), rel=1e-12
+    )
+
+
+def test_spec_numbers_ntu():
+    kw = dict(q=NTU_Q, steps=NTU_STEPS, delta=1e-6)
+    assert accounting.epsilon(noise_multiplier=1.0, **kw) == pytest.approx(4.44, abs=0.01)
+    assert accounting.epsilon(noise_multiplier=1.0, adjacency="replace", **kw) == pytest.approx(
+        7.74, abs=0.01
+    )
+    assert accounting.epsilon(noise_multiplier=3.0, method="rdp", **kw) == pytest.approx(
+        1.08, abs=0.005
+    )
+    assert accounting.epsilon(
+        noise_multiplier=3.0, method="rdp", sampling="coupled", **kw
+    ) == pytest.approx(29.9, abs=0.05)
+
+
+@pytest.mark.parametrize("q,sigma,steps", GRID[::2])
+def test_replace_at_least_special(q, sigma, steps):
+    special = eps(q=q, noise_multiplier=sigma, steps=steps)
+    replace = eps(q=q, noise_multiplier=sigma, steps=steps, adjacency="replace")
+    assert replace > special
+
+
+def _revealed_sample_rdp_epsilon(q, sigma, steps, delta, sensitivity=1.0):
+    """Independent closed form: Σ steps/(α-1)·log(1-q+q·e^{α(α-1)Δ²/(2σ²)}), Balle 2020."""
+    alphas = np.array(accountant.RDP_ORDERS)
+    x = alphas * (alphas - 1) * sensitivity**2 / (2 * sigma**2)
+    rdp = steps * np.logaddexp(np.log1p(-q), np.log(q) + x) / (alphas - 1)
+    eps_alpha = rdp + np.log1p(-1 / alphas) - (math.log(delta) + np.log(alphas)) / (alphas - 1)
+    return float(np.min(eps_alpha))
+
+
+@pytest.mark.parametrize("q,sigma,steps", GRID)
+def test_coupled_at_least_decoupled_and_equals_closed_form(q, sigma, steps):
+    for method in ("rdp", "pld"):
+        dec = eps(q=q, noise_multiplier=sigma, steps=steps, method=method)
+        cou = eps(q=q, noise_multiplier=sigma, steps=steps, method=method, sampling="coupled")
+        assert cou >= dec
+    closed = _revealed_sample_rdp_epsilon(q, sigma, steps, 1e-5)
+    ours = eps(q=q, noise_multiplier=sigma, steps=steps, method="rdp", sampling="coupled")
+    assert ours == pytest.approx(closed, rel=1e-9)
+    closed_replace = _revealed_sample_rdp_epsilon(q, sigma, steps, 1e-5, sensitivity=2.0)
+    ours_replace = eps(
+        q=q,
+        noise_multiplier=sigma,
+        steps=steps,
+        method="rdp",
+        sampling="coupled",
+        adjacency="replace",
+    )
+    assert ours_replace == pytest.approx(closed_replace, rel=1e-9)
+
+
+@pytest.mark.parametrize("adjacency,sensitivity", [("special", 1.0), ("replace", 2.0)])
+def test_coupled_pld_single_step_is_scaled_gaussian(adjacency, sensitivity):
+    """One revealed-sample step: δ(ε) = q·δ_Gauss(ε), so ε(δ) = ε_Gauss(δ/q)."""
+    q, sigma, delta = 0.05, 2.0, 1e-5
+    ours = eps(q=q, noise_multiplier=sigma, steps=1, sampling="coupled", adjacency=adjacency)
+    exact = dp_accounting.get_epsilon_gaussian(sigma / sensitivity, delta / q)
+    assert exact <= ours <= exact + 1e-3
+
+
+def test_zero_noise_and_zero_steps():
+    assert eps(q=0.01, noise_multiplier=0.0, steps=10) == math.inf
+    assert eps(q=0.01, noise_multiplier=0.0, steps=10, method="rdp") == math.inf
+    assert eps(q=0.01, noise_multiplier=1.0, steps=0) == 0.0
+
+
+@pytest.mark.parametrize(
+    "method,adjacency,sampling,target",
+    [
+        ("pld", "special", "decoupled", 1.0),
+        ("rdp", "special", "decoupled", 3.0),
+        ("pld", "replace", "decoupled", 2.0),
+        ("pld", "special", "coupled", 8.0),
+        ("rdp", "replace", "coupled", 8.0),
+    ],
+)
+def test_calibration_meets_target_and_is_smallest(method, adjacency, sampling, target):
+    kw = dict(
+        delta=1e-6,
+        q=NTU_Q,
+        steps=NTU_STEPS if sampling == "decoupled" else 3000,
+        method=method,
+        adjacency=adjacency,
+        sampling=sampling,
+    )
+    sigma = accounting.calibrate_noise_multiplier(target_epsilon=target, **kw)
+    eps_kw = {k: v for k, v in kw.items()}
+    assert accounting.epsilon(noise_multiplier=sigma, **eps_kw) <= target
+    assert accounting.epsilon(noise_multiplier=sigma * (1 - 1e-3), **eps_kw) > target
+
+
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        (dict(target_epsilon=1e-7), ValueError, "unreachable"),
+        (dict(target_epsilon=1e6), ValueError, "so large"),
+        (dict(target_epsilon=0.0), ValueError, "target_epsilon"),
+        (dict(target_epsilon=-1.0), ValueError, "target_epsilon"),
+        (dict(target_epsilon=math.inf), ValueError, "target_epsilon"),
+        (dict(q=1.0), ValueError, "q"),
+        (dict(q=1.5), ValueError, "q"),
+        (dict(q=0.0), ValueError, "q"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(steps=-5), ValueError, "steps"),
+        (dict(steps=10.0), TypeError, "steps"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=1.0), ValueError, "delta"),
+        (dict(delta=1e-3, num_examples=1000), ValueError, "1/N"),
+        (dict(method="rdp", adjacency="replace"), ValueError, "RDP cannot"),
+        (dict(method="moments"), ValueError, "method"),
+        (dict(adjacency="substitute"), ValueError, "adjacency"),
+        (dict(sampling="shared"), ValueError, "sampling"),
+    ],
+)
+def test_calibration_bad_inputs(kwargs, err, match):
+    args = dict(target_epsilon=1.0, delta=1e-6, q=0.01, steps=100)
+    args.update(kwargs)
+    with pytest.raises(err, match=match):
+        accounting.calibrate_noise_multiplier(**args)
+
+
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        (dict(noise_multiplier=-1.0), ValueError, "noise_multiplier"),
+        (dict(noise_multiplier=math.nan), ValueError, "noise_multiplier"),
+        (dict(noise_multiplier="1.0"), TypeError, "noise_multiplier"),
+        (dict(q=1.0), ValueError, "q"),
+        (dict(q=-0.1), ValueError, "q"),
+        (dict(steps=-1), ValueError, "steps"),
+        (dict(steps=True), TypeError, "steps"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=2.0), ValueError, "delta"),
+        (dict(method="rdp", adjacency="replace"), ValueError, "RDP cannot"),
+        (dict(method="prv"), ValueError, "method"),
+    ],
+)
+def test_epsilon_bad_inputs(kwargs, err, match):
+    args = dict(q=0.01, noise_multiplier=1.0, steps=100, delta=1e-5)
+    args.update(kwargs)
+    with pytest.raises(err, match=match):
+        accounting.epsilon(**args)
+
+
+@pytest.mark.parametrize(
+    "delta,n,ok",
+    [
+        (1e-6, 40320, True),
+        (1e-5, 9537, True),
+        (1e-4, 10000, False),
+        (2e-4, 10000, False),
+        (0.0, 10, False),
+        (1e-5, 0, False),
+    ],
+)
+def test_check_delta_refuses_delta_at_least_one_over_n(delta, n, ok):
+    if ok:
+        accounting.check_delta(delta=delta, num_examples=n)
+    else:
+        with pytest.raises(ValueError):
+            accounting.check_delta(delta=delta, num_examples=n)
+
+
+def test_pld_discretization_is_monotone_and_bounded():
+    scales = np.geomspace(0.01, 1000, 200)
+    for step_range in (0.0, 1.0, 30.0):
+        grid = [accountant.pld_discretization(s, step_range) for s in scales]
+        assert all(a <= b for a, b in zip(grid, grid[1:], strict=False))
+        for s, d in zip(scales, grid, strict=True):
+            bound = max(
+                accountant.PLD_RELATIVE_INTERVAL * s,
+                step_range / accountant.PLD_MAX_STEP_BINS,
+                accountant.PLD_MIN_INTERVAL,
+            )
+            assert bound / 10**0.25 <= d <= bound
