@@ -1,0 +1,20 @@
+"""Video models: ``get_model(name, num_classes=...)`` returns a Flax module."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+
+from models import finetune
+from models.mvit import MViT
+from models.presets import PRESETS
+
+__all__ = ["PRESETS", "MViT", "finetune", "get_model"]
+
+
+def get_model(name: str, *, num_classes: int, **overrides) -> nn.Module:
+    """A model by preset name; ``overrides`` replace preset fields (e.g. ``adapters=True``)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model {name!r}; available: {sorted(PRESETS)}.")
+    if num_classes <= 0:
+        raise ValueError(f"num_classes must be > 0; got {num_classes}.")
+    return MViT(num_classes=num_classes, **{**PRESETS[name], **overrides})

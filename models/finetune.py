@@ -1,0 +1,62 @@
+"""Fine-tuning strategies: which parameters train (seed 003 and the MaskDP paper).
+
+* ``full``: every parameter.
+* ``selective``: every LayerNorm of the last ``k`` blocks (norm1, norm2 and the q/k/v pooling
+  norms), the final norm and the head. The MaskDP paper's setting (k = 2): 8,064 norm parameters
+  + 769 per class on ``mvit_v2_s``.
+* ``linear``: the head only (linear probe).
+* ``adapters``: the residual adapters of every block and the head (model built with
+  ``adapters=True``; adapters start as the identity).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import traverse_util
+
+STRATEGIES = ("full", "selective", "linear", "adapters")
+
+
+def _block_index(path: tuple[str, ...]) -> int | None:
+    name = path[0]
+    return int(name.split("_")[1]) if name.startswith("blocks_") else None
+
+
+def _is_layer_norm(path: tuple[str, ...]) -> bool:
+    return any(p.startswith("norm") for p in path[:-1]) and path[-1] in ("scale", "bias")
+
+
+def trainable_mask(params: Any, *, strategy: str, num_last_blocks: int = 2) -> Any:
+    """Boolean pytree like ``params``: True where the parameter trains under ``strategy``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown fine-tuning strategy {strategy!r}; choose from {STRATEGIES}.")
+    flat = traverse_util.flatten_dict(params)
+    blocks = {b for b in map(_block_index, flat) if b is not None}
+    if strategy == "selective" and not 0 <= num_last_blocks <= len(blocks):
+        raise ValueError(
+            f"num_last_blocks must be in [0, {len(blocks)}] for this model; got {num_last_blocks}."
+        )
+    if strategy == "adapters" and not any("adapter" in path for path in flat):
+        raise ValueError("strategy 'adapters' needs a model built with adapters=True.")
+    first_tuned = len(blocks) - num_last_blocks
+
+    def trains(path: tuple[str, ...]) -> bool:
+        if strategy == "full" or path[0] == "head":
+            return True
+        if strategy == "linear":
+            return False
+        if strategy == "adapters":
+            return "adapter" in path
+        block = _block_index(path)
+        if block is None:
+            return path[0] == "norm"
+        return block >= first_tuned and _is_layer_norm(path)
+
+    return traverse_util.unflatten_dict({path: trains(path) for path in flat})
+
+
+def count_params(tree: Any) -> int:
+    """Number of scalars in a parameter pytree."""
+    return sum(int(x.size) for x in jax.tree.leaves(tree))

@@ -1,0 +1,241 @@
+"""MViTv2 (Li et al., 2022) in Flax Linen, structured like torchvision's ``mvit_v2_s``.
+
+Channels-last video input ``x: [B, T, H, W, 3]`` (normalised). Architecture, as torchvision's
+``MViT`` with ``residual_pool=True, residual_with_cls_embed=False, rel_pos_embed=True,
+proj_after_attn=True``:
+
+* patch embedding: Conv3d kernel (3, 7, 7), stride (2, 4, 4), padding (1, 3, 3); tokens in
+  (t, h, w) order; a class token is prepended (no absolute position embedding).
+* each block: ``x_n = LN(x)``; pooling attention on ``x_n`` (depthwise Conv3d pooling of q, k, v
+  per head, each followed by a LayerNorm applied *after* the class token is re-attached; the
+  decomposed relative position bias is computed with the pooled, unscaled q; residual pooling adds
+  the pooled q to the output, class token excluded); skip path = ``x`` (or ``Linear(x_n)`` when the
+  width changes), max-pooled when q is strided; then ``x + MLP(LN(x))``.
+* head: LayerNorm, class token, Linear.
+
+Exact (erf) GELU and LayerNorm eps 1e-6 everywhere. The module fields ``patch_stride`` and
+``input_size`` are what the tokeniser and the relative position tables rely on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+
+LN_EPS = 1e-6
+
+
+class BlockSpec(NamedTuple):
+    """One multiscale block: widths, heads, pooling kernels and strides (t, h, w)."""
+
+    num_heads: int
+    dim_in: int
+    dim_out: int
+    kernel_q: tuple[int, int, int] = (3, 3, 3)
+    kernel_kv: tuple[int, int, int] = (3, 3, 3)
+    stride_q: tuple[int, int, int] = (1, 1, 1)
+    stride_kv: tuple[int, int, int] = (1, 1, 1)
+
+
+def _gelu(x):
+    return nn.gelu(x, approximate=False)
+
+
+def _layer_norm(name: str):
+    return nn.LayerNorm(epsilon=LN_EPS, name=name)
+
+
+def _pooled_size(size: tuple[int, int, int], kernel, stride) -> tuple[int, int, int]:
+    """Output grid of a Conv3d/MaxPool3d with padding kernel // 2."""
+    return tuple(
+        (s + 2 * (k // 2) - k) // st + 1 for s, k, st in zip(size, kernel, stride, strict=True)
+    )
+
+
+def _rel_index(q_size: int, k_size: int) -> np.ndarray:
+    """Index into a relative position table for every (query, key) pair along one axis."""
+    q_ratio = max(k_size / q_size, 1.0)
+    k_ratio = max(q_size / k_size, 1.0)
+    dist = (np.arange(q_size)[:, None] * q_ratio
+            - (np.arange(k_size)[None, :] + (1.0 - k_size)) * k_ratio)
+    return dist.astype(np.int64)
+
+
+class Pool(nn.Module):
+    """Depthwise Conv3d pooling of one of q/k/v (per head), then LayerNorm with the cls token.
+
+    ``x: [B, heads, 1 + T*H*W, head_dim]`` -> ``[B, heads, 1 + T'*H'*W', head_dim]``.
+    """
+
+    head_dim: int
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+
+    @nn.compact
+    def __call__(self, x, thw):
+        b, h, _, c = x.shape
+        cls, x = x[:, :, :1], x[:, :, 1:]
+        x = x.reshape(b * h, *thw, c)
+        x = nn.Conv(
+            self.head_dim, self.kernel, strides=self.stride,
+            padding=[(k // 2, k // 2) for k in self.kernel], feature_group_count=self.head_dim,
+            use_bias=False, name="conv",
+        )(x)
+        new_thw = x.shape[1:4]
+        x = x.reshape(b, h, -1, c)
+        x = jnp.concatenate([cls, x], axis=2)
+        return _layer_norm("norm")(x), new_thw
+
+
+class MultiscaleAttention(nn.Module):
+    """Pooling attention with decomposed relative position bias and residual pooling."""
+
+    spec: BlockSpec
+    input_size: tuple[int, int, int]  # the block's input token grid (t, h, w)
+    rel_pos_spatial: int  # spatial table length, 2 * max(q, kv) size - 1
+
+    @nn.compact
+    def __call__(self, x):
+        s = self.spec
+        b, n, _ = x.shape
+        heads, dim = s.num_heads, s.dim_out
+        head_dim = dim // heads
+        qkv = nn.Dense(3 * dim, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
+        q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # [B, heads, N, hd]
+        thw = self.input_size
+        q, q_thw = Pool(head_dim, s.kernel_q, s.stride_q, name="pool_q")(q, thw)
+        k, k_thw = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
+        v, _ = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
+
+        attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
+        init = nn.initializers.truncated_normal(0.02)
+        rel_t = self.param("rel_pos_t", init, (2 * self.input_size[0] - 1, head_dim))
+        rel_h = self.param("rel_pos_h", init, (self.rel_pos_spatial, head_dim))
+        rel_w = self.param("rel_pos_w", init, (self.rel_pos_spatial, head_dim))
+        r_q = q[:, :, 1:].reshape(b, heads, *q_thw, head_dim)
+        tables = [table[_rel_index(qs, ks)] for table, qs, ks in
+                  zip((rel_t, rel_h, rel_w), q_thw, k_thw, strict=True)]
+        bias_t = jnp.einsum("bythwc,tkc->bythwk", r_q, tables[0])
+        bias_h = jnp.einsum("bythwc,hkc->bythwk", r_q, tables[1])
+        bias_w = jnp.einsum("bythwc,wkc->bythwk", r_q, tables[2])
+        bias = (bias_t[..., :, None, None] + bias_h[..., None, :, None]
+                + bias_w[..., None, None, :])
+        q_len, k_len = math.prod(q_thw), math.prod(k_thw)
+        attn = attn.at[:, :, 1:, 1:].add(bias.reshape(b, heads, q_len, k_len))
+
+        out = jnp.einsum("bhqk,bhkc->bhqc", nn.softmax(attn, axis=-1), v)
+        out = out.at[:, :, 1:].add(q[:, :, 1:])  # residual pooling, class token excluded
+        out = out.transpose(0, 2, 1, 3).reshape(b, -1, dim)
+        return nn.Dense(dim, name="proj")(out), q_thw
+
+
+class Mlp(nn.Module):
+    """Linear(dim, 4 dim) -> GELU -> Linear(4 dim, dim)."""
+
+    dim: int
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(self.dim, name="fc2")(_gelu(nn.Dense(4 * self.dim, name="fc1")(x)))
+
+
+class Adapter(nn.Module):
+    """Residual bottleneck MLP (seed 003); the up-projection starts at zero, so it is the identity
+    at initialisation."""
+
+    dim: int
+    bottleneck: int
+
+    @nn.compact
+    def __call__(self, x):
+        h = _gelu(nn.Dense(self.bottleneck, name="down")(x))
+        return x + nn.Dense(self.dim, kernel_init=nn.initializers.zeros, name="up")(h)
+
+
+class MultiscaleBlock(nn.Module):
+    spec: BlockSpec
+    input_size: tuple[int, int, int]
+    rel_pos_spatial: int
+    adapter: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        s = self.spec
+        x_norm = _layer_norm("norm1")(x)
+        x_attn, thw = MultiscaleAttention(s, self.input_size, self.rel_pos_spatial,
+                                          name="attn")(x_norm)
+        if s.dim_in != s.dim_out:
+            x = nn.Dense(s.dim_out, name="project")(x_norm)
+        if math.prod(s.stride_q) > 1:
+            kernel = tuple(st + 1 if st > 1 else st for st in s.stride_q)
+            cls, rest = x[:, :1], x[:, 1:].reshape(x.shape[0], *self.input_size, x.shape[-1])
+            rest = nn.max_pool(rest, kernel, strides=s.stride_q,
+                               padding=[(k // 2, k // 2) for k in kernel])
+            x = jnp.concatenate([cls, rest.reshape(x.shape[0], -1, x.shape[-1])], axis=1)
+        x = x + x_attn
+        x = x + Mlp(s.dim_out, name="mlp")(_layer_norm("norm2")(x))
+        if self.adapter:
+            x = Adapter(s.dim_out, max(1, s.dim_out // 4), name="adapter")(x)
+        return x, thw
+
+
+class MViT(nn.Module):
+    """MViTv2 video classifier.
+
+    Attributes:
+      num_classes: size of the head.
+      blocks: the block settings, in order.
+      input_size: (T, H, W) of input clips; the relative position tables are sized for it.
+      patch_kernel / patch_stride / patch_padding: the patch-embedding Conv3d.
+      adapters: add an identity-initialised residual adapter after every block.
+      head_dropout: dropout before the head (train=True only; rng name 'dropout').
+    """
+
+    num_classes: int
+    blocks: tuple[BlockSpec, ...]
+    input_size: tuple[int, int, int]
+    patch_kernel: tuple[int, int, int] = (3, 7, 7)
+    patch_stride: tuple[int, int, int] = (2, 4, 4)
+    patch_padding: tuple[int, int, int] = (1, 3, 3)
+    adapters: bool = False
+    head_dropout: float = 0.0
+
+    def token_grid(self) -> tuple[int, int, int]:
+        return tuple(
+            (s + 2 * p - k) // st + 1 for s, k, st, p in
+            zip(self.input_size, self.patch_kernel, self.patch_stride, self.patch_padding,
+                strict=True)
+        )
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        if tuple(x.shape[1:4]) != tuple(self.input_size):
+            raise ValueError(
+                f"input clips are {tuple(x.shape[1:4])} (T, H, W) but this model's relative "
+                f"position tables are built for {tuple(self.input_size)}."
+            )
+        x = nn.Conv(
+            self.blocks[0].dim_in, self.patch_kernel, strides=self.patch_stride,
+            padding=[(p, p) for p in self.patch_padding], name="patch_embed",
+        )(x)
+        b = x.shape[0]
+        x = x.reshape(b, -1, x.shape[-1])
+        cls = self.param("cls_token", nn.initializers.truncated_normal(0.02), (x.shape[-1],))
+        x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, x.shape[-1])), x], axis=1)
+
+        thw = self.token_grid()
+        spatial = max(thw[1:])
+        for i, spec in enumerate(self.blocks):
+            q_size = spatial // spec.stride_q[1]
+            kv_size = spatial // spec.stride_kv[1]
+            block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
+                                    adapter=self.adapters, name=f"blocks_{i}")
+            x, thw = block(x)
+            spatial = q_size
+        x = _layer_norm("norm")(x)[:, 0]
+        x = nn.Dropout(self.head_dropout, deterministic=not train)(x)
+        return nn.Dense(self.num_classes, name="head")(x)
