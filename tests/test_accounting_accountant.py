@@ -33,12 +33,11 @@ def test_pld_at_most_rdp(q, sigma, steps):
 @pytest.mark.parametrize("method", ["pld", "rdp"])
 @pytest.mark.parametrize("sampling", ["decoupled", "coupled"])
 def test_monotone_in_sigma_steps_and_q(method, sampling):
+    # NTU-like q and steps (fast: many small steps); few-step cases are in GRID.
     kw = dict(method=method, sampling=sampling)
-    by_sigma = [
-        eps(q=0.01, noise_multiplier=s, steps=1000, **kw) for s in (0.7, 0.9, 1.2, 2.0, 4.0)
-    ]
-    by_steps = [eps(q=0.01, noise_multiplier=1.2, steps=t, **kw) for t in (10, 100, 1000, 5000)]
-    by_q = [eps(q=q, noise_multiplier=1.2, steps=1000, **kw) for q in (0.001, 0.005, 0.02, 0.1)]
+    by_sigma = [eps(q=0.003, noise_multiplier=s, steps=20000, **kw) for s in (1.5, 2, 3, 4, 6)]
+    by_steps = [eps(q=0.003, noise_multiplier=3, steps=t, **kw) for t in (300, 3000, 30000, 60000)]
+    by_q = [eps(q=q, noise_multiplier=3, steps=20000, **kw) for q in (0.001, 0.003, 0.006, 0.012)]
     assert all(a > b for a, b in zip(by_sigma, by_sigma[1:], strict=False)), by_sigma
     assert all(a < b for a, b in zip(by_steps, by_steps[1:], strict=False)), by_steps
     assert all(a < b for a, b in zip(by_q, by_q[1:], strict=False)), by_q
