@@ -32,9 +32,10 @@ interval`` (few steps). So the interval is
 
 rounded *down* to a ladder of 4 values per decade (reproducible, cacheable),
 where ``ε_scale`` is the cheap RDP ε of the same history (RDP ≥ PLD, so the grid
-errs on the fine side). Both terms grow with steps and q and shrink with σ, so a
-history with a larger ε never gets a finer grid and ε stays monotone in σ, q and
-steps. ``benchmarks/RESULTS.md`` records the resulting time and accuracy.
+errs on the fine side). Neither term shrinks when steps or q grow or σ shrinks,
+so a history with a larger ε never gets a finer grid; the pessimism of the grid
+therefore cannot reverse the order of ε in σ, q and steps (monotonicity is
+tested). ``benchmarks/RESULTS.md`` records the resulting time and accuracy.
 Results are cached per (history, δ, method, adjacency, sampling).
 """
 
