@@ -32,9 +32,10 @@ interval`` (few steps). So the interval is
 
 rounded *down* to a ladder of 4 values per decade (reproducible, cacheable),
 where ``ε_scale`` is the cheap RDP ε of the same history (RDP ≥ PLD, so the grid
-errs on the fine side). Both terms grow with steps and q and shrink with σ, so a
-history with a larger ε never gets a finer grid and ε stays monotone in σ, q and
-steps. ``benchmarks/RESULTS.md`` records the resulting time and accuracy.
+errs on the fine side). Neither term shrinks when steps or q grow or σ shrinks,
+so a history with a larger ε never gets a finer grid; the pessimism of the grid
+therefore cannot reverse the order of ε in σ, q and steps (monotonicity is
+tested). ``benchmarks/RESULTS.md`` records the resulting time and accuracy.
 Results are cached per (history, δ, method, adjacency, sampling).
 """
 
@@ -122,20 +123,22 @@ def _rdp_epsilon(
 
 
 def _step_loss_range(seg: events.Segment, adjacency: str, sampling: str) -> float:
-    """Approximate width of one step's privacy-loss support.
+    """Approximate width of one step's privacy-loss support (only sizes the grid).
 
     dp-accounting truncates the Gaussian noise where its tail mass is e^-50, i.e.
-    about ±10σ (in units of C). With sensitivity Δ (1 special, 2 replace) the
-    Gaussian privacy loss then spans Δ(20σ + Δ)/σ²; Poisson subsampling with a
-    hidden sample compresses the upper end to log(1 + q·(e^{Δ(20σ+Δ)/(2σ²)} - 1)).
-    Only used to size the grid.
+    at about ±10σ (in units of C). A Gaussian of sensitivity Δ then has privacy
+    losses spanning Δ(20σ + Δ)/σ² (coupled sampling: Δ = 1 special, 2 replace).
+    With a hidden Poisson sample the upper end shrinks to
+    L = log(1 + q·(e^{(20σ+1)/(2σ²)} - 1)) and the lower end is ≈ 0 (special) or
+    ≈ -L (replace, where both neighbours are mixtures).
     """
-    delta_s = 2.0 if adjacency == "replace" else 1.0
     sigma = seg.noise_multiplier
-    half = delta_s * (20.0 * sigma + delta_s) / (2.0 * sigma**2)
     if sampling == "coupled":
-        return 2.0 * half
-    return float(np.logaddexp(np.log1p(-seg.q), np.log(seg.q) + half))
+        sens = 2.0 if adjacency == "replace" else 1.0
+        return sens * (20.0 * sigma + sens) / sigma**2
+    half = (20.0 * sigma + 1.0) / (2.0 * sigma**2)
+    upper = float(np.logaddexp(np.log1p(-seg.q), np.log(seg.q) + half))
+    return 2.0 * upper if adjacency == "replace" else upper
 
 
 def pld_discretization(epsilon_scale: float, step_loss_range: float = 0.0) -> float:
@@ -203,6 +206,12 @@ def _cached_epsilon(
 # ---------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------
+
+
+def clear_caches() -> None:
+    """Forgets cached results (for cold-start timings; results do not change)."""
+    _rdp_curve.cache_clear()
+    _cached_epsilon.cache_clear()
 
 
 def history_epsilon(
@@ -292,54 +301,79 @@ def _smallest_sigma(
     """Smallest σ in [lo, hi] with ε(σ) <= target, to relative tolerance.
 
     Requires ε(lo) > target >= ε(hi). Illinois-modified regula falsi on
-    f(log σ) = log(ε/target), which is nearly linear, with every new point kept at
-    least half a tolerance inside the bracket so that the bracket always shrinks.
-    Returns ``hi`` of the final bracket, so the result always meets the target and
-    σ / (1 + CALIBRATION_RTOL) does not.
+    f(log σ) = log(ε/target), which is nearly linear; new points stay at least half
+    a tolerance inside the bracket so that it always shrinks, and when the secant
+    puts the root within a tolerance of the new point, the other side of the root
+    is probed at once. Returns ``hi`` of the final bracket, so the result always
+    meets the target and σ / (1 + CALIBRATION_RTOL) does not.
     """
 
-    def f(log_sigma: float) -> float:
-        eps = eps_of_sigma(math.exp(log_sigma))
+    def g(sigma: float) -> float:
+        eps = eps_of_sigma(sigma)
         if eps <= 0.0:
             return -math.inf
         return math.log(eps / target)
 
+    def f(log_sigma: float) -> float:
+        return g(math.exp(log_sigma))
+
     a, b = math.log(lo), math.log(hi)
-    fa, fb = f(a), f(b)
+    fa, fb = g(lo), g(hi)  # exactly the bracket's σ, so cached values are reused
     tol = math.log1p(CALIBRATION_RTOL)
     last = 0
     for _ in range(200):
         if b - a <= tol:
             break
-        if math.isfinite(fa) and math.isfinite(fb) and fa != fb:
-            x = b - fb * (b - a) / (fb - fa)
-        else:
-            x = 0.5 * (a + b)
+        finite = math.isfinite(fa) and math.isfinite(fb) and fa != fb
+        x = b - fb * (b - a) / (fb - fa) if finite else 0.5 * (a + b)
         x = min(max(x, a + 0.5 * tol), b - 0.5 * tol)
         fx = f(x)
+        slope = (fb - fa) / (b - a) if finite else 0.0
         if fx > 0.0:
             a, fa = x, fx
             if last == -1:
                 fb *= 0.5
             last = -1
+            probe = x + 0.75 * tol
         else:
             b, fb = x, fx
             if last == 1:
                 fa *= 0.5
             last = 1
+            probe = x - 0.75 * tol
+        near_root = slope < 0.0 and math.isfinite(fx) and abs(fx / slope) < 0.5 * tol
+        if near_root and a < probe < b:
+            fp = f(probe)
+            if fp > 0.0:
+                a, fa = probe, fp
+            else:
+                b, fb = probe, fp
     return math.exp(b)
 
 
 def _bracket(
-    eps_of_sigma: Callable[[float], float], target: float, guess: float, factor: float
+    eps_of_sigma: Callable[[float], float],
+    target: float,
+    guess: float,
+    factor: float,
+    slope: float | None = None,
 ) -> tuple[float, float]:
-    """[lo, hi] with ε(lo) > target >= ε(hi), searched geometrically from ``guess``."""
+    """[lo, hi] with ε(lo) > target >= ε(hi), searched from ``guess``.
+
+    With ``slope`` (an estimate of d log ε / d log σ < 0) the first step jumps to
+    just past the predicted root; otherwise, and whenever that falls short, it
+    steps geometrically by ``factor``.
+    """
     sigma_min, sigma_max = SIGMA_BOUNDS
     guess = min(max(guess, sigma_min), sigma_max)
-    if eps_of_sigma(guess) <= target:
+    eps_guess = eps_of_sigma(guess)
+    predicted = None
+    if slope is not None and slope < 0.0 and 0.0 < eps_guess < math.inf:
+        predicted = guess * math.exp(math.log(target / eps_guess) / slope)
+    if eps_guess <= target:
         hi = guess
+        lo = predicted * (1.0 - 5e-3) if predicted is not None and predicted < hi else hi / factor
         while True:
-            lo = hi / factor
             if lo < sigma_min:
                 raise ValueError(
                     f"target_epsilon={target:g} is so large that noise_multiplier="
@@ -348,10 +382,10 @@ def _bracket(
                 )
             if eps_of_sigma(lo) > target:
                 return lo, hi
-            hi = lo
+            hi, lo = lo, lo / factor
     lo = guess
+    hi = predicted * (1.0 + 5e-3) if predicted is not None and predicted > lo else lo * factor
     while True:
-        hi = lo * factor
         if hi > sigma_max:
             raise ValueError(
                 f"target_epsilon={target:g} is unreachable: even noise_multiplier="
@@ -359,7 +393,7 @@ def _bracket(
             )
         if eps_of_sigma(hi) <= target:
             return lo, hi
-        lo = hi
+        lo, hi = hi, hi * factor
 
 
 def calibrate_noise_multiplier(
@@ -421,6 +455,8 @@ def calibrate_noise_multiplier(
     sigma_rdp = _smallest_sigma(rdp_fn, target, lo, hi)
     if method == "rdp":
         return sigma_rdp
+    # The RDP curve's log-log slope at σ_rdp predicts where the PLD root lies.
+    slope = math.log(rdp_fn(sigma_rdp * 1.05) / rdp_fn(sigma_rdp)) / math.log(1.05)
     pld_fn = eps_fn("pld", adjacency)
-    lo, hi = _bracket(pld_fn, target, guess=sigma_rdp, factor=1.25)
+    lo, hi = _bracket(pld_fn, target, guess=sigma_rdp, factor=1.25, slope=slope)
     return _smallest_sigma(pld_fn, target, lo, hi)

@@ -11,7 +11,7 @@ from scipy import integrate, stats
 import accounting
 from accounting import accountant, ledger, theorem41
 
-ORDERS = list(range(2, 65)) + [96, 128, 256, 512]
+ORDERS = list(range(2, 65)) + [128, 256]
 GRID = [
     (q, sigma, steps)
     for q in (0.005, 0.02, 0.1, 0.5)
