@@ -78,11 +78,14 @@ def frame_indices(*, num_video_frames: int, num_frames: int, stride: int, start:
     return np.minimum(start + stride * np.arange(num_frames), num_video_frames - 1)
 
 
-def train_starts(
-    rng: np.random.Generator, *, num_video_frames: int, span: int, num_views: int
-) -> np.ndarray:
-    """``[K]`` start frames drawn uniformly from ``{0, ..., max(F - span, 0)}``."""
-    return rng.integers(0, max(num_video_frames - span, 0) + 1, num_views)
+def train_starts(uniforms: np.ndarray, *, num_video_frames: int, span: int) -> np.ndarray:
+    """``[K]`` start frames uniform on ``{0, ..., max(F - span, 0)}`` from ``uniforms`` in [0, 1).
+
+    The uniforms are drawn before the video is opened (on the caller's thread), so the clip choice
+    does not depend on which decoding thread runs first.
+    """
+    room = max(num_video_frames - span, 0)
+    return np.minimum((np.asarray(uniforms) * (room + 1)).astype(np.int64), room)
 
 
 def eval_starts(*, num_video_frames: int, span: int, num_views: int) -> np.ndarray:
@@ -91,6 +94,42 @@ def eval_starts(*, num_video_frames: int, span: int, num_views: int) -> np.ndarr
     if num_views == 1:
         return np.array([room // 2])
     return np.round(np.linspace(0, room, num_views + 2)[1:-1]).astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewPlan:
+    """The random (training) or fixed (evaluation) choices for one video's views.
+
+    Attributes:
+      uniforms: ``[K]`` in [0, 1) for training start frames; None for evaluation views.
+      positions: ``[V]`` crop positions (0.5 = centre).
+      flips: ``[V]`` horizontal flips.
+    """
+
+    uniforms: np.ndarray | None
+    positions: np.ndarray
+    flips: np.ndarray
+
+    def starts(self, *, num_video_frames: int, span: int, num_clips: int) -> np.ndarray:
+        """``[V]`` start frames (evaluation: each temporal window repeated for every crop)."""
+        if self.uniforms is not None:
+            return train_starts(self.uniforms, num_video_frames=num_video_frames, span=span)
+        starts = eval_starts(num_video_frames=num_video_frames, span=span, num_views=num_clips)
+        return np.repeat(starts, len(self.positions) // num_clips)
+
+
+def plan_views(
+    rng: np.random.Generator | None, *, num_clips: int, eval_crops: int = 1, augment: bool = False
+) -> ViewPlan:
+    """Views of one video: training (``rng`` given) K clips, centre crop unless ``augment``;
+    evaluation (``rng=None``) K temporal x ``eval_crops`` spatial views, temporal-major."""
+    if rng is None:
+        pos = np.tile(spatial_positions(eval_crops), num_clips)
+        return ViewPlan(None, pos, np.zeros(len(pos), bool))
+    uniforms = rng.random(num_clips)
+    if augment:
+        return ViewPlan(uniforms, rng.uniform(0.0, 1.0, num_clips), rng.random(num_clips) < 0.5)
+    return ViewPlan(uniforms, np.full(num_clips, 0.5), np.zeros(num_clips, bool))
 
 
 def resized_shape(height: int, width: int, *, short_side: int) -> tuple[int, int]:

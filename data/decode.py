@@ -83,8 +83,8 @@ def probe_video(path: str, *, decoder: str = "decord") -> VideoInfo:
             height, width = reader[0].shape[:2] if num_frames else (0, 0)
         except Exception as e:  # decord raises DECORDError/RuntimeError for broken files
             raise BadVideoError(
-            path, f"unreadable video ({type(e).__name__}: {_first_line(e)})"
-        ) from e
+                path, f"unreadable video ({type(e).__name__}: {_first_line(e)})"
+            ) from e
         info = VideoInfo(num_frames, height, width)
     elif decoder == "pyav":
         info = _probe_av(path)
