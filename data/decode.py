@@ -14,7 +14,8 @@ Decoders (``decoder=`` in the config):
   bilinear scaler; slower for sparse clips of long videos.
 
 Masks (1 = public, 0 = private; public = *not protected*): an ``.npz`` holding one ``[F, H, W]``
-uint8/bool array (key ``mask`` or the only array) or a grayscale mask video decoded with PyAV.
+uint8/bool array (key ``mask`` or the only array), an ``.npy`` of the same (memory-mapped, so a
+clip reads only its frames: the fastest), or a grayscale mask video decoded with PyAV.
 Values must be exactly {0, 1} or {0, 255}; mask videos must therefore be stored losslessly (e.g.
 FFV1 in ``.mkv``, ``gray`` pixel format): a lossy codec blurs the edges into other values, and
 guessing a threshold could turn private pixels public.
@@ -129,22 +130,40 @@ def read_video(
     return frames
 
 
-def load_mask(path: str) -> np.ndarray:
-    """A whole mask file as uint8 ``[F, H, W]`` with values {0, 1} (1 = public)."""
+def load_mask(path: str, indices: np.ndarray | None = None) -> tuple[np.ndarray, VideoInfo]:
+    """Frames ``indices`` (default: all) of a mask file as uint8 ``[n, H, W]`` in {0, 1}
+    (1 = public), and the file's full ``VideoInfo`` (to compare with its video).
+
+    Only the returned frames are value-checked: they are the ones a clip uses.
+    """
     if not os.path.isfile(path):
         raise BadVideoError(path, "mask file not found.")
-    if path.endswith(".npz"):
-        mask = _load_npz(path)
+    if path.endswith((".npz", ".npy")):
+        mask = _load_npz(path) if path.endswith(".npz") else _load_npy(path)
+        if mask.ndim != 3:
+            raise BadVideoError(path, f"mask must be [T, H, W]; got shape {mask.shape}.")
+        info = VideoInfo(*mask.shape)
+        if indices is not None:
+            if int(np.max(indices)) >= len(mask):
+                raise BadVideoError(path, f"mask has {len(mask)} frames; frame "
+                                          f"{int(np.max(indices))} requested.")
+            mask = mask[indices]
     else:
         info = _probe_av(path)
-        mask = _read_av(path, np.arange(info.num_frames), size=None, fmt="gray")
-    return binarize_mask(mask, path=path)
+        wanted = np.arange(info.num_frames) if indices is None else np.asarray(indices)
+        mask = _read_av(path, wanted, size=None, fmt="gray")
+    return binarize_mask(mask, path=path), info
 
 
 def probe_mask(path: str) -> VideoInfo:
     """Frame count and size of a mask file without decoding all of it (npz: the array header)."""
     if not os.path.isfile(path):
         raise BadVideoError(path, "mask file not found.")
+    if path.endswith(".npy"):
+        shape = _load_npy(path).shape
+        if len(shape) != 3:
+            raise BadVideoError(path, f"mask array must be [T, H, W]; got shape {shape}.")
+        return VideoInfo(*shape)
     if not path.endswith(".npz"):
         return _probe_av(path)
     try:
@@ -181,9 +200,9 @@ def binarize_mask(mask: np.ndarray, *, path: str) -> np.ndarray:
         raise BadVideoError(path, f"mask must be [T, H, W]; got shape {mask.shape}.")
     if mask.dtype == np.bool_:
         return mask.astype(np.uint8)
-    if not np.issubdtype(mask.dtype, np.integer):
+    if mask.dtype != np.uint8:
         raise BadVideoError(path, f"mask dtype must be uint8 or bool; got {mask.dtype}.")
-    values = np.unique(mask)
+    values = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))  # fast np.unique
     if np.all(np.isin(values, (0, 1))):
         return mask.astype(np.uint8)
     if np.all(np.isin(values, (0, 255))):
@@ -208,6 +227,16 @@ def _load_npz(path: str) -> np.ndarray:
             path, f"unreadable mask npz ({type(e).__name__}: {_first_line(e)})"
         ) from e
     raise BadVideoError(path, f"npz must hold one array or one named 'mask'; found {keys}.")
+
+
+def _load_npy(path: str) -> np.ndarray:
+    """Memory-mapped: only the frames a clip indexes are read from disk."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except Exception as e:
+        raise BadVideoError(
+            path, f"unreadable mask npy ({type(e).__name__}: {_first_line(e)})"
+        ) from e
 
 
 def _probe_av(path: str) -> VideoInfo:

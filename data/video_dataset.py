@@ -16,10 +16,10 @@ function of ``(indices, num_clips, seed)`` however the decoding threads are sche
 Evaluation (``seed=None``): ``V = num_clips * eval_crops`` fixed views, temporal-major
 (see :mod:`data.clips`).
 
-Masks mirror the video paths: the mask of ``<video_dir>/<key>`` is ``<mask_dir>/<key stem>.npz``
-or ``<mask_dir>/<key stem>.<mkv|avi|mp4|mov|webm>`` (a grayscale mask video). A mask must have the
-video's frame count and frame size exactly; it goes through the same frame indices, resize (nearest
-neighbour) and crop as the video.
+Masks mirror the video paths: the mask of ``<video_dir>/<key>`` is ``<mask_dir>/<key stem>`` with
+extension ``.npy``, ``.npz`` or ``.mkv|.avi|.mp4|.mov|.webm`` (a grayscale mask video). A mask must
+have its video's frame count and frame size exactly; it goes through the same frame indices,
+resize (nearest neighbour) and crop as the video.
 
 Checks (``validate``): at construction every video is opened (frame count, size) and every mask is
 found and its shape compared with its video, in parallel. ``validate="full"`` also reads every
@@ -86,12 +86,12 @@ class VideoOptions:
 def find_mask(mask_dir: str, key: str) -> str:
     """Path of the mask mirroring video ``key``; raises :class:`BadVideoError` if there is none."""
     stem = os.path.splitext(os.path.join(mask_dir, key))[0]
-    for ext in (".npz", *decode.MASK_VIDEO_EXTENSIONS):
+    for ext in (".npy", ".npz", *decode.MASK_VIDEO_EXTENSIONS):
         if os.path.isfile(stem + ext):
             return stem + ext
     raise decode.BadVideoError(
         stem + ".npz",
-        f"mask file not found for video {key!r} (looked for {os.path.basename(stem)}.npz and "
+        f"mask file not found for video {key!r} (looked for {os.path.basename(stem)}.npy/.npz and "
         f"{os.path.basename(stem)}.{{{','.join(e[1:] for e in decode.MASK_VIDEO_EXTENSIONS)}}}).",
     )
 
@@ -170,7 +170,7 @@ class VideoDataset:
                 minfo = decode.probe_mask(mask_path)
                 _check_mask_shape(mask_path, minfo, info)
                 if o.validate == "full":
-                    decode.load_mask(mask_path)
+                    decode.load_mask(mask_path)  # checks every frame's values
             if o.validate == "full":
                 decode.read_video(
                     record.path, np.array([info.num_frames - 1]),
@@ -181,7 +181,7 @@ class VideoDataset:
             return e
 
     def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int):
-        """Clips of video ``i``: uint8 ``[V, T, c, c, 3]`` and ``[V, T, c, c]``."""
+        """Clips of video ``i``: normalised float32 ``[V, T, c, c, 3]``, uint8 ``[V, T, c, c]``."""
         spec = self.options.clip
         info, record, mask_path = self._info[i], self.records[i], self._masks[i]
         starts = plan.starts(num_video_frames=info.num_frames, span=spec.span, num_clips=num_clips)
@@ -195,9 +195,9 @@ class VideoDataset:
         h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
         frames = decode.read_video(record.path, wanted, size=(h, w), decoder=self.options.decoder)
         if mask_path is not None:
-            raw = decode.load_mask(mask_path)
-            _check_mask_shape(mask_path, decode.VideoInfo(*raw.shape), info)
-            masks = clips.resize_nearest(raw[wanted], (h, w))
+            raw, minfo = decode.load_mask(mask_path, wanted)
+            _check_mask_shape(mask_path, minfo, info)
+            masks = clips.resize_nearest(raw, (h, w))
         else:
             masks = np.zeros(frames.shape[:3], np.uint8)
         c = spec.crop_size
@@ -211,7 +211,8 @@ class VideoDataset:
             if flip:
                 fv, fm = fv[:, :, ::-1], fm[:, :, ::-1]
             out_v[v], out_m[v] = fv, fm
-        return out_v, out_m
+        # Normalised here, on the decoding thread, so that it runs in parallel too.
+        return clips.normalize(out_v, mean=self.options.mean, std=self.options.std), out_m
 
     def get_batch(
         self, indices: np.ndarray, *, num_clips: int = 1, seed=None
@@ -226,9 +227,8 @@ class VideoDataset:
             lambda args: self._load_one(*args, num_clips),
             zip((int(i) for i in indices), plans, strict=True),
         ))
-        video = np.stack([v for v, _ in loaded])
         return {
-            "video": clips.normalize(video, mean=self.options.mean, std=self.options.std),
+            "video": np.stack([v for v, _ in loaded]),
             "mask": np.stack([m for _, m in loaded]),
             "label": self.labels[indices],
         }
@@ -245,12 +245,12 @@ class VideoDataset:
                                          num_views=1)
             idx = clips.frame_indices(num_video_frames=info.num_frames,
                                       num_frames=spec.num_frames, stride=spec.stride, start=start)
-            raw = decode.load_mask(path)
-            _check_mask_shape(path, decode.VideoInfo(*raw.shape), info)
+            raw, minfo = decode.load_mask(path, idx)
+            _check_mask_shape(path, minfo, info)
             h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
             y, x = clips.crop_box(h, w, crop_size=spec.crop_size, position=0.5)
             c = spec.crop_size
-            return clips.resize_nearest(raw[idx], (h, w))[:, y:y + c, x:x + c]
+            return clips.resize_nearest(raw, (h, w))[:, y:y + c, x:x + c]
 
         return np.stack(list(self._pool.map(one, [int(i) for i in indices])))
 
