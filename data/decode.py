@@ -202,11 +202,13 @@ def binarize_mask(mask: np.ndarray, *, path: str) -> np.ndarray:
         return mask.astype(np.uint8)
     if mask.dtype != np.uint8:
         raise BadVideoError(path, f"mask dtype must be uint8 or bool; got {mask.dtype}.")
-    values = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))  # fast np.unique
-    if np.all(np.isin(values, (0, 1))):
-        return mask.astype(np.uint8)
-    if np.all(np.isin(values, (0, 255))):
-        return (mask == 255).astype(np.uint8)
+    top = int(mask.max()) if mask.size else 0
+    if top <= 1:
+        return np.asarray(mask, np.uint8)
+    public = mask == 255
+    if top == 255 and np.all(public | (mask == 0)):
+        return public.astype(np.uint8)
+    values = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))
     bad = values[~np.isin(values, (0, 1, 255))][:5].tolist() or values.tolist()
     raise BadVideoError(
         path, f"mask values must be {{0, 1}} or {{0, 255}}; found {bad} (values {values[:8]}). "
