@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import tempfile
 import time
 
@@ -62,7 +63,13 @@ def make_videos(
     return layouts.Layout(tuple(records), ("c0", "c1", "c2", "c3"))
 
 
-def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder) -> float:
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder):
+    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls."""
     spec = clips.ClipSpec(num_frames=16, stride=4, resize_size=256, crop_size=224)
     options = VideoOptions(
         clip=spec, mean=KINETICS_MEAN, std=KINETICS_STD, num_workers=workers, decoder=decoder,
@@ -71,13 +78,13 @@ def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder) -
     ds = VideoDataset(layout, options, name="bench")
     rng = np.random.default_rng(0)
     ds.get_batch(rng.choice(len(ds), batch), seed=[0])  # warm-up (thread start, libraries)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     for b in range(batches):
         out = ds.get_batch(rng.choice(len(ds), batch), seed=[1, b])
         assert out["video"].shape == (batch, 1, 16, 224, 224, 3)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     ds.close()
-    return batch * batches / seconds
+    return batch * batches / seconds, cpu / (batch * batches)
 
 
 def main():
@@ -99,13 +106,16 @@ def main():
                              mask_format=args.mask_format)
         print(f"generated {args.videos} videos of {args.frames} frames 320x240 in "
               f"{time.perf_counter() - t:.1f} s")
-        print(f"| decode threads | clips/s with {args.mask_format} masks | clips/s without masks |")
-        print("|---:|---:|---:|")
+        print(f"| decode threads | clips/s, {args.mask_format} masks | CPU ms/clip, masks | "
+              "clips/s, no masks | CPU ms/clip, no masks |")
+        print("|---:|---:|---:|---:|---:|")
         for w in workers:
-            rates = [clips_per_second(layout, root=root, workers=w, batch=args.batch,
-                                      batches=args.batches, masks=m, decoder=args.decoder)
-                     for m in (True, False)]
-            print(f"| {w} | {rates[0]:.1f} | {rates[1]:.1f} |", flush=True)
+            (r1, c1), (r0, c0) = [
+                clips_per_second(layout, root=root, workers=w, batch=args.batch,
+                                 batches=args.batches, masks=m, decoder=args.decoder)
+                for m in (True, False)
+            ]
+            print(f"| {w} | {r1:.1f} | {1e3 * c1:.0f} | {r0:.1f} | {1e3 * c0:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
