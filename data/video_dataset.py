@@ -138,6 +138,12 @@ class VideoDataset:
         self._masks: tuple[str | None, ...] = tuple(r[1] for _, r in kept)
         self.labels = np.array([rec.label for rec in self.records], np.int32)
         self.num_short = sum(i.num_frames < options.clip.span for i in self._info)
+        if self.num_short:
+            warnings.warn(
+                f"{name}: {self.num_short}/{len(self.records)} videos are shorter than the clip "
+                f"span {options.clip.span}; their clips repeat the last frame "
+                "(short_videos='pad').", stacklevel=2,
+            )
 
     # ------------------------------------------------------------------------------------------
     def __len__(self) -> int:
