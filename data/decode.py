@@ -59,7 +59,6 @@ def _decord():
             "decord is needed to read videos: pip install -r requirements.txt "
             "(or set --config.input.decoder=pyav)."
         ) from e
-    decord.bridge.reset_bridge()
     return decord
 
 
