@@ -90,7 +90,13 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
         init_value=0.0, peak_value=o.learning_rate, warmup_steps=max(warmup, 0),
         decay_steps=steps, end_value=0.0,
     )
-    tx = optax.sgd(schedule, momentum=o.momentum or None)
+    if o.get("name", "sgd") == "sgd":
+        tx = optax.sgd(schedule, momentum=o.momentum or None)
+    elif o.name == "adam":
+        # Adam on the noised gradient is post-processing of the DP sum, so privacy is unchanged.
+        tx = optax.adam(schedule)
+    else:
+        raise ValueError(f"optimizer.name must be 'sgd' or 'adam'; got {o.name!r}.")
     if o.weight_decay:
         tx = optax.chain(optax.add_decayed_weights(o.weight_decay), tx)
     return tx
@@ -248,7 +254,16 @@ def main(argv):
     config = flags.FLAGS.config
     workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
+    enable_compilation_cache(config.get("compilation_cache_dir", ""))
     train_and_evaluate(config, workdir)
+
+
+def enable_compilation_cache(path: str) -> None:
+    """Persist compiled XLA programs under ``path`` (no-op for ""). Runs that differ only in
+    σ, ε, learning rate or seed share their expensive accumulation programs."""
+    if path:
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(path))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 if __name__ == "__main__":

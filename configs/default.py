@@ -37,7 +37,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.init_from = ""         # orbax checkpoint written by `python -m models.convert`
 
     config.batch_size = 64              # expected logical batch size B (Poisson, q = B / N)
-    config.physical_batch_size = 64     # static per-call batch; logical batches are split/padded
+    config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
     config.num_epochs = 10.0            # steps = round(num_epochs * N / B)
     config.fill_value = 0.0             # hidden cells in each view (0 = mid-grey)
 
@@ -50,6 +50,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.privacy.adjacency = "special"     # special | replace
 
     config.optimizer = ml_collections.ConfigDict()
+    config.optimizer.name = "sgd"          # sgd | adam
     config.optimizer.learning_rate = 0.5
     config.optimizer.momentum = 0.9
     config.optimizer.warmup_epochs = 1.0
@@ -58,4 +59,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.log_every_steps = 10
     config.tensorboard = True           # TensorBoard scalars in <workdir>/tb, JSONL always
     config.log_private_metrics = False  # private-view loss etc. are NOT DP; opt-in only
+    # Persistent XLA cache: a second run with the same shapes skips most compilation ("" = off).
+    config.compilation_cache_dir = ""
     return config
