@@ -68,10 +68,10 @@ def build_model(config: ml_collections.ConfigDict, *, num_classes: int, input_sh
     """Model, ``(trainable, frozen)`` parameters and the apply function."""
     overrides = {"adapters": True} if config.model.finetune == "adapters" else {}
     model = models.get_model(config.model.name, num_classes=num_classes, **overrides)
+    params = model.init(key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
     if config.model.init_from:
-        params = models.convert.restore_params(config.model.init_from)
-    else:
-        params = model.init(key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
+        # Pre-trained (public) weights; adapters, and a head for other classes, keep their init.
+        params = models.convert.restore_params(config.model.init_from, like=params)
     mask = models.finetune.trainable_mask(
         params, strategy=config.model.finetune, num_last_blocks=config.model.num_last_blocks
     )
