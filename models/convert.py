@@ -222,7 +222,7 @@ def convert_state_dict(
                 f"layout) but parameter {_path_str(path)} expects {tuple(target.shape)}"
             )
             continue
-        out[path] = value.astype(np.float32)
+        out[path] = value.astype(np.float32, copy=False)
     unused = sorted(set(state) - consumed)
     if unused:
         errors.append(f"{len(unused)} checkpoint key(s) not used by the model: {unused[:12]}")
