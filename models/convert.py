@@ -37,6 +37,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 
+from models.mvit import Adapter
+
 FORMATS = ("torchvision", "pyslowfast")
 
 # (pattern on the dotted Flax path, replacement giving the checkpoint key), applied in order.
@@ -238,23 +240,25 @@ def convert_state_dict(
                                                "kept_from_init": kept}
 
 
-def abstract_params_with_head(model: nn.Module, *, input_shape, key: jax.Array) -> dict:
-    """Parameter shapes of ``model`` (no compute) with a concrete, freshly initialised head and
-    adapters: what :func:`convert_state_dict` needs to replace the head without running the full
-    network. ``input_shape`` is one clip, ``(T, H, W, 3)``."""
+def import_template(model: nn.Module, *, input_shape, key: jax.Array) -> dict:
+    """The parameter tree to import weights into, without running (or compiling) the network.
+
+    Every leaf is a ``jax.ShapeDtypeStruct`` (``jax.eval_shape``) except those a published
+    checkpoint cannot provide, which get fresh initial values: the head (used when the number of
+    classes differs) and the adapters (identity at init). ``input_shape`` is one clip
+    ``(T, H, W, 3)``.
+    """
     shapes = jax.eval_shape(model.init, key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
+    key, head_key = jax.random.split(key)
     dim = shapes["head"]["kernel"].shape[0]
-    head_key, key = jax.random.split(key)
-    head = nn.Dense(model.num_classes).init(head_key, jnp.zeros((1, dim)))["params"]
-    params = {**shapes, "head": head}
-    if getattr(model, "adapters", False):
-        # Adapters are created at init; fill them (and only them) with real initial values.
-        full = model.init(key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
-        flat = traverse_util.flatten_dict(params)
-        for path, value in traverse_util.flatten_dict(full).items():
-            if "adapter" in path:
-                flat[path] = value
-        params = traverse_util.unflatten_dict(flat)
+    params = {**shapes, "head": nn.Dense(model.num_classes).init(
+        head_key, jnp.zeros((1, dim)))["params"]}
+    for name, sub in shapes.items():
+        if isinstance(sub, Mapping) and "adapter" in sub:
+            width, bottleneck = sub["adapter"]["down"]["kernel"].shape
+            key, adapter_key = jax.random.split(key)
+            adapter = Adapter(width, bottleneck).init(adapter_key, jnp.zeros((1, width)))["params"]
+            params[name] = {**sub, "adapter": adapter}
     return params
 
 
@@ -278,9 +282,9 @@ def restore_params(path: str, *, like: Any) -> Any:
     Args:
       path: the orbax directory (``python -m models.convert --dst``) or a ``.pth``/``.safetensors``/
         ``.npz`` checkpoint file.
-      like: freshly initialised parameters of the model (e.g. ``model.init(...)['params']``).
-        Adapters missing from the checkpoint keep these values; for a checkpoint file, so does a
-        head with a different number of classes.
+      like: the model's parameters, as :func:`import_template` gives them (or a full
+        ``model.init``). Adapters, absent from checkpoints, keep these values; for a checkpoint
+        file, so does a head for a different number of classes.
 
     Returns:
       A parameter tree with the structure and shapes of ``like``.
@@ -338,9 +342,12 @@ def main(argv: list[str] | None = None) -> None:
 
     import models  # here, so that `models/__init__` importing this module stays acyclic
 
+    if os.path.exists(args.dst):
+        raise FileExistsError(f"{args.dst!r} already exists; choose a new --dst.")
+
     model = models.get_model(args.preset, num_classes=args.num_classes)
-    like = abstract_params_with_head(model, input_shape=(*model.input_size, 3),
-                                     key=jax.random.key(args.seed))
+    like = import_template(model, input_shape=(*model.input_size, 3),
+                           key=jax.random.key(args.seed))
     params, info = convert_state_dict(load_state_dict(args.src), like=like, fmt=args.format)
     info = {**info, "preset": args.preset, "num_classes": args.num_classes,
             "src": os.path.abspath(args.src)}
