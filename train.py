@@ -29,7 +29,7 @@ from tqdm import tqdm
 import accounting
 import data
 import models
-from maskdp_jax import evaluation, metric_writer, partition, plots, report, sampling, tokenizer
+from maskdp_jax import evaluation, metric_writer, partition, plots, report, sampling
 from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
 
 
@@ -131,12 +131,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     """Train, evaluate, write report.json / report.md into ``workdir``; return the report."""
     t_start = time.time()
     os.makedirs(workdir, exist_ok=True)
-    train_ds, test_ds = data.get_datasets(config.input)
+    train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
     if config.mode == "maskdp":
         if not train_ds.has_masks:
             raise ValueError(
                 f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
-                "Provide mask files (see data/README) or run --config.mode=dp / nonprivate."
+                "Provide mask files (README: 'Your own videos and masks') or run "
+                "--config.mode=dp / nonprivate."
             )
 
     model_key, _ = jax.random.split(jax.random.key(config.seed))
@@ -150,9 +151,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     print(f"Model {config.model.name}: {num_trainable:,} trainable of {num_total:,} parameters "
           f"(strategy {config.model.finetune!r}).")
     if config.mode == "maskdp":
-        tokenizer.warn_degenerate_masks(
-            train_ds.masks, patch_stride=model.patch_stride, source=train_ds.name
-        )
+        data.warn_degenerate_masks(train_ds, patch_stride=model.patch_stride)
 
     n = len(train_ds)
     plan = plan_privacy(config, num_examples=n)
@@ -185,13 +184,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             sampling=scheme,
         )
 
+    def batch_at(step):  # a pure function of the step, so it can be prepared ahead
+        logical = sampler.logical_batch(step, mode=config.mode, sampling=config.sampling)
+        return load_logical_batch(train_ds, logical, config=config, step=step)
+
     history = []
     t_train = time.time()
     with (tqdm(total=steps, desc=f"train[{config.mode}]", dynamic_ncols=True) as bar,
-          metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer):
+          metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer,
+          data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
+                              num_steps=steps) as batches):
         for step in range(steps):
-            logical = sampler.logical_batch(step, mode=config.mode, sampling=config.sampling)
-            batch = load_logical_batch(train_ds, logical, config=config, step=step)
+            batch = batches(step)
             state, metrics = train_step(state, batch, noise_key)
             ledger.record(q=q, noise_multiplier=sigma)
             if (step + 1) % config.log_every_steps == 0 or step + 1 == steps:

@@ -26,8 +26,9 @@ def predict(
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``.
       params: full parameter tree.
       dataset: has ``__len__`` and ``get_batch(indices, num_clips=K, seed=None)`` returning
-        ``video [n, K, T, H, W, C]``.
-      num_clips: fixed views per video whose logits are averaged.
+        ``video [n, V, T, H, W, C]`` with V fixed views (V = K, or K temporal x S spatial crops
+        for real videos).
+      num_clips: K, temporal views per video; the logits of all V views are averaged.
       batch_size: videos per device call (the last call is padded to keep one compiled shape).
 
     Returns:
@@ -40,8 +41,9 @@ def predict(
         idx = np.arange(start, min(start + batch_size, n))
         padded = np.concatenate([idx, np.full(batch_size - len(idx), idx[-1])])
         video = dataset.get_batch(padded, num_clips=num_clips, seed=None)["video"]
-        flat = video.reshape(batch_size * num_clips, *video.shape[2:])
-        logits = np.asarray(forward(params, flat)).reshape(batch_size, num_clips, -1)
+        views = video.shape[1]
+        flat = video.reshape(batch_size * views, *video.shape[2:])
+        logits = np.asarray(forward(params, flat)).reshape(batch_size, views, -1)
         outputs.append(logits.mean(axis=1)[: len(idx)])
     return np.concatenate(outputs)
 

@@ -66,29 +66,33 @@ def _rel_index(q_size: int, k_size: int) -> np.ndarray:
 
 
 class DepthwiseConv3d(nn.Module):
-    """Depthwise Conv3d without bias, ``[N, T, H, W, C] -> [N, T', H', W', C]``, padding
-    ``kernel // 2``; parameter ``kernel [kT, kH, kW, 1, C]`` as ``nn.Conv(feature_group_count=C)``.
+    """Depthwise Conv3d, padding ``kernel // 2``, no bias, as a sum of shifted, strided slices.
 
-    Written as a sum over the kernel taps of strided slices times a per-channel weight: XLA's CPU
-    grouped convolution is ~50x slower than this for the stride-1 q pooling of ``mvit_v2_s``
-    (4.6 s vs <0.1 s for one 8x56x56x96 map on 2 cores); on accelerators both are cheap.
+    Same function and parameter (``kernel: [kT, kH, kW, 1, C]``, flax's depthwise ``nn.Conv``
+    layout) as ``nn.Conv(C, kernel, strides, feature_group_count=C)``, but XLA:CPU lowers
+    grouped convolutions (and their per-example weight gradients under ``vmap``) about 100x
+    slower than this form; on accelerators both are fast. ``x: [B, T, H, W, C]``.
     """
 
-    kernel_size: tuple[int, int, int]
-    strides: tuple[int, int, int]
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
 
     @nn.compact
     def __call__(self, x):
         c = x.shape[-1]
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (*self.kernel_size, 1, c))
-        pad = [(k // 2, k // 2) for k in self.kernel_size]
-        out_size = _pooled_size(x.shape[1:4], self.kernel_size, self.strides)
-        x = jnp.pad(x, [(0, 0), *pad, (0, 0)])
-        out = 0.0
-        for taps in np.ndindex(*self.kernel_size):
-            window = tuple(slice(k, k + s * (n - 1) + 1, s)
-                           for k, s, n in zip(taps, self.strides, out_size, strict=True))
-            out = out + x[(slice(None), *window)] * kernel[(*taps, 0)]
+        w = self.param("kernel", nn.initializers.lecun_normal(), (*self.kernel, 1, c))[..., 0, :]
+        pads = [(k // 2, k // 2) for k in self.kernel]
+        xp = jnp.pad(x, [(0, 0), *pads, (0, 0)])
+        out_size = _pooled_size(x.shape[1:4], self.kernel, self.stride)
+        out = None
+        for offset in np.ndindex(*self.kernel):
+            window = xp[
+                :,
+                *(slice(o, o + st * (n - 1) + 1, st)
+                  for o, st, n in zip(offset, self.stride, out_size, strict=True)),
+            ]
+            term = window * w[offset]
+            out = term if out is None else out + term
         return out
 
 
@@ -98,6 +102,7 @@ class Pool(nn.Module):
     ``x: [B, heads, 1 + T*H*W, head_dim]`` -> ``[B, heads, 1 + T'*H'*W', head_dim]``.
     """
 
+    head_dim: int
     kernel: tuple[int, int, int]
     stride: tuple[int, int, int]
 
@@ -129,9 +134,9 @@ class MultiscaleAttention(nn.Module):
         qkv = nn.Dense(3 * dim, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
         q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # [B, heads, N, hd]
         thw = self.input_size
-        q, q_thw = Pool(s.kernel_q, s.stride_q, name="pool_q")(q, thw)
-        k, k_thw = Pool(s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
-        v, _ = Pool(s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
+        q, q_thw = Pool(head_dim, s.kernel_q, s.stride_q, name="pool_q")(q, thw)
+        k, k_thw = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
+        v, _ = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
 
         attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
         init = nn.initializers.truncated_normal(0.02)

@@ -1,0 +1,122 @@
+r"""Data throughput: training clips per second of the real-video loader for 1, 2, N decode threads.
+
+    python -m benchmarks.data_throughput                  # prints a table (writes nothing)
+    python -m benchmarks.data_throughput --workers=1,2,4,8 --batches=6 --mask_format=npy
+
+Generates UCF-101-like H.264 mp4 files (320x240, 25 fps, keyframe every 25 frames) with ``.npz``
+(compressed) or ``.npy`` (``--mask_format``) masks in a temporary folder, then times
+``VideoDataset.get_batch`` for training clips of the papers' geometry: 16 frames at stride 4, short
+side 256, centre crop 224, normalised float32 ``[16, 224, 224, 3]`` plus its mask, K = 1 clip per
+video, one physical batch of ``--batch`` videos per call with a fresh seed (fresh offsets) each
+time. Every timed call decodes from the files (no cache). Results: benchmarks/RESULTS.md
+("Data throughput (issue 5)").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import tempfile
+import time
+
+import numpy as np
+
+from configs.video_paper import KINETICS_MEAN, KINETICS_STD
+from data import clips, layouts, testing
+from data.video_dataset import VideoDataset, VideoOptions
+
+
+def make_videos(
+    root: str, *, num_videos: int, num_frames: int, mask_format: str, seed: int = 0
+) -> layouts.Layout:
+    """``num_videos`` textured 320x240 mp4 videos with moving squares and matching npz masks."""
+    import av
+
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(num_videos):
+        frames, mask = testing.square_video(num_frames=num_frames, height=240, width=320, box=60,
+                                            top=40 + i, left=10)
+        # Texture so that the encoder produces realistic bitrates (a flat image encodes to ~0).
+        noise = rng.integers(0, 60, (1, 240, 320, 3), dtype=np.uint8)
+        frames = (frames // 2 + noise).astype(np.uint8)
+        key = f"c{i % 4}/v{i:03d}.mp4"
+        path = os.path.join(root, "videos", key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with av.open(path, "w") as container:
+            stream = container.add_stream("libx264", rate=25)
+            stream.height, stream.width, stream.pix_fmt = 240, 320, "yuv420p"
+            stream.codec_context.gop_size = 25
+            stream.options = {"crf": "23", "preset": "veryfast"}
+            for f in frames:
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+            container.mux(stream.encode())
+        stem = os.path.join(root, "masks", key[:-4])
+        os.makedirs(os.path.dirname(stem), exist_ok=True)
+        if mask_format == "npz":
+            np.savez_compressed(stem + ".npz", mask=mask)
+        else:
+            np.save(stem + ".npy", mask)
+        records.append(layouts.VideoRecord(path, key, i % 4, "benchmark"))
+    return layouts.Layout(tuple(records), ("c0", "c1", "c2", "c3"))
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder):
+    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls."""
+    spec = clips.ClipSpec(num_frames=16, stride=4, resize_size=256, crop_size=224)
+    options = VideoOptions(
+        clip=spec, mean=KINETICS_MEAN, std=KINETICS_STD, num_workers=workers, decoder=decoder,
+        mask_dir=os.path.join(root, "masks") if masks else "",
+    )
+    ds = VideoDataset(layout, options, name="bench")
+    rng = np.random.default_rng(0)
+    ds.get_batch(rng.choice(len(ds), batch), seed=[0])  # warm-up (thread start, libraries)
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    for b in range(batches):
+        out = ds.get_batch(rng.choice(len(ds), batch), seed=[1, b])
+        assert out["video"].shape == (batch, 1, 16, 224, 224, 3)
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    ds.close()
+    return batch * batches / seconds, cpu / (batch * batches)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--videos", type=int, default=16)
+    parser.add_argument("--frames", type=int, default=150, help="frames per video (6 s at 25 fps)")
+    parser.add_argument("--workers", default=f"1,2,{os.cpu_count()}")
+    parser.add_argument("--batch", type=int, default=16, help="videos per get_batch call")
+    parser.add_argument("--batches", type=int, default=4, help="timed calls per setting")
+    parser.add_argument("--decoder", default="decord")
+    parser.add_argument("--mask_format", default="npz", choices=("npz", "npy"))
+    args = parser.parse_args()
+    workers = sorted({int(w) for w in args.workers.split(",")})
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
+          f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
+    with tempfile.TemporaryDirectory() as root:
+        t = time.perf_counter()
+        layout = make_videos(root, num_videos=args.videos, num_frames=args.frames,
+                             mask_format=args.mask_format)
+        print(f"generated {args.videos} videos of {args.frames} frames 320x240 in "
+              f"{time.perf_counter() - t:.1f} s")
+        print(f"| decode threads | clips/s, {args.mask_format} masks | CPU ms/clip, masks | "
+              "clips/s, no masks | CPU ms/clip, no masks |")
+        print("|---:|---:|---:|---:|---:|")
+        for w in workers:
+            (r1, c1), (r0, c0) = [
+                clips_per_second(layout, root=root, workers=w, batch=args.batch,
+                                 batches=args.batches, masks=m, decoder=args.decoder)
+                for m in (True, False)
+            ]
+            print(f"| {w} | {r1:.1f} | {1e3 * c1:.0f} | {r0:.1f} | {1e3 * c0:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

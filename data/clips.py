@@ -1,0 +1,176 @@
+"""Clip geometry: which frames and which pixels of a video make one clip (host-side NumPy).
+
+A clip is ``T`` frames taken every ``stride`` frames, so it spans ``(T - 1) * stride + 1`` source
+frames. The spatial pipeline is: resize so that the short side is ``resize_size`` (aspect kept),
+then crop ``crop_size x crop_size``. Video frames and mask frames go through exactly the same
+indices, resize size and crop box (the mask with nearest neighbour), so mask pixel (t, y, x) labels
+video pixel (t, y, x).
+
+Views:
+
+* training: K clips per video with start frames drawn uniformly from a seeded generator, spatial
+  centre crop (no augmentation; the papers' choice under DP). ``augment=True`` (``nonprivate`` only)
+  adds a random crop position and a random horizontal flip per clip;
+* evaluation: fixed views, ``K`` evenly spread temporal windows x ``S`` spatial crops (S = 1:
+  centre; S = 3: both ends and the centre along the long side), ordered temporal-major
+  ``[k * S + s]``. The evaluation averages the logits over the ``K * S`` views.
+
+Short videos (fewer frames than the clip span): ``short_videos = "pad"`` keeps the stride and
+clamps indices past the end to the last frame (the clip is padded by repeating the last frame, the
+motion speed is unchanged); ``"error"`` refuses the video by name. A video with no frame is always
+an error.
+
+>>> frame_indices(num_video_frames=10, num_frames=4, stride=3, start=0).tolist()
+[0, 3, 6, 9]
+>>> frame_indices(num_video_frames=5, num_frames=4, stride=2, start=0).tolist()  # padded
+[0, 2, 4, 4]
+>>> eval_starts(num_video_frames=40, span=16, num_views=3).tolist()
+[6, 12, 18]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+SHORT_VIDEO_POLICIES = ("pad", "error")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipSpec:
+    """How clips are cut.
+
+    Attributes:
+      num_frames: T, frames per clip.
+      stride: s, source frames between two clip frames.
+      resize_size: short side after resizing (pixels), before cropping.
+      crop_size: side of the square crop fed to the model.
+      short_videos: ``"pad"`` (repeat the last frame) or ``"error"``.
+    """
+
+    num_frames: int
+    stride: int
+    resize_size: int
+    crop_size: int
+    short_videos: str = "pad"
+
+    def __post_init__(self):
+        if min(self.num_frames, self.stride, self.resize_size, self.crop_size) < 1:
+            raise ValueError(f"clip sizes must be >= 1; got {self}.")
+        if self.crop_size > self.resize_size:
+            raise ValueError(
+                f"crop_size={self.crop_size} must be <= resize_size={self.resize_size}."
+            )
+        if self.short_videos not in SHORT_VIDEO_POLICIES:
+            raise ValueError(
+                f"short_videos must be one of {SHORT_VIDEO_POLICIES}; got {self.short_videos!r}."
+            )
+
+    @property
+    def span(self) -> int:
+        """Source frames covered by one clip."""
+        return (self.num_frames - 1) * self.stride + 1
+
+
+def frame_indices(*, num_video_frames: int, num_frames: int, stride: int, start: int) -> np.ndarray:
+    """``[T]`` source frame indices of the clip starting at ``start``, clamped to the last frame."""
+    return np.minimum(start + stride * np.arange(num_frames), num_video_frames - 1)
+
+
+def train_starts(uniforms: np.ndarray, *, num_video_frames: int, span: int) -> np.ndarray:
+    """``[K]`` start frames uniform on ``{0, ..., max(F - span, 0)}`` from ``uniforms`` in [0, 1).
+
+    The uniforms are drawn before the video is opened (on the caller's thread), so the clip choice
+    does not depend on which decoding thread runs first.
+    """
+    room = max(num_video_frames - span, 0)
+    return np.minimum((np.asarray(uniforms) * (room + 1)).astype(np.int64), room)
+
+
+def eval_starts(*, num_video_frames: int, span: int, num_views: int) -> np.ndarray:
+    """``[K]`` fixed start frames: the centre for K = 1, else K evenly spread interior windows."""
+    room = max(num_video_frames - span, 0)
+    if num_views == 1:
+        return np.array([room // 2])
+    return np.round(np.linspace(0, room, num_views + 2)[1:-1]).astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewPlan:
+    """The random (training) or fixed (evaluation) choices for one video's views.
+
+    Attributes:
+      uniforms: ``[K]`` in [0, 1) for training start frames; None for evaluation views.
+      positions: ``[V]`` crop positions (0.5 = centre).
+      flips: ``[V]`` horizontal flips.
+    """
+
+    uniforms: np.ndarray | None
+    positions: np.ndarray
+    flips: np.ndarray
+
+    def starts(self, *, num_video_frames: int, span: int, num_clips: int) -> np.ndarray:
+        """``[V]`` start frames (evaluation: each temporal window repeated for every crop)."""
+        if self.uniforms is not None:
+            return train_starts(self.uniforms, num_video_frames=num_video_frames, span=span)
+        starts = eval_starts(num_video_frames=num_video_frames, span=span, num_views=num_clips)
+        return np.repeat(starts, len(self.positions) // num_clips)
+
+
+def plan_views(
+    rng: np.random.Generator | None, *, num_clips: int, eval_crops: int = 1, augment: bool = False
+) -> ViewPlan:
+    """Views of one video: training (``rng`` given) K clips, centre crop unless ``augment``;
+    evaluation (``rng=None``) K temporal x ``eval_crops`` spatial views, temporal-major."""
+    if rng is None:
+        pos = np.tile(spatial_positions(eval_crops), num_clips)
+        return ViewPlan(None, pos, np.zeros(len(pos), bool))
+    uniforms = rng.random(num_clips)
+    if augment:
+        return ViewPlan(uniforms, rng.uniform(0.0, 1.0, num_clips), rng.random(num_clips) < 0.5)
+    return ViewPlan(uniforms, np.full(num_clips, 0.5), np.zeros(num_clips, bool))
+
+
+def resized_shape(height: int, width: int, *, short_side: int) -> tuple[int, int]:
+    """``(h, w)`` with the short side equal to ``short_side`` and the aspect ratio kept."""
+    if height <= width:
+        return short_side, max(short_side, round(width * short_side / height))
+    return max(short_side, round(height * short_side / width)), short_side
+
+
+def crop_box(height: int, width: int, *, crop_size: int, position: float) -> tuple[int, int]:
+    """Top-left ``(y, x)`` of a square crop; ``position`` in [0, 1] slides it along the long side
+    (0.5 = centre); the short side is centred."""
+    y_room, x_room = height - crop_size, width - crop_size
+    if height > width:
+        return round(position * y_room), x_room // 2
+    return y_room // 2, round(position * x_room)
+
+
+def spatial_positions(num_crops: int) -> tuple[float, ...]:
+    """Crop positions of the evaluation views: ``(0.5,)`` for 1, ``(0, 0.5, 1)`` for 3."""
+    if num_crops == 1:
+        return (0.5,)
+    if num_crops == 3:
+        return (0.0, 0.5, 1.0)
+    raise ValueError(f"eval spatial crops must be 1 or 3; got {num_crops}.")
+
+
+def resize_nearest(masks: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour resize of ``[n, H, W]`` to ``[n, h, w]`` (pixel centres map to centres),
+    so a resized mask keeps only the values {0, 1} and never invents public pixels."""
+    height, width = masks.shape[-2:]
+    h, w = size
+    rows = np.minimum(((np.arange(h) + 0.5) * height / h).astype(np.int64), height - 1)
+    cols = np.minimum(((np.arange(w) + 0.5) * width / w).astype(np.int64), width - 1)
+    return masks[..., rows[:, None], cols[None, :]]
+
+
+def normalize(frames: np.ndarray, *, mean, std) -> np.ndarray:
+    """uint8 ``[..., 3]`` -> float32 ``(x / 255 - mean) / std`` per channel."""
+    std = np.asarray(std, np.float32)
+    out = frames.astype(np.float32)
+    out *= np.float32(1 / 255) / std  # two in-place passes instead of three temporaries
+    out -= np.asarray(mean, np.float32) / std
+    return out

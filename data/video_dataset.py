@@ -1,0 +1,270 @@
+"""Real video datasets: decoded clips and per-video masks behind the synthetic dataset's interface.
+
+``VideoDataset.get_batch(indices, *, num_clips, seed)`` returns the same element format as
+:mod:`data.synthetic`, so ``train.py``'s Poisson logical -> physical batch splitter, the train step
+and the evaluation do not know which dataset they read:
+
+* ``video`` float32 ``[n, V, T, c, c, 3]``, normalised ``(x / 255 - mean) / std``;
+* ``mask`` uint8 ``[n, V, T, c, c]``, 1 = public (*not protected*), 0 = private (protected under
+  MaskDP). A dataset without mask files returns all zeros (everything private), which is what
+  ``dp`` assumes; ``maskdp`` refuses such a dataset;
+* ``label`` int32 ``[n]``.
+
+Training (``seed`` given): ``V = num_clips`` clips per video, start frames from
+``numpy.random.default_rng(seed)`` drawn in index order on the calling thread, so a batch is a pure
+function of ``(indices, num_clips, seed)`` however the decoding threads are scheduled.
+Evaluation (``seed=None``): ``V = num_clips * eval_crops`` fixed views, temporal-major
+(see :mod:`data.clips`).
+
+Masks mirror the video paths: the mask of ``<video_dir>/<key>`` is ``<mask_dir>/<key stem>`` with
+extension ``.npy``, ``.npz`` or ``.mkv|.avi|.mp4|.mov|.webm`` (a grayscale mask video). A mask must
+have its video's frame count and frame size exactly; it goes through the same frame indices,
+resize (nearest neighbour) and crop as the video.
+
+Checks (``validate``): at construction every video is opened (frame count, size) and every mask is
+found and its shape compared with its video, in parallel. ``validate="full"`` also reads every
+mask's values and decodes each video's last frame (catches truncated files whose index survived).
+A bad file raises :class:`~data.decode.BadVideoError` naming it; with ``skip_bad_videos=True`` bad
+videos are left out of the split *before* training (so N, q and the accounting see the final set),
+and their count and names are reported. Decoding errors found later, during training, always
+raise: dropping a sampled video mid-run would silently change the batch.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import warnings
+
+import numpy as np
+
+from data import clips, decode
+from data.layouts import Layout, VideoRecord
+
+VALIDATE_LEVELS = ("metadata", "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoOptions:
+    """How a video dataset is decoded, checked and cut into clips.
+
+    Attributes:
+      clip: the clip geometry.
+      mean / std: per-channel normalisation in [0, 1] pixel units (set them to the pre-trained
+        model's values).
+      mask_dir: root of the mask files mirroring the video paths; ``""`` = no masks.
+      decoder: ``"decord"`` or ``"pyav"``.
+      num_workers: decoding threads.
+      eval_crops: spatial evaluation crops, 1 or 3.
+      augment: random crop position and horizontal flip per training clip (``nonprivate`` only).
+      validate: ``"metadata"`` or ``"full"``.
+      skip_bad_videos: leave bad videos out (reported) instead of failing.
+    """
+
+    clip: clips.ClipSpec
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    mask_dir: str = ""
+    decoder: str = "decord"
+    num_workers: int = 4
+    eval_crops: int = 1
+    augment: bool = False
+    validate: str = "metadata"
+    skip_bad_videos: bool = False
+
+    def __post_init__(self):
+        if self.decoder not in decode.DECODERS:
+            raise ValueError(f"decoder must be one of {decode.DECODERS}; got {self.decoder!r}.")
+        if self.validate not in VALIDATE_LEVELS:
+            raise ValueError(f"validate must be one of {VALIDATE_LEVELS}; got {self.validate!r}.")
+        if self.num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1; got {self.num_workers}.")
+        clips.spatial_positions(self.eval_crops)
+
+
+def find_mask(mask_dir: str, key: str) -> str:
+    """Path of the mask mirroring video ``key``; raises :class:`BadVideoError` if there is none."""
+    stem = os.path.splitext(os.path.join(mask_dir, key))[0]
+    for ext in (".npy", ".npz", *decode.MASK_VIDEO_EXTENSIONS):
+        if os.path.isfile(stem + ext):
+            return stem + ext
+    raise decode.BadVideoError(
+        stem + ".npz",
+        f"mask file not found for video {key!r} (looked for {os.path.basename(stem)}.npy/.npz and "
+        f"{os.path.basename(stem)}.{{{','.join(e[1:] for e in decode.MASK_VIDEO_EXTENSIONS)}}}).",
+    )
+
+
+class VideoDataset:
+    """One split of a folder-layout video dataset (see the module docstring).
+
+    Attributes:
+      name: ``"<dataset>/<subset>"`` for messages.
+      class_names: the class index.
+      labels: ``[N]`` int32.
+      has_masks: whether mask files were given.
+      skipped: ``[(path, reason)]`` of videos left out by ``skip_bad_videos``.
+    """
+
+    def __init__(self, layout: Layout, options: VideoOptions, *, name: str):
+        self.name = name
+        self.options = options
+        self.class_names = layout.class_names
+        self.has_masks = bool(options.mask_dir)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            options.num_workers, thread_name_prefix=f"decode-{name}"
+        )
+        results = list(self._pool.map(self._scan, layout.records))
+        bad = [r for r in results if isinstance(r, decode.BadVideoError)]
+        if bad and not options.skip_bad_videos:
+            raise decode.BadVideoError(
+                bad[0].path,
+                f"{bad[0].reason} [{len(bad)} bad video(s) in {name}; fix them, or set "
+                "--config.input.skip_bad_videos=True to leave them out of the split]",
+            )
+        self.skipped = [(e.path, e.reason) for e in bad]
+        kept = [(rec, r) for rec, r in zip(layout.records, results, strict=True)
+                if not isinstance(r, decode.BadVideoError)]
+        if not kept:
+            raise ValueError(f"{name}: no usable video left ({len(bad)} bad).")
+        if bad:
+            warnings.warn(
+                f"{name}: skipped {len(bad)} bad video(s) of {len(layout.records)} "
+                f"(skip_bad_videos=True); first: {bad[0]}", stacklevel=2,
+            )
+        self.records: tuple[VideoRecord, ...] = tuple(rec for rec, _ in kept)
+        self._info: tuple[decode.VideoInfo, ...] = tuple(r[0] for _, r in kept)
+        self._masks: tuple[str | None, ...] = tuple(r[1] for _, r in kept)
+        self.labels = np.array([rec.label for rec in self.records], np.int32)
+        self.num_short = sum(i.num_frames < options.clip.span for i in self._info)
+        if self.num_short:
+            warnings.warn(
+                f"{name}: {self.num_short}/{len(self.records)} videos are shorter than the clip "
+                f"span {options.clip.span}; their clips repeat the last frame "
+                "(short_videos='pad').", stacklevel=2,
+            )
+
+    # ------------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------------
+    def _scan(self, record: VideoRecord):
+        """``(VideoInfo, mask path | None)`` of a record, or the BadVideoError it raised."""
+        o = self.options
+        try:
+            if not os.path.isfile(record.path):
+                raise decode.BadVideoError(record.path, f"video not found ({record.source}).")
+            info = decode.probe_video(record.path, decoder=o.decoder)
+            if info.num_frames < o.clip.span and o.clip.short_videos == "error":
+                raise decode.BadVideoError(
+                    record.path, f"video has {info.num_frames} frames, fewer than the clip span "
+                    f"{o.clip.span} = (T - 1) * stride + 1 (short_videos='error'; 'pad' repeats "
+                    "the last frame)."
+                )
+            mask_path = None
+            if o.mask_dir:
+                mask_path = find_mask(o.mask_dir, record.key)
+                minfo = decode.probe_mask(mask_path)
+                _check_mask_shape(mask_path, minfo, info)
+                if o.validate == "full":
+                    decode.load_mask(mask_path)  # checks every frame's values
+            if o.validate == "full":
+                decode.read_video(
+                    record.path, np.array([info.num_frames - 1]),
+                    size=(info.height, info.width), decoder=o.decoder,
+                )
+            return info, mask_path
+        except decode.BadVideoError as e:
+            return e
+
+    def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int):
+        """Clips of video ``i``: normalised float32 ``[V, T, c, c, 3]``, uint8 ``[V, T, c, c]``."""
+        spec = self.options.clip
+        info, record, mask_path = self._info[i], self.records[i], self._masks[i]
+        starts = plan.starts(num_video_frames=info.num_frames, span=spec.span, num_clips=num_clips)
+        idx = np.stack([
+            clips.frame_indices(
+                num_video_frames=info.num_frames, num_frames=spec.num_frames, stride=spec.stride,
+                start=int(s),
+            ) for s in starts
+        ])  # [V, T]
+        wanted, inverse = np.unique(idx, return_inverse=True)
+        h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
+        frames = decode.read_video(record.path, wanted, size=(h, w), decoder=self.options.decoder)
+        if mask_path is not None:
+            raw, minfo = decode.load_mask(mask_path, wanted)
+            _check_mask_shape(mask_path, minfo, info)
+            masks = clips.resize_nearest(raw, (h, w))
+        else:
+            masks = np.zeros(frames.shape[:3], np.uint8)
+        c = spec.crop_size
+        out_v = np.empty((len(starts), spec.num_frames, c, c, 3), np.uint8)
+        out_m = np.empty((len(starts), spec.num_frames, c, c), np.uint8)
+        for v, (pos, flip) in enumerate(zip(plan.positions, plan.flips, strict=True)):
+            y, x = clips.crop_box(h, w, crop_size=c, position=float(pos))
+            sel = inverse.reshape(idx.shape)[v]
+            fv = frames[sel, y:y + c, x:x + c]
+            fm = masks[sel, y:y + c, x:x + c]
+            if flip:
+                fv, fm = fv[:, :, ::-1], fm[:, :, ::-1]
+            out_v[v], out_m[v] = fv, fm
+        # Normalised here, on the decoding thread, so that it runs in parallel too.
+        return clips.normalize(out_v, mean=self.options.mean, std=self.options.std), out_m
+
+    def get_batch(
+        self, indices: np.ndarray, *, num_clips: int = 1, seed=None
+    ) -> dict[str, np.ndarray]:
+        """Clips of videos ``indices`` (see the module docstring for shapes and views)."""
+        indices = np.asarray(indices, np.int64)
+        rng = None if seed is None else np.random.default_rng(seed)
+        o = self.options
+        plans = [clips.plan_views(rng, num_clips=num_clips, eval_crops=o.eval_crops,
+                                  augment=o.augment) for _ in indices]
+        loaded = list(self._pool.map(
+            lambda args: self._load_one(*args, num_clips),
+            zip((int(i) for i in indices), plans, strict=True),
+        ))
+        return {
+            "video": np.stack([v for v, _ in loaded]),
+            "mask": np.stack([m for _, m in loaded]),
+            "label": self.labels[indices],
+        }
+
+    def get_masks(self, indices: np.ndarray) -> np.ndarray:
+        """Masks only of the centre evaluation view: uint8 ``[n, T, c, c]`` (no video decoding)."""
+        if not self.has_masks:
+            raise ValueError(f"{self.name} has no masks.")
+        spec = self.options.clip
+
+        def one(i):
+            info, path = self._info[i], self._masks[i]
+            (start,) = clips.eval_starts(num_video_frames=info.num_frames, span=spec.span,
+                                         num_views=1)
+            idx = clips.frame_indices(num_video_frames=info.num_frames,
+                                      num_frames=spec.num_frames, stride=spec.stride, start=start)
+            raw, minfo = decode.load_mask(path, idx)
+            _check_mask_shape(path, minfo, info)
+            h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
+            y, x = clips.crop_box(h, w, crop_size=spec.crop_size, position=0.5)
+            c = spec.crop_size
+            return clips.resize_nearest(raw, (h, w))[:, y:y + c, x:x + c]
+
+        return np.stack(list(self._pool.map(one, [int(i) for i in indices])))
+
+
+def _check_mask_shape(path: str, mask: decode.VideoInfo, video: decode.VideoInfo) -> None:
+    if mask != video:
+        raise decode.BadVideoError(
+            path, f"mask is [frames={mask.num_frames}, h={mask.height}, w={mask.width}] but its "
+            f"video is [frames={video.num_frames}, h={video.height}, w={video.width}]; a mask "
+            "must match its video frame for frame and pixel for pixel."
+        )
