@@ -69,7 +69,9 @@ def build_model(config: ml_collections.ConfigDict, *, num_classes: int, input_sh
     overrides = {"adapters": True} if config.model.finetune == "adapters" else {}
     model = models.get_model(config.model.name, num_classes=num_classes, **overrides)
     if config.model.init_from:
-        params = models.convert.restore_params(config.model.init_from)
+        # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
+        like = models.convert.import_template(model, input_shape=input_shape, key=key)
+        params = models.convert.restore_params(config.model.init_from, like=like)
     else:
         params = model.init(key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
     mask = models.finetune.trainable_mask(

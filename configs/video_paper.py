@@ -14,10 +14,13 @@ to whatever preprocessing the converted checkpoint expects.
 import ml_collections
 
 from configs import default
+from data import preprocess
 
-# torchvision's Kinetics-400 video normalisation (VideoClassification preset), [0, 1] units.
-KINETICS_MEAN = (0.43216, 0.394666, 0.37645)
-KINETICS_STD = (0.22803, 0.22145, 0.216989)
+# The normalisation of torchvision's MViT_V2_S_Weights.KINETICS400_V1 (mean 0.45, std 0.225; not
+# VideoClassification's defaults), [0, 1] units; tests/test_data_preprocess.py checks it against
+# torchvision.
+KINETICS_MEAN = preprocess.K400_MEAN
+KINETICS_STD = preprocess.K400_STD
 
 
 def paper_config(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import flax.linen as nn
 
-from models import finetune
+from models import convert, finetune
 from models.mvit import MViT
 from models.presets import PRESETS
 
-__all__ = ["PRESETS", "MViT", "finetune", "get_model"]
+__all__ = ["PRESETS", "MViT", "convert", "finetune", "get_model"]
 
 
 def get_model(name: str, *, num_classes: int, **overrides) -> nn.Module:

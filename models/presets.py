@@ -31,6 +31,20 @@ PRESETS: dict[str, dict] = {
         ),
         input_size=(8, 32, 32),
     ),
+    # Parity preset: the block types of mvit_v2_s (width change with q stride, kv pooling including
+    # temporal, q and kv of different sizes in the relative position bias) at tiny width. The
+    # committed fixture tests/fixtures/mvit_tiny_torchvision.npz was made with torchvision's MViT
+    # in this setting by tests/fixtures/make_mvit_fixture.py.
+    "mvit_parity": dict(
+        blocks=(
+            BlockSpec(1, 8, 8, stride_kv=(1, 4, 4)),
+            BlockSpec(2, 8, 16, stride_q=(1, 2, 2), stride_kv=(1, 2, 2)),
+            BlockSpec(2, 16, 16, stride_kv=(2, 2, 2)),
+            BlockSpec(4, 16, 32, stride_q=(1, 2, 2)),
+            BlockSpec(4, 32, 32),
+        ),
+        input_size=(8, 32, 32),
+    ),
     # Unit-test preset: the same block types (width change, q and kv pooling) at minimal width.
     "mvit_test": dict(
         blocks=(
