@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import einops
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -94,6 +96,36 @@ class DepthwiseConv3d(nn.Module):
             term = window * w[offset]
             out = term if out is None else out + term
         return out
+
+
+class PatchEmbed(nn.Module):
+    """The patch-embedding Conv3d (with bias), ``[B, T, H, W, 3] -> [B, T', H', W', dim]``.
+
+    Parameters are those of ``nn.Conv`` (``kernel: [kT, kH, kW, 3, dim]``, ``bias: [dim]``). When
+    the kernel equals the stride and there is no padding (the CPU presets), each token sees exactly
+    its own token cell and the convolution is computed as a reshape and a matmul: the same
+    function, ~20x faster on XLA:CPU than its Conv3d lowering (gradient included).
+    """
+
+    features: int
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+
+    @nn.compact
+    def __call__(self, x):
+        kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                            (*self.kernel, x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        if tuple(self.kernel) != tuple(self.stride) or any(self.padding):
+            out = jax.lax.conv_general_dilated(
+                x, kernel, self.stride, [(p, p) for p in self.padding],
+                dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
+            )
+            return out + bias
+        kt, kh, kw = self.kernel
+        cells = einops.rearrange(x, "b (t i) (h j) (w k) c -> b t h w (i j k c)", i=kt, j=kh, k=kw)
+        return cells @ kernel.reshape(-1, self.features) + bias
 
 
 class Pool(nn.Module):
@@ -245,10 +277,8 @@ class MViT(nn.Module):
                 f"input clips are {tuple(x.shape[1:4])} (T, H, W) but this model's relative "
                 f"position tables are built for {tuple(self.input_size)}."
             )
-        x = nn.Conv(
-            self.blocks[0].dim_in, self.patch_kernel, strides=self.patch_stride,
-            padding=[(p, p) for p in self.patch_padding], name="patch_embed",
-        )(x)
+        x = PatchEmbed(self.blocks[0].dim_in, self.patch_kernel, self.patch_stride,
+                       self.patch_padding, name="patch_embed")(x)
         b = x.shape[0]
         x = x.reshape(b, -1, x.shape[-1])
         cls = self.param("cls_token", nn.initializers.truncated_normal(0.02), (x.shape[-1],))

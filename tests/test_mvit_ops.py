@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.mvit import DepthwiseConv3d
+from models.mvit import DepthwiseConv3d, PatchEmbed
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,28 @@ def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
 
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
                  grads(ours), grads(reference))
+
+
+@pytest.mark.parametrize(
+    "kernel, stride, padding",
+    [
+        ((2, 4, 4), (2, 4, 4), (0, 0, 0)),  # CPU presets: reshape + matmul
+        ((3, 7, 7), (2, 4, 4), (1, 3, 3)),  # mvit_v2_s: convolution
+    ],
+)
+def test_patch_embed_equals_flax_conv(kernel, stride, padding):
+    x = jax.random.normal(jax.random.key(2), (2, 8, 16, 16, 3))
+    reference = nn.Conv(8, kernel, strides=stride, padding=[(p, p) for p in padding])
+    params = reference.init(jax.random.key(0), x)
+    params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias
+    ours = PatchEmbed(8, kernel, stride, padding)
+    assert (jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x))
+            == jax.tree.map(jnp.shape, params))
+    np.testing.assert_allclose(ours.apply(params, x), reference.apply(params, x),
+                               rtol=1e-5, atol=1e-5)
+    # A token of the reshape path sees exactly its own cell: changing one other cell leaves it.
+    if kernel == stride:
+        y = x.at[:, :2, :4, :4].add(1.0)
+        out_x, out_y = ours.apply(params, x), ours.apply(params, y)
+        np.testing.assert_array_equal(out_x[:, 1:], out_y[:, 1:])
+        assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
