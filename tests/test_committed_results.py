@@ -1,0 +1,54 @@
+"""The results committed under docs/results/ and quoted in the README are the runs' own numbers.
+
+Nothing here trains: the run reports are the committed ``report.json`` files, and every table or
+README cell must be recomputed from them (no hand-typed results).
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from configs import default
+from maskdp_jax import results
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")
+
+
+@pytest.fixture(scope="module")
+def reports():
+    found = results.load_reports(DEFAULT_RUNS)
+    assert found, f"no run reports under {DEFAULT_RUNS}"
+    return found
+
+
+def test_committed_table_is_recomputed_from_the_reports(reports):
+    with open(os.path.join(DEFAULT_RUNS, "results.md")) as f:
+        committed = f.read()
+    assert results.markdown_table(results.rows(reports)) in committed
+
+
+def test_reports_are_default_config_runs_at_the_target_epsilon(reports):
+    config = default.get_config()
+    for r in reports:
+        c = r["config"]
+        assert c["model"]["name"] == config.model.name
+        assert c["num_epochs"] == config.num_epochs
+        assert c["privacy"]["l2_clip_norm"] == config.privacy.l2_clip_norm
+        if c["mode"] != "nonprivate":
+            assert r["privacy"]["epsilon_pld"] <= config.privacy.target_epsilon + 1e-6
+    assert sorted({r["config"]["seed"] for r in reports}) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("mode", ["nonprivate", "dp", "maskdp"])
+def test_readme_quotes_the_reports(reports, mode):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    row = next(line for line in readme.splitlines() if re.match(rf"\| `{mode}`", line))
+    for metric in ("top1", "top5"):
+        values = [r["metrics"][metric] for r in reports if r["config"]["mode"] == mode]
+        assert len(values) == 3
+        cell = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
+        assert cell in row, (mode, metric, cell, row)
