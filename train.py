@@ -231,6 +231,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         batch_size=config.physical_batch_size,
     )
     metrics = evaluation.accuracy_metrics(logits, test_ds.labels, test_ds.num_classes)
+    view_metrics = {}
+    if config.mode == "maskdp":
+        # Diagnostic: how much of the gap to non-private training is the shift from the training
+        # views (avatar on fill, room with a hole) to full test videos.
+        for view in ("public", "two_view"):
+            view_logits = evaluation.predict(
+                apply_fn, state.params, test_ds, num_clips=config.input.eval_clips,
+                batch_size=config.physical_batch_size, view=view,
+                patch_stride=tuple(model.patch_stride), fill_value=config.fill_value,
+            )
+            m = evaluation.accuracy_metrics(view_logits, test_ds.labels, test_ds.num_classes)
+            view_metrics[view] = {k: m[k] for k in ("top1", "top5", "mean_class_accuracy")}
     privacy = accounting.privacy_report(
         mode=config.mode, ledger=ledger, delta=config.privacy.delta, num_examples=n,
         adjacency=config.privacy.adjacency, sampling=scheme,
@@ -242,6 +254,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         timing={"train_seconds": train_seconds, "total_seconds": time.time() - t_start,
                 "steps": steps},
         parameters={"trainable": num_trainable, "total": num_total},
+        view_metrics=view_metrics,
     )
     report.write(run, workdir)
     plots.training_curve(history, os.path.join(workdir, "training_curve.png"),

@@ -9,7 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from maskdp_jax import tokenizer
+
 PyTree = Any
+VIEWS = ("full", "public", "private", "two_view")
 
 
 def predict(
@@ -19,6 +22,9 @@ def predict(
     *,
     num_clips: int = 1,
     batch_size: int = 64,
+    view: str = "full",
+    patch_stride: tuple[int, int, int] | None = None,
+    fill_value: float = 0.0,
 ) -> np.ndarray:
     """Logits for every video of ``dataset``, averaged over its ``num_clips`` evaluation views.
 
@@ -30,20 +36,48 @@ def predict(
         for real videos).
       num_clips: K, temporal views per video; the logits of all V views are averaged.
       batch_size: videos per device call (the last call is padded to keep one compiled shape).
+      view: what the model sees of each test clip. ``"full"`` (the evaluation of every mode): the
+        whole clip. Diagnostics for a model trained on views (``maskdp``), using the test videos'
+        masks and the training tokeniser: ``"public"`` / ``"private"``: that view only;
+        ``"two_view"``: the sum of the two views' log-probabilities (the model's two training
+        inputs, combined as a product of experts).
+      patch_stride / fill_value: the tokeniser's settings, needed for every view but ``"full"``.
 
     Returns:
-      ``[N, classes]`` float32 logits.
+      ``[N, classes]`` float32 logits (log-probabilities for ``"two_view"``).
     """
-    forward = jax.jit(apply_fn)
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}; got {view!r}.")
+    if view != "full" and patch_stride is None:
+        raise ValueError(f"view {view!r} needs the tokeniser's patch_stride.")
+
+    def views_forward(params, video, mask):
+        if view == "full":
+            return apply_fn(params, video)
+        split = jax.vmap(lambda v, m: tokenizer.make_views(
+            v, m, patch_stride=patch_stride, fill_value=fill_value))(video, mask)
+        if view != "two_view":
+            return apply_fn(params, getattr(split, view))
+        return (jax.nn.log_softmax(apply_fn(params, split.public))
+                + jax.nn.log_softmax(apply_fn(params, split.private)))
+
+    forward = jax.jit(views_forward)
     outputs = []
     n = len(dataset)
     for start in range(0, n, batch_size):
         idx = np.arange(start, min(start + batch_size, n))
         padded = np.concatenate([idx, np.full(batch_size - len(idx), idx[-1])])
-        video = dataset.get_batch(padded, num_clips=num_clips, seed=None)["video"]
+        batch = dataset.get_batch(padded, num_clips=num_clips, seed=None)
+        video = batch["video"]
         views = video.shape[1]
         flat = video.reshape(batch_size * views, *video.shape[2:])
-        logits = np.asarray(forward(params, flat)).reshape(batch_size, views, -1)
+        if view == "full":
+            mask = np.zeros(flat.shape[:4], np.uint8)  # unused
+        elif batch.get("mask") is None:
+            raise ValueError(f"view {view!r} needs per-video masks; {dataset.name!r} has none.")
+        else:
+            mask = batch["mask"].reshape(flat.shape[:4])
+        logits = np.asarray(forward(params, flat, mask)).reshape(batch_size, views, -1)
         outputs.append(logits.mean(axis=1)[: len(idx)])
     return np.concatenate(outputs)
 

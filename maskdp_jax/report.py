@@ -22,6 +22,9 @@ class RunReport:
     timing: dict[str, Any]
     parameters: dict[str, int]
     train_class_counts: list[int]
+    # maskdp only: accuracy on the test videos' public view / both views (diagnostic, see
+    # evaluation.predict); the headline ``metrics`` are always on full videos.
+    view_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe(dataclasses.asdict(self))
@@ -43,6 +46,18 @@ class RunReport:
         for name, count, acc in zip(self.class_names, self.train_class_counts,
                                     m["per_class_accuracy"], strict=True):
             lines.append(f"| {name} | {count} | {'n/a' if acc is None else f'{acc:.4f}'} |")
+        if self.view_metrics:
+            lines += [
+                "",
+                "Diagnostic (the model was trained on views; the headline numbers above are on "
+                "full videos):",
+                "",
+                "| test input | top-1 | top-5 |",
+                "|---|---|---|",
+            ]
+            for view, vm in self.view_metrics.items():
+                lines.append(f"| {view} view{'s' if view == 'two_view' else ''} | "
+                             f"{vm['top1']:.4f} | {vm['top5']:.4f} |")
         lines += [
             "",
             "## Privacy",

@@ -36,6 +36,8 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     assert 0.0 <= written["metrics"]["top1"] <= 1.0
     assert written["timing"]["steps"] == 2
     assert len(written["history"]) == 2
+    # maskdp reports accuracy on the test videos' views too (diagnostic); other modes do not.
+    assert set(written["view_metrics"]) == ({"public", "two_view"} if mode == "maskdp" else set())
     privacy = written["privacy"]
     assert privacy["mode"] == mode
     if mode == "nonprivate":
