@@ -183,6 +183,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         mode=config.mode, l2_clip_norm=config.privacy.l2_clip_norm, noise_multiplier=sigma,
         expected_batch_size=config.batch_size, patch_stride=tuple(model.patch_stride),
         fill_value=config.fill_value,
+        microbatch_size=config.privacy.get("microbatch_size", 0) or None,
     )
     train_step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=dp_cfg)
     sampler = sampling.PoissonSampler(

@@ -52,6 +52,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.privacy.l2_clip_norm = 0.1
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
+    # Per-example gradients computed this many at a time (0 = the whole physical batch at once);
+    # must divide physical_batch_size. Bounds memory for full fine-tuning; same update.
+    config.privacy.microbatch_size = 0
 
     config.optimizer = ml_collections.ConfigDict()
     # Adam (post-processing of the noised sum, so privacy is unchanged): from scratch, SGD with

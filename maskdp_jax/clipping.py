@@ -61,6 +61,7 @@ def clipped_grad_sum(
     weights: jnp.ndarray,
     *,
     l2_clip_norm: float,
+    microbatch_size: int | None = None,
 ) -> tuple[PyTree, ClipStats]:
     """Sum of per-example gradients, each clipped to L2 norm ``<= l2_clip_norm``.
 
@@ -72,6 +73,12 @@ def clipped_grad_sum(
       weights: ``[P]`` in {0, 1}; 0 marks padding (and examples with nothing private), which then
         contributes exactly zero.
       l2_clip_norm: clip norm C > 0 (the sensitivity of the sum).
+      microbatch_size: ``None`` (or ``P``): all ``P`` per-example gradients are materialised at
+        once. Otherwise ``m`` dividing ``P``: the batch is processed as ``P / m`` chunks of ``m``
+        examples in a ``lax.scan`` that accumulates the clipped sum, so at most ``m`` per-example
+        gradients exist at a time (memory ``O(m * #trainable)`` instead of ``O(P * #trainable)``,
+        what full fine-tuning of a large model needs). Same sum up to float32 summation order;
+        privacy is unchanged (each example is still clipped on its own, the sum is the same).
 
     Returns:
       ``(grad_sum, stats)``: ``grad_sum`` has the structure of ``trainable``;
@@ -97,15 +104,38 @@ def clipped_grad_sum(
         scale = l2_clip_norm / jnp.maximum(norm, l2_clip_norm)
         return jax.tree.map(lambda g: g * scale, grad), norm, loss, finite
 
-    grads, norms, losses, finite = jax.vmap(one)(examples)
-    weights = weights.astype(jnp.float32)
-    real = weights > 0
-    grad_sum = jax.tree.map(lambda g: jnp.tensordot(weights, g, axes=1), grads)
-    stats = ClipStats(
-        num_nonfinite=jnp.sum(real & ~finite),
-        num_clipped=jnp.sum(real & finite & (norms > l2_clip_norm)),
-        norm_sum=jnp.sum(jnp.where(real & finite, norms, 0.0)),
-        loss_sum=jnp.sum(jnp.where(real & finite, losses, 0.0)),
-        count=jnp.sum(real),
+    def chunk_sum(chunk: Any, chunk_weights: jnp.ndarray) -> tuple[PyTree, ClipStats]:
+        grads, norms, losses, finite = jax.vmap(one)(chunk)
+        chunk_weights = chunk_weights.astype(jnp.float32)
+        real = chunk_weights > 0
+        grad_sum = jax.tree.map(lambda g: jnp.tensordot(chunk_weights, g, axes=1), grads)
+        stats = ClipStats(
+            num_nonfinite=jnp.sum(real & ~finite),
+            num_clipped=jnp.sum(real & finite & (norms > l2_clip_norm)),
+            norm_sum=jnp.sum(jnp.where(real & finite, norms, 0.0)),
+            loss_sum=jnp.sum(jnp.where(real & finite, losses, 0.0)),
+            count=jnp.sum(real),
+        )
+        return grad_sum, stats
+
+    size = weights.shape[0]
+    if microbatch_size is None or microbatch_size == size:
+        return chunk_sum(examples, weights)
+    if microbatch_size <= 0 or size % microbatch_size:
+        raise ValueError(
+            f"microbatch_size must be a positive divisor of the physical batch size {size}; "
+            f"got {microbatch_size}."
+        )
+    num_chunks = size // microbatch_size
+
+    chunks = jax.tree.map(
+        lambda x: x.reshape(num_chunks, microbatch_size, *x.shape[1:]), (examples, weights)
     )
-    return grad_sum, stats
+
+    def body(carry, chunk):
+        return jax.tree.map(jnp.add, carry, chunk_sum(*chunk)), None
+
+    first = jax.tree.map(lambda x: x[0], chunks)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(chunk_sum, *first))
+    total, _ = jax.lax.scan(body, zeros, chunks)
+    return total

@@ -90,6 +90,9 @@ class DPConfig:
       expected_batch_size: B, the divisor of the update (never the sampled size).
       patch_stride: token-cell size ``(st, sh, sw)`` of the model's patch embedding.
       fill_value: value of hidden cells in each view.
+      microbatch_size: per-example gradients of the private pass are computed ``m`` at a time
+        (``None``: the whole physical batch at once); bounds memory for full fine-tuning, same
+        update (see :func:`maskdp_jax.clipping.clipped_grad_sum`).
     """
 
     mode: str
@@ -98,6 +101,7 @@ class DPConfig:
     expected_batch_size: int
     patch_stride: tuple[int, int, int]
     fill_value: float = 0.0
+    microbatch_size: int | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -109,6 +113,8 @@ class DPConfig:
                 raise ValueError(f"l2_clip_norm must be > 0; got {self.l2_clip_norm}.")
             if self.noise_multiplier < 0:
                 raise ValueError(f"noise_multiplier must be >= 0; got {self.noise_multiplier}.")
+        if self.microbatch_size is not None and self.microbatch_size <= 0:
+            raise ValueError(f"microbatch_size must be > 0 or None; got {self.microbatch_size}.")
 
     @property
     def has_public_pass(self) -> bool:
@@ -221,7 +227,7 @@ def accumulate_private(
 
     grads, stats = clipping.clipped_grad_sum(
         one_video_loss, trainable, (video, batch["label"]), weights,
-        l2_clip_norm=cfg.l2_clip_norm,
+        l2_clip_norm=cfg.l2_clip_norm, microbatch_size=cfg.microbatch_size,
     )
     return acc._replace(
         private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),

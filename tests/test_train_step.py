@@ -1,5 +1,7 @@
 """The MaskDP step: invariants of the two-view update (on the tiny test model)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -214,3 +216,17 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
         step(_state(params, tx), LogicalBatchData(public=[batch], private=[batch]), KEY)
     with pytest.raises(ValueError, match="mode must be one of"):
         _cfg("secret")
+
+
+def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
+    """config.privacy.microbatch_size reaches the clipper through DPConfig: same clipped sum."""
+    _, params, apply_fn = tiny_model
+    batch = random_batch(np.random.default_rng(5), size=6, clips=2)
+    state = _state(params, optax.sgd(1.0))
+    whole = _private(state, batch, apply_fn, _cfg(c=0.05))
+    chunked = _private(state, batch, apply_fn, dataclasses.replace(_cfg(c=0.05), microbatch_size=2))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+                 chunked, whole)
+    assert int(whole.clip.num_clipped) > 0
+    with pytest.raises(ValueError, match="microbatch_size must be > 0"):
+        dataclasses.replace(_cfg(), microbatch_size=0)
