@@ -150,26 +150,31 @@ def shard_accumulation(
 
 
 def initialize_distributed(
-    *, coordinator_address: str, num_processes: int, process_id: int, cpu_collectives: str = ""
+    *, coordinator_address: str = "", num_processes: int = 1, process_id: int = 0,
+    cpu_collectives: str = "",
 ) -> None:
     """Join a multi-host run (``jax.distributed.initialize``); call before any JAX computation.
 
     Args:
-      coordinator_address: ``host:port`` of process 0, reachable by every process.
+      coordinator_address: ``host:port`` of process 0, reachable by every process; "" lets JAX
+        detect the cluster (TPU pod slices, SLURM, Open MPI), then the other two are ignored.
       num_processes: number of processes (hosts) in the run.
       process_id: this process's index in ``[0, num_processes)``.
       cpu_collectives: for CPU devices only: ``"gloo"`` enables cross-process collectives.
     """
+    if cpu_collectives:
+        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
+    if not coordinator_address:
+        jax.distributed.initialize()
+        return
+    if ":" not in coordinator_address:
+        raise ValueError(
+            f"coordinator_address must be 'host:port'; got {coordinator_address!r}."
+        )
     if not 0 <= process_id < num_processes:
         raise ValueError(
             f"process_id must be in [0, num_processes={num_processes}); got {process_id}."
         )
-    if not coordinator_address or ":" not in coordinator_address:
-        raise ValueError(
-            f"coordinator_address must be 'host:port'; got {coordinator_address!r}."
-        )
-    if cpu_collectives:
-        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
     jax.distributed.initialize(
         coordinator_address=coordinator_address, num_processes=num_processes,
         process_id=process_id,
