@@ -156,6 +156,17 @@ class Checkpointer:
         state = serialization.from_state_dict(like, restored["state"])
         return state, dict(restored["meta"])
 
+    def read_latest(self) -> tuple[int, dict, dict] | None:
+        """``(step, state as nested dict of numpy arrays, meta)`` of the newest checkpoint,
+        without a template (for inspection and tests), or None."""
+        step = self._manager.latest_step()
+        if step is None:
+            return None
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore(),
+        ))
+        return step, restored["state"], dict(restored["meta"])
+
     def close(self) -> None:
         self._manager.close()
 

@@ -1,7 +1,9 @@
-"""Preemption: kill -9 a train.py run at a random step, rerun it, and get the uninterrupted result.
+"""Preemption: SIGTERM, then kill -9 a train.py run at random steps, rerun it, and get the
+uninterrupted result.
 
-Three train.py subprocesses (uninterrupted, killed, resumed) share one persistent compilation cache,
-so only the first compiles. The privacy journal must cover every released step after the kill.
+Four train.py subprocesses (uninterrupted; SIGTERM'd; resumed then kill -9'd; resumed to the end)
+share one persistent compilation cache, so only the first compiles. The model is the tiny MViTv2
+preset with a linear probe (smallest compile). The privacy journal must cover every released step.
 """
 
 import json
@@ -28,7 +30,8 @@ def _cmd(workdir, cache):
         f"--config.num_epochs={STEPS * 8 / 32}", "--config.log_every_steps=1",
         "--config.privacy.delta=1e-3", "--config.privacy.noise_multiplier=1.0",
         "--config.checkpoint.every_steps=1", "--config.checkpoint.keep=2",
-        "--config.tensorboard=False", f"--config.compilation_cache_dir={cache}",
+        "--config.tensorboard=False", "--config.model.finetune=linear",
+        f"--config.compilation_cache_dir={cache}",
     ]
 
 
@@ -38,17 +41,28 @@ def _env():
     return env
 
 
+def _run_until(workdir, cache, logged_steps, sig):
+    """Start train.py, send ``sig`` once ``logged_steps`` metric lines exist; return its code."""
+    proc = subprocess.Popen(_cmd(workdir, cache), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if (workdir / "metrics.jsonl").exists() and len(_logged_steps(workdir)) >= logged_steps:
+            os.kill(proc.pid, sig)
+            break
+        time.sleep(0.02)
+    assert proc.wait(timeout=120) is not None
+    assert proc.returncode != 0 or sig == signal.SIGTERM, "finished before the signal"
+    return proc.returncode
+
+
 def _final_params(workdir):
     ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
     try:
-        step = ckpt.latest_step()
-        import orbax.checkpoint as ocp
-
-        restored = ckpt._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+        step, state, meta = ckpt.read_latest()
     finally:
         ckpt.close()
-    return step, restored["state"]["trainable"], restored["meta"]
+    return step, state["trainable"], meta
 
 
 def _logged_steps(workdir):
@@ -62,22 +76,18 @@ def test_kill9_and_resume_equals_uninterrupted(tmp_path):
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     subprocess.run(_cmd(clean, cache), env=_env(), check=True, capture_output=True, timeout=300)
 
-    kill_at = int(np.random.default_rng().integers(1, STEPS - 1))  # a random step, logged
-    proc = subprocess.Popen(_cmd(broken, cache), env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        metrics = broken / "metrics.jsonl"
-        if metrics.exists() and len(_logged_steps(broken)) >= kill_at:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    rng = np.random.default_rng()
+    term_at = int(rng.integers(1, STEPS - 2))
+    assert _run_until(broken, cache, term_at, signal.SIGTERM) == 0  # clean exit on SIGTERM
+    step_term, _, _ = _final_params(broken)
+    assert step_term >= term_at  # checkpointed at the step boundary after the signal
+
+    kill_at = int(rng.integers(step_term + 1, STEPS))  # a random later step, logged
+    assert _run_until(broken, cache, kill_at, signal.SIGKILL) == -signal.SIGKILL
     logged = _logged_steps(broken)
     journal = checkpoint.read_ledger_journal(str(broken))
     # Every released step (logged line, checkpoint) is in the journal written before it.
-    assert journal is not None and journal.steps >= max(logged)
+    assert journal is not None and journal.steps >= max(logged) >= kill_at
 
     subprocess.run(_cmd(broken, cache), env=_env(), check=True, capture_output=True, timeout=300)
 
