@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from typing import Any
 
@@ -29,7 +30,16 @@ from tqdm import tqdm
 import accounting
 import data
 import models
-from maskdp_jax import evaluation, metric_writer, partition, plots, report, sampling
+from maskdp_jax import (
+    checkpoint,
+    evaluation,
+    metric_writer,
+    parallel,
+    partition,
+    plots,
+    report,
+    sampling,
+)
 from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
 
 
@@ -119,21 +129,32 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
 # ----------------------------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------------------------
-def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: int):
-    """Physical batches (host numpy) of one logical step. Clip offsets are seeded per step."""
+def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: int, mesh=None):
+    """Physical batches of one logical step. Clip offsets are seeded per step.
+
+    Without a mesh: host numpy. With a mesh: global arrays sharded over the data axis, of which this
+    process loads only its own rows (every process cuts the same physical batches, since the
+    Poisson draw is a pure function of seed and step). With several processes each draws the
+    temporal clip offsets of its rows from a seed that includes its first row, so offsets (not
+    the sampled videos, weights or noise) depend on the number of processes.
+    """
+    p = config.physical_batch_size
+    rows = slice(None) if mesh is None else parallel.process_rows(p, mesh)
+    block = [] if jax.process_count() == 1 else [rows.start]
 
     def cut(indices, stream):
         if indices is None:
             return []
         out = []
         for j, (idx, weight) in enumerate(sampling.physical_batches(
-            indices, physical_batch_size=config.physical_batch_size
+            indices, physical_batch_size=p
         )):
             b = dataset.get_batch(
-                idx, num_clips=config.input.clips_per_video, seed=[config.seed, step, stream, j]
+                idx[rows], num_clips=config.input.clips_per_video,
+                seed=[config.seed, step, stream, j, *block],
             )
-            b["weight"] = weight
-            out.append(b)
+            b["weight"] = weight[rows]
+            out.append(b if mesh is None else parallel.global_batch(b, mesh, p))
         return out
 
     return LogicalBatchData(
@@ -185,12 +206,44 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         fill_value=config.fill_value,
         microbatch_size=config.privacy.get("microbatch_size", 0) or None,
     )
-    train_step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=dp_cfg)
+    # Data parallel over every device of every process when there is more than one.
+    mesh = parallel.make_mesh() if jax.device_count() > 1 else None
+    if mesh is not None:
+        parallel.check_divisible(config.physical_batch_size, mesh)
+        print(f"Data parallel over {mesh.size} devices ({jax.process_count()} process(es)).")
+    train_step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=dp_cfg, mesh=mesh)
     sampler = sampling.PoissonSampler(
         num_examples=n, expected_batch_size=config.batch_size, seed=config.seed
     )
+    sampler_state = {"num_examples": n, "expected_batch_size": config.batch_size,
+                     "seed": config.seed, "sampling": config.sampling}
     ledger = accounting.Ledger()
     scheme = config.sampling if config.mode == "maskdp" else "decoupled"
+    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
+                    "sampling": scheme, "mode": config.mode}
+
+    # Resume from the newest checkpoint of this workdir, if any (refused if the config differs).
+    ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
+    noise_key_data = jax.random.key_data(noise_key)
+    restored = ckpt.restore_latest(parallel.to_host(state))
+    if restored is not None:
+        state, meta = restored
+        ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
+                                          sampler=sampler_state, where=ckpt.directory)
+        print(f"Resumed from {ckpt.directory} at step {meta['step']} of {steps}.")
+    start = int(state.step)
+    if mesh is not None:
+        state = parallel.replicate(state, mesh)
+
+    def release(step_done: int) -> None:
+        """Journal the ledger of every executed step BEFORE anything derived from them leaves."""
+        if jax.process_index() == 0:
+            checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta)
+
+    def save(step_done: int) -> None:
+        release(step_done)
+        ckpt.save(parallel.to_host(state), step=step_done, ledger=ledger, config=config,
+                  noise_key_data=noise_key_data, sampler=sampler_state)
 
     def epsilon_so_far() -> float:
         """ε spent so far for the progress display: RDP (an upper bound, ~1 ms) when it supports
@@ -205,26 +258,45 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     def batch_at(step):  # a pure function of the step, so it can be prepared ahead
         logical = sampler.logical_batch(step, mode=config.mode, sampling=config.sampling)
-        return load_logical_batch(train_ds, logical, config=config, step=step)
+        return load_logical_batch(train_ds, logical, config=config, step=step, mesh=mesh)
 
+    # SIGTERM (preemption): finish the current step, checkpoint, exit cleanly.
+    preempted = []
+    previous_handler = signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
+    every = config.checkpoint.every_steps
     history = []
     t_train = time.time()
-    with (tqdm(total=steps, desc=f"train[{config.mode}]", dynamic_ncols=True) as bar,
-          metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer,
-          data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
-                              num_steps=steps) as batches):
-        for step in range(steps):
-            batch = batches(step)
-            state, metrics = train_step(state, batch, noise_key)
-            ledger.record(q=q, noise_multiplier=sigma)
-            if (step + 1) % config.log_every_steps == 0 or step + 1 == steps:
-                row = public_metrics(jax.device_get(metrics), config)
-                row["epsilon"] = epsilon_so_far()
-                row["steps_per_second"] = bar.format_dict["rate"] or 0.0
-                writer.write(step + 1, row)
-                history.append({"step": step + 1, **row})
-                bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
-            bar.update(1)
+    try:
+        with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
+                   dynamic_ncols=True) as bar,
+              metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer,
+              data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
+                                  num_steps=steps) as batches):
+            for step in range(start, steps):
+                checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps)
+                batch = batches(step)
+                state, metrics = train_step(state, batch, noise_key)
+                ledger.record(q=q, noise_multiplier=sigma)
+                if (step + 1) % config.log_every_steps == 0 or step + 1 == steps:
+                    row = public_metrics(jax.device_get(metrics), config)
+                    row["epsilon"] = epsilon_so_far()
+                    row["steps_per_second"] = bar.format_dict["rate"] or 0.0
+                    release(step + 1)
+                    writer.write(step + 1, row)
+                    history.append({"step": step + 1, **row})
+                    bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
+                bar.update(1)
+                if preempted:
+                    save(step + 1)
+                    print(f"SIGTERM: checkpointed step {step + 1} of {steps} in {ckpt.directory}; "
+                          "run the same command again to resume.")
+                    return {"preempted": True, "step": step + 1}
+                if every and ((step + 1) % every == 0 or step + 1 == steps):
+                    save(step + 1)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        ckpt.close()
+    state = parallel.to_host(state)
     train_seconds = time.time() - t_train
 
     logits = evaluation.predict(
@@ -244,6 +316,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             )
             m = evaluation.accuracy_metrics(view_logits, test_ds.labels, test_ds.num_classes)
             view_metrics[view] = {k: m[k] for k in ("top1", "top5", "mean_class_accuracy")}
+    release(steps)  # the final parameters and report
     privacy = accounting.privacy_report(
         mode=config.mode, ledger=ledger, delta=config.privacy.delta, num_examples=n,
         adjacency=config.privacy.adjacency, sampling=scheme,
@@ -279,6 +352,14 @@ def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -
 
 def main(argv):
     del argv
+    f = flags.FLAGS
+    if f.cpu_devices:
+        jax.config.update("jax_num_cpu_devices", f.cpu_devices)
+    if f.distributed:
+        parallel.initialize_distributed(
+            coordinator_address=f.coordinator_address, num_processes=f.num_processes,
+            process_id=f.process_id, cpu_collectives="gloo" if f.cpu_devices else "",
+        )
     config = flags.FLAGS.config
     workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
@@ -301,4 +382,10 @@ if __name__ == "__main__":
         "Training configuration (a configs/*.py file).",
     )
     flags.DEFINE_string("workdir", None, "Output directory (default: ./workdir/<mode>).")
+    flags.DEFINE_bool("distributed", False, "Multi-host run: call jax.distributed.initialize.")
+    flags.DEFINE_string("coordinator_address", "", "host:port of process 0 (with --distributed).")
+    flags.DEFINE_integer("num_processes", 1, "Number of processes (with --distributed).")
+    flags.DEFINE_integer("process_id", 0, "This process's index (with --distributed).")
+    flags.DEFINE_integer("cpu_devices", 0, "Number of host CPU devices (testing; 0 = default); "
+                         "with --distributed it also selects gloo CPU collectives.")
     app.run(main)

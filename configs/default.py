@@ -66,6 +66,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.weight_decay = 0.0
 
     config.log_every_steps = 10
+    # orbax checkpoints in <workdir>/checkpoints; a rerun with the same --workdir resumes.
+    config.checkpoint = ml_collections.ConfigDict()
+    config.checkpoint.every_steps = 50  # 0 = only on SIGTERM
+    config.checkpoint.keep = 2          # most recent checkpoints kept
     config.tensorboard = True           # TensorBoard scalars in <workdir>/tb, JSONL always
     config.log_private_metrics = False  # private-view loss etc. are NOT DP; opt-in only
     # Persistent XLA cache: a second run with the same shapes skips most compilation ("" = off).

@@ -34,6 +34,7 @@ batches; :func:`make_train_step` composes them into ``train_step(state, batch, k
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -42,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import clipping, noise, partition, tokenizer
+from maskdp_jax import clipping, noise, parallel, partition, tokenizer
 from maskdp_jax.sampling import MODES
 
 PyTree = Any
@@ -280,7 +281,8 @@ class LogicalBatchData:
 
 
 def make_train_step(
-    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, cfg: DPConfig
+    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, cfg: DPConfig,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
     """Build ``train_step(state, batch, key) -> (state, metrics)``.
 
@@ -288,20 +290,27 @@ def make_train_step(
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
       tx: optax optimiser over the trainable subtree.
       cfg: the step's :class:`DPConfig`.
+      mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.parallel.make_mesh`):
+        physical batches are split over its devices, each device clips the per-example gradients
+        of its own examples, the sums are all-reduced, and the replicated finalisation adds one
+        noise draw (same update as one device for the same key and batch). ``state`` must then be
+        replicated on the mesh (:func:`maskdp_jax.parallel.replicate`) and the physical batch size
+        a multiple of the number of devices.
 
     Returns:
       A function of ``(state, batch: LogicalBatchData, key)``; it runs one jitted accumulation
       per physical batch and one jitted finalisation (noise + update) per logical batch. It is
       pure: the same inputs give the same outputs.
     """
-    public = jax.jit(
-        lambda acc, tr, fr, b: accumulate_public(acc, tr, fr, b, apply_fn=apply_fn, cfg=cfg),
-        donate_argnums=0,
-    )
-    private = jax.jit(
-        lambda acc, tr, fr, b: accumulate_private(acc, tr, fr, b, apply_fn=apply_fn, cfg=cfg),
-        donate_argnums=0,
-    )
+
+    def build(accumulate):
+        fn = functools.partial(accumulate, apply_fn=apply_fn, cfg=cfg)
+        if mesh is not None:
+            fn = parallel.shard_accumulation(fn, zeros_accumulator, mesh)
+        return jax.jit(fn, donate_argnums=0)
+
+    public = build(accumulate_public)
+    private = build(accumulate_private)
     final = jax.jit(lambda s, a, k: finalize(s, a, k, tx=tx, cfg=cfg))
 
     def train_step(state: TrainState, batch: LogicalBatchData, key: jax.Array):

@@ -1,0 +1,246 @@
+"""Checkpoints (orbax) and the privacy-ledger journal: resume exactly, never under-count ε.
+
+What a checkpoint holds (everything needed to continue bit-exactly):
+
+* the :class:`~maskdp_jax.train_step.TrainState` (trainable and frozen parameters, optimiser
+  state, step) as host arrays;
+* ``meta`` (JSON): the step, the accountant's :class:`~accounting.Ledger`, the run's config, the
+  base noise key and the sampler's parameters. The sampler and the per-step noise have no other
+  state: batches are ``default_rng([seed, step, stream])`` and noise keys ``fold_in(key, step)``.
+
+orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and
+keeps the last ``keep``. :meth:`Checkpointer.restore_latest` restores the newest complete one.
+
+**Released**, for the ledger. A step's result is *released* when anything computed from it can
+leave the training process: a checkpoint written to disk, a metrics/log line (metrics.jsonl,
+TensorBoard, the progress bar), the final parameters and report. Parameters after step ``t``
+depend on every step ``<= t``, so each release covers every step executed so far. Before every
+release the trainer calls :func:`write_ledger_journal`, which atomically replaces
+``<workdir>/privacy_ledger.json`` with the ledger of *all steps executed so far*; the ε in the
+journal therefore never under-counts, even after ``kill -9``.
+
+**Re-executed steps count once.** After a crash, a resumed run restarts from the last checkpoint
+and re-executes the steps between it and the crash. Those steps use the same Poisson draws (a pure
+function of seed and step), the same noise key (``fold_in(key, step)``) and the same parameters,
+so they compute the *identical* output as before: re-running a deterministic function on the same
+inputs releases nothing new, and the composition counts each distinct step once. The resumed
+ledger continues from the checkpoint's ledger; the journal keeps the larger of the two histories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import ml_collections
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import serialization
+
+import accounting
+
+PyTree = Any
+
+JOURNAL = "privacy_ledger.json"
+
+# Config keys that may change between a run and its resume: they affect neither the privacy
+# accounting nor the data, model or update (only logging, caching and checkpoint cadence).
+RESUMABLE_KEYS = frozenset({
+    "log_every_steps", "tensorboard", "log_private_metrics", "compilation_cache_dir",
+    "input.prefetch", "checkpoint.every_steps", "checkpoint.keep",
+})
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Keys (dotted) whose values differ between two config dicts, ignoring RESUMABLE_KEYS."""
+    a, b = _flatten(saved), _flatten(current)
+    keys = sorted((set(a) | set(b)) - RESUMABLE_KEYS)
+    return [k for k in keys if a.get(k, "<absent>") != b.get(k, "<absent>")]
+
+
+def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], *, where: str) -> None:
+    """Refuse to resume a checkpoint written with a different config.
+
+    Anything that changes the privacy accounting (q, σ, δ, steps, adjacency, sampling), the data,
+    the model or the update would make the resumed run a different mechanism than the one the
+    ledger accounts for.
+
+    Raises:
+      ValueError: listing the differing keys and their saved / current values.
+    """
+    diff = config_differences(saved, current)
+    if diff:
+        a, b = _flatten(saved), _flatten(current)
+        lines = "\n".join(f"  {k}: checkpoint {a.get(k, '<absent>')!r} != now "
+                          f"{b.get(k, '<absent>')!r}" for k in diff)
+        raise ValueError(
+            f"The checkpoint in {where} was written with a different config; resuming would mix "
+            f"two runs under one privacy ledger. Differing keys:\n{lines}\n"
+            "Use a fresh --workdir, or restore the original config values."
+        )
+
+
+def _to_json_config(config: ml_collections.ConfigDict | Mapping) -> dict:
+    d = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+    return json.loads(json.dumps(d))  # tuples -> lists, as they come back from JSON
+
+
+class Checkpointer:
+    """orbax-backed checkpoints of one run in ``<workdir>/checkpoints``.
+
+    Args:
+      workdir: the run's output directory.
+      keep: number of most recent checkpoints kept (>= 1).
+    """
+
+    def __init__(self, workdir: str, *, keep: int):
+        if keep < 1:
+            raise ValueError(f"checkpoint.keep must be >= 1; got {keep}.")
+        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self._manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+        )
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def save(self, state: PyTree, *, step: int, ledger: accounting.Ledger, config, noise_key_data,
+             sampler: Mapping[str, Any]) -> None:
+        """Write a checkpoint for ``step`` (blocking, so a kill afterwards cannot lose it).
+
+        Args:
+          state: the TrainState after ``step`` steps (host or replicated device arrays).
+          step: number of logical steps executed.
+          ledger: accountant ledger covering those steps.
+          config: the run's config (checked on resume).
+          noise_key_data: ``jax.random.key_data`` of the run's base noise key.
+          sampler: the sampler's parameters (it has no other state).
+        """
+        meta = {
+            "step": int(step), "ledger": ledger.to_dict(), "config": _to_json_config(config),
+            "noise_key": np.asarray(noise_key_data).tolist(), "sampler": dict(sampler),
+        }
+        self._manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(serialization.to_state_dict(state)),
+            meta=ocp.args.JsonSave(meta),
+        ), force=True)
+        self._manager.wait_until_finished()
+
+    def restore_latest(self, like: PyTree) -> tuple[PyTree, dict] | None:
+        """``(state, meta)`` of the newest complete checkpoint, or None if there is none.
+
+        Args:
+          like: a state with the run's structure (host arrays), used as the restore target.
+        """
+        step = self._manager.latest_step()
+        if step is None:
+            return None
+        template = serialization.to_state_dict(like)
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(template), meta=ocp.args.JsonRestore(),
+        ))
+        state = serialization.from_state_dict(like, restored["state"])
+        return state, dict(restored["meta"])
+
+    def read_latest(self) -> tuple[int, dict, dict] | None:
+        """``(step, state as nested dict of numpy arrays, meta)`` of the newest checkpoint,
+        without a template (for inspection and tests), or None."""
+        step = self._manager.latest_step()
+        if step is None:
+            return None
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore(),
+        ))
+        return step, restored["state"], dict(restored["meta"])
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler, where: str):
+    """Check a restored checkpoint's meta against the current run; return its Ledger.
+
+    Raises:
+      ValueError: different config, noise key or sampler, or a ledger that does not cover the
+        checkpoint's step (a corrupt ledger must never under-count).
+    """
+    check_same_run(meta["config"], _to_json_config(config), where=where)
+    if meta["noise_key"] != np.asarray(noise_key_data).tolist():
+        raise ValueError(f"Checkpoint in {where}: its noise key differs from this run's.")
+    if dict(meta["sampler"]) != dict(sampler):
+        raise ValueError(
+            f"Checkpoint in {where}: sampler {meta['sampler']} differs from this run's {sampler}."
+        )
+    ledger = accounting.Ledger.from_dict(meta["ledger"])
+    if ledger.steps != meta["step"]:
+        raise ValueError(
+            f"Checkpoint in {where}: its ledger counts {ledger.steps} steps but the checkpoint is "
+            f"at step {meta['step']}; refusing to resume with an inconsistent privacy ledger."
+        )
+    return ledger
+
+
+def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Mapping) -> str:
+    """Atomically replace ``<workdir>/privacy_ledger.json`` (call BEFORE every release).
+
+    Keeps the larger history if the journal already counts more steps (steps re-executed after a
+    resume are identical and counted once; see the module docstring).
+
+    Args:
+      workdir: the run's output directory.
+      ledger: every logical step executed so far.
+      privacy: how to account it (``delta``, ``adjacency``, ``sampling``; stored for readers).
+
+    Returns:
+      The journal's path.
+    """
+    path = os.path.join(workdir, JOURNAL)
+    previous = read_ledger_journal(workdir)
+    if previous is not None and previous.steps > ledger.steps:
+        ledger = previous
+    payload = {"ledger": ledger.to_dict(), "steps": ledger.steps, "privacy": dict(privacy)}
+    fd, tmp = tempfile.mkstemp(dir=workdir, prefix=".privacy_ledger.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def read_ledger_journal(workdir: str) -> accounting.Ledger | None:
+    """The journal's ledger, or None if the run has not released anything yet."""
+    path = os.path.join(workdir, JOURNAL)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        payload = json.load(f)
+    return accounting.Ledger.from_dict(payload["ledger"])
+
+
+def check_budget(*, steps_done: int, planned_steps: int) -> None:
+    """Refuse to run a step beyond the planned number (the privacy budget was set for it).
+
+    Raises:
+      RuntimeError: if ``steps_done >= planned_steps``.
+    """
+    if steps_done >= planned_steps:
+        raise RuntimeError(
+            f"Refusing to train past the planned {planned_steps} steps ({steps_done} done): the "
+            "noise was calibrated for that many, so more steps would exceed the privacy budget. "
+            "Start a new run (new --workdir) with a new budget instead."
+        )

@@ -1,0 +1,171 @@
+"""Scenarios for tests/test_parallel.py, run in subprocesses that own several CPU devices.
+
+    python tests/parallel_cases.py devices OUT.json
+        (with XLA_FLAGS=--xla_force_host_platform_device_count=8): for each mode, the same steps on
+        1 device and on an 8-device mesh; plus the pcast trap (params left invariant). Also
+        writes OUT.json.reference.npz, the 1-device maskdp result the multi-process run must match.
+    python tests/parallel_cases.py process PID NPROC PORT OUT.npz
+        (2 CPU devices per process): one process of a jax.distributed run over loopback (gloo).
+
+Not collected by pytest (no ``test_`` prefix); the scenario helpers are also imported by the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PHYSICAL = 8
+STEPS = 2
+
+
+def setup(mode: str):
+    """Tiny model, optimiser, step config and initial state of one mode (deterministic)."""
+    import jax
+    import optax
+    from conftest import PATCH_STRIDE, TinyVideoNet
+
+    from maskdp_jax.train_step import DPConfig, TrainState
+
+    model = TinyVideoNet()
+    params = model.init(jax.random.key(0), np.zeros((1, 4, 16, 16, 3), np.float32))["params"]
+    tx = optax.sgd(0.2, momentum=0.9)
+    # A small clip norm so that nearly every private example is clipped: mixing per-example
+    # gradients across devices before clipping would change the result.
+    cfg = DPConfig(mode=mode, l2_clip_norm=0.05, noise_multiplier=0.7, expected_batch_size=12,
+                   patch_stride=PATCH_STRIDE)
+    state = TrainState.create(trainable=params, frozen={}, tx=tx)
+    return (lambda p, x: model.apply({"params": p}, x)), tx, cfg, state
+
+
+def logical_batches(mode: str):
+    """``STEPS`` logical batches of 2 physical batches each (host numpy, same on every host)."""
+    from conftest import random_batch
+
+    from maskdp_jax.train_step import LogicalBatchData
+
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(STEPS):
+        pub = [random_batch(rng, size=PHYSICAL, clips=2) for _ in range(2)]
+        priv = [random_batch(rng, size=PHYSICAL, clips=2) for _ in range(2)]
+        priv[-1]["weight"][-3:] = 0.0  # padding rows, as in a Poisson logical batch
+        out.append(LogicalBatchData(public=pub if mode != "dp" else [],
+                                    private=priv if mode != "nonprivate" else []))
+    return out
+
+
+def run(mode: str, mesh=None, *, batch_fn=lambda b: b):
+    """Final trainable parameters (numpy) after ``STEPS`` steps, on ``mesh`` or one device."""
+    import jax
+
+    from maskdp_jax import parallel
+    from maskdp_jax.train_step import LogicalBatchData, make_train_step
+
+    apply_fn, tx, cfg, state = setup(mode)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=cfg, mesh=mesh)
+    if mesh is not None:
+        state = parallel.replicate(state, mesh)
+    key = jax.random.key(3)
+    for lb in logical_batches(mode):
+        lb = LogicalBatchData(public=[batch_fn(b) for b in lb.public],
+                              private=[batch_fn(b) for b in lb.private])
+        state, _ = step(state, lb, key)
+    return parallel.to_host(state.trainable)
+
+
+def rel_diff(a, b) -> float:
+    import jax
+
+    num = sum(float(np.sum((x - y) ** 2)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b),
+                                                          strict=True))
+    den = sum(float(np.sum(y ** 2)) for y in jax.tree.leaves(b))
+    return float(np.sqrt(num / den))
+
+
+def private_sum_trap(mesh):
+    """Relative difference to one device of one private accumulation with params left invariant
+    (the shard_map trap) and with the pcast (the shipped code)."""
+    import functools
+
+    import jax
+
+    from maskdp_jax import parallel
+    from maskdp_jax.train_step import accumulate_private, zeros_accumulator
+
+    apply_fn, _, cfg, state = setup("maskdp")
+    batch = logical_batches("maskdp")[0].private[0]
+    fn = functools.partial(accumulate_private, apply_fn=apply_fn, cfg=cfg)
+    ref = jax.jit(fn)(zeros_accumulator(state.trainable), state.trainable, state.frozen, batch)
+    out = {}
+    for cast in (True, False):
+        sharded = jax.jit(parallel.shard_accumulation(
+            fn, zeros_accumulator, mesh, cast_to_varying=cast))
+        acc = sharded(zeros_accumulator(state.trainable), state.trainable, state.frozen, batch)
+        out["pcast" if cast else "invariant"] = rel_diff(
+            parallel.to_host(acc.private_sum), parallel.to_host(ref.private_sum))
+    return out
+
+
+def flat(tree) -> dict[str, np.ndarray]:
+    import jax
+
+    return {"/".join(str(k.key) for k in path): np.asarray(leaf)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def main_devices(out_path: str) -> None:
+    import jax
+
+    from maskdp_jax import parallel
+
+    assert jax.device_count() == 8, jax.devices()
+    mesh = parallel.make_mesh()
+    result = {"devices": jax.device_count()}
+    for mode in ("maskdp", "dp", "nonprivate"):
+        init = parallel.to_host(setup(mode)[3].trainable)
+        one = run(mode)
+        eight = run(mode, mesh)
+        if mode == "maskdp":  # the single-device reference of the multi-process scenario
+            np.savez(out_path + ".reference.npz", **flat(one))
+        result[mode] = {
+            "params": rel_diff(eight, one),
+            "update": rel_diff(jax.tree.map(np.subtract, eight, init),
+                               jax.tree.map(np.subtract, one, init)),
+        }
+    result["trap"] = private_sum_trap(mesh)
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+
+
+def main_process(pid: int, nproc: int, port: int, out_path: str) -> None:
+    from maskdp_jax import parallel
+
+    parallel.initialize_distributed(
+        coordinator_address=f"127.0.0.1:{port}", num_processes=nproc, process_id=pid,
+        cpu_collectives="gloo",
+    )
+    import jax
+
+    mesh = parallel.make_mesh()
+    rows = parallel.process_rows(PHYSICAL, mesh)
+
+    def batch_fn(b):
+        return parallel.global_batch({k: v[rows] for k, v in b.items()}, mesh, PHYSICAL)
+
+    final = run("maskdp", mesh, batch_fn=batch_fn)
+    np.savez(out_path, devices=jax.device_count(), local=jax.local_device_count(), **flat(final))
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "devices":
+        main_devices(sys.argv[2])
+    else:
+        main_process(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

@@ -1,0 +1,110 @@
+"""Preemption: SIGTERM, then kill -9 a train.py run at random steps, rerun it, and get the
+uninterrupted result.
+
+Four train.py subprocesses (uninterrupted; SIGTERM'd; resumed then kill -9'd; resumed to the end)
+share one persistent compilation cache, so only the first compiles. The model is the tiny MViTv2
+preset with a linear probe (smallest compile). The privacy journal must cover every released step.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from maskdp_jax import checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 6
+
+
+def _cmd(workdir, cache):
+    return [
+        sys.executable, os.path.join(ROOT, "train.py"), f"--workdir={workdir}",
+        "--config.model.name=mvit_test", "--config.input.num_train=32",
+        "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
+        f"--config.num_epochs={STEPS * 8 / 32}", "--config.log_every_steps=1",
+        "--config.privacy.delta=1e-3", "--config.privacy.noise_multiplier=1.0",
+        "--config.checkpoint.every_steps=1", "--config.checkpoint.keep=2",
+        "--config.tensorboard=False", "--config.model.finetune=linear",
+        f"--config.compilation_cache_dir={cache}",
+    ]
+
+
+def _env():
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+    return env
+
+
+def _run_until(workdir, cache, logged_steps, sig):
+    """Start train.py, send ``sig`` once ``logged_steps`` metric lines exist; return its code."""
+    proc = subprocess.Popen(_cmd(workdir, cache), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if (workdir / "metrics.jsonl").exists() and len(_logged_steps(workdir)) >= logged_steps:
+            os.kill(proc.pid, sig)
+            break
+        time.sleep(0.02)
+    assert proc.wait(timeout=120) is not None
+    assert proc.returncode != 0 or sig == signal.SIGTERM, "finished before the signal"
+    return proc.returncode
+
+
+def _final_params(workdir):
+    ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
+    try:
+        step, state, meta = ckpt.read_latest()
+    finally:
+        ckpt.close()
+    return step, state["trainable"], meta
+
+
+def _logged_steps(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line)["step"] for line in f if line.strip()]
+
+
+@pytest.mark.slow
+def test_kill9_and_resume_equals_uninterrupted(tmp_path):
+    cache = tmp_path / "xla_cache"
+    clean, broken = tmp_path / "clean", tmp_path / "broken"
+    subprocess.run(_cmd(clean, cache), env=_env(), check=True, capture_output=True, timeout=300)
+
+    rng = np.random.default_rng()
+    term_at = int(rng.integers(1, STEPS - 2))
+    assert _run_until(broken, cache, term_at, signal.SIGTERM) == 0  # clean exit on SIGTERM
+    step_term, _, _ = _final_params(broken)
+    assert step_term >= term_at  # checkpointed at the step boundary after the signal
+
+    kill_at = int(rng.integers(step_term + 1, STEPS))  # a random later step, logged
+    assert _run_until(broken, cache, kill_at, signal.SIGKILL) == -signal.SIGKILL
+    logged = _logged_steps(broken)
+    journal = checkpoint.read_ledger_journal(str(broken))
+    # Every released step (logged line, checkpoint) is in the journal written before it.
+    assert journal is not None and journal.steps >= max(logged) >= kill_at
+
+    subprocess.run(_cmd(broken, cache), env=_env(), check=True, capture_output=True, timeout=300)
+
+    step_a, params_a, meta_a = _final_params(clean)
+    step_b, params_b, meta_b = _final_params(broken)
+    assert step_a == step_b == STEPS
+    for a, b in zip(jax_leaves(params_a), jax_leaves(params_b), strict=True):
+        np.testing.assert_array_equal(a, b)  # bit-exact: same batches, same noise keys
+    # The ledger counts every executed step once (re-executed steps are identical).
+    assert meta_b["ledger"] == meta_a["ledger"]
+    assert checkpoint.read_ledger_journal(str(broken)).steps == STEPS
+    report_a = json.loads((clean / "report.json").read_text())["privacy"]
+    report_b = json.loads((broken / "report.json").read_text())["privacy"]
+    assert report_b == report_a
+
+
+def jax_leaves(tree):
+    import jax
+
+    return jax.tree.leaves(tree)
