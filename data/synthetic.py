@@ -12,7 +12,7 @@ carry class signal and neither alone suffices:
 The public view alone (avatar on grey) determines the motion but not the context: at most 50%
 accuracy. The private view shows the context, and also the motion through the moving grey hole the
 avatar leaves (its silhouette is in the mask, which is public information anyway). Non-private
-training learns both (≈ 90% test top-1 in the default run's budget); MaskDP learns the motion
+training learns both (≈ 75% test top-1 in the default run's budget); MaskDP learns the motion
 without noise and the context with noise; DP learns both with noise.
 
 Nuisances keep the task from being trivial: random avatar colour, check size, box size (3/8 to 1/2

@@ -52,3 +52,13 @@ def test_readme_quotes_the_reports(reports, mode):
         assert len(values) == 3
         cell = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
         assert cell in row, (mode, metric, cell, row)
+
+
+@pytest.mark.parametrize("view,label", [("public", "public view"), ("two_view", "two views")])
+def test_readme_quotes_the_view_diagnostics(reports, view, label):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = " ".join(f.read().split())
+    values = [r["view_metrics"][view]["top1"] for r in reports if r["config"]["mode"] == "maskdp"]
+    assert len(values) == 3
+    cell = f"{label} {100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}%"
+    assert cell in readme, cell
