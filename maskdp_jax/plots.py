@@ -106,7 +106,13 @@ def training_curve(history: list[dict[str, float]], path: str, *, title: str) ->
         twin = ax.twinx()
         twin.plot(steps, eps, color="tab:green", ls="--", label="ε spent")
         twin.set_ylabel("ε spent (accountant)", color="tab:green")
-    ax.legend(fontsize=8, loc="upper center")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper center")
+    else:  # dp mode: every training loss is computed from private data
+        ax.text(0.03, 0.95, "no DP-safe training loss to show\n(all training pixels are private;\n"
+                "log_private_metrics=True shows a non-DP one)", transform=ax.transAxes,
+                ha="left", va="top", fontsize=8, color="0.3",
+                bbox={"facecolor": "white", "edgecolor": "0.8"})
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path)

@@ -94,3 +94,30 @@ def test_grid_calibrates_every_run_and_skips_nothing():
 def test_empty_sweep_directory_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="run the sweep first"):
         sweep.write_outputs(sweep_synthetic.get_config(), str(tmp_path))
+
+
+def test_worker_count_must_fit_the_cpus():
+    available = len(os.sched_getaffinity(0))
+    shares = sweep.cpu_shares(available)
+    assert sorted(c for s in shares for c in s) == sorted(os.sched_getaffinity(0))
+    with pytest.raises(ValueError, match="--workers must be between 1 and"):
+        sweep.cpu_shares(available + 1)
+
+
+@pytest.mark.slow
+def test_worker_processes_train_every_run(tmp_path):
+    """--workers: runs trained in pinned worker processes, each writing its report and its log."""
+    workers = min(2, len(os.sched_getaffinity(0)))
+    config = sweep_synthetic.get_config()
+    base = config.base
+    base.model.name, base.input.num_train, base.input.num_test = "mvit_test", 32, 16
+    base.batch_size = base.physical_batch_size = 16
+    base.num_epochs = 0.5  # one step
+    config.sweep.modes, config.sweep.seeds = ("nonprivate",), (0, 1)
+    runs = sweep.grid(config)
+    sweep.run_all(runs, str(tmp_path), num_workers=workers)
+    for name, run_config in runs:
+        with open(tmp_path / name / "report.json") as f:
+            report = json.load(f)
+        assert report["config"]["seed"] == run_config.seed
+        assert "Test top-1" in (tmp_path / name / "train.log").read_text()
