@@ -1,6 +1,6 @@
 r"""Privacy-utility sweep on the embedded dataset: ε ∈ {0.25, 0.5, 1, 2, 5, ∞} × 3 modes × 3 seeds.
 
-    python sweep.py --config=configs/sweep_synthetic.py --workdir=docs/results/synthetic
+    python sweep.py --config=configs/sweep_synthetic.py --workdir=docs/results/synthetic --workers=2
 
 Add K = 4 clips at ε = 1 with ``--config.sweep.clips='(1, 4)'``. The base run is
 ``configs/default.py`` (its σ is re-calibrated for every ε). Results: docs/results/synthetic/.

@@ -121,3 +121,13 @@ def test_worker_processes_train_every_run(tmp_path):
             report = json.load(f)
         assert report["config"]["seed"] == run_config.seed
         assert "Test top-1" in (tmp_path / name / "train.log").read_text()
+
+
+def test_workers_start_with_the_longest_runs_of_two_modes():
+    config = sweep_synthetic.get_config()
+    tasks = [(n, c, n) for n, c in sweep.grid(config)]
+    ordered = sweep.longest_first(tasks)
+    assert sorted(t[0] for t in ordered) == sorted(t[0] for t in tasks)  # nothing lost
+    modes = [t[1].mode for t in ordered]
+    assert modes[0] == "maskdp" and modes[1] == "dp"
+    assert modes[2:17] == ["maskdp"] * 14 + ["dp"] and modes[-3:] == ["nonprivate"] * 3
