@@ -39,6 +39,7 @@ from maskdp_jax import (
     plots,
     report,
     sampling,
+    validation,
 )
 from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
 
@@ -166,8 +167,24 @@ def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: i
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
+def base_noise_key(config: ml_collections.ConfigDict) -> jax.Array:
+    """The run's base noise key; step ``t`` uses ``fold_in(key, t)``. Stored in checkpoints."""
+    return jax.random.key(config.seed + 1_000_003)
+
+
+def sampler_meta(config: ml_collections.ConfigDict, *, num_examples: int) -> dict[str, Any]:
+    """Everything the Poisson sampler depends on (it has no other state). Stored in checkpoints."""
+    return {"num_examples": num_examples, "expected_batch_size": config.batch_size,
+            "seed": config.seed, "sampling": config.sampling}
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Train, evaluate, write report.json / report.md into ``workdir``; return the report."""
+    """Train, evaluate, write report.json / report.md into ``workdir``; return the report.
+
+    Every check of the inputs (config, data, privacy plan, a checkpoint to resume, the privacy
+    journal, the budget) runs before the model is built, so bad input fails in seconds.
+    """
+    validation.check_config(config, num_devices=jax.device_count())
     t_start = time.time()
     os.makedirs(workdir, exist_ok=True)
     train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
@@ -179,8 +196,39 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                 "--config.mode=dp / nonprivate."
             )
 
+    n = len(train_ds)
+    validation.check_dataset_size(config, num_examples=n)
+    plan = plan_privacy(config, num_examples=n)
+    sigma, steps, q = plan["noise_multiplier"], plan["steps"], plan["q"]
+    print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
+          f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
+
     model_key, _ = jax.random.split(jax.random.key(config.seed))
-    noise_key = jax.random.key(config.seed + 1_000_003)
+    noise_key = base_noise_key(config)
+    noise_key_data = jax.random.key_data(noise_key)
+    sampler_state = sampler_meta(config, num_examples=n)
+    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
+    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
+                    "sampling": scheme, "mode": config.mode}
+
+    # Resume checks: a checkpoint of another config, a journal of another run, or a ledger that
+    # is already past the planned steps or would pass the target ε are refused here.
+    ledger = accounting.Ledger()
+    meta = checkpoint.read_latest_meta(workdir)
+    if meta is not None:
+        ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
+                                          sampler=sampler_state,
+                                          where=os.path.join(workdir, "checkpoints"))
+    checkpoint.check_journal(workdir, privacy=privacy_meta, q=q, noise_multiplier=sigma)
+    checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps, next_steps=0)
+    if config.mode != "nonprivate" and config.privacy.noise_multiplier < 0:
+        checkpoint.check_epsilon_budget(
+            ledger, remaining_steps=steps - ledger.steps, q=q, noise_multiplier=sigma,
+            target_epsilon=config.privacy.target_epsilon, delta=config.privacy.delta,
+            method=config.privacy.accountant, adjacency=config.privacy.adjacency,
+            sampling=scheme,
+        )
+
     input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
     model, trainable, frozen, apply_fn = build_model(
         config, num_classes=train_ds.num_classes, input_shape=input_shape, key=model_key
@@ -191,12 +239,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           f"(strategy {config.model.finetune!r}).")
     if config.mode == "maskdp":
         data.warn_degenerate_masks(train_ds, patch_stride=model.patch_stride)
-
-    n = len(train_ds)
-    plan = plan_privacy(config, num_examples=n)
-    sigma, steps, q = plan["noise_multiplier"], plan["steps"], plan["q"]
-    print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
-          f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
 
     tx = build_optimizer(config, steps=steps, steps_per_epoch=n / config.batch_size)
     state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
@@ -215,16 +257,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     sampler = sampling.PoissonSampler(
         num_examples=n, expected_batch_size=config.batch_size, seed=config.seed
     )
-    sampler_state = {"num_examples": n, "expected_batch_size": config.batch_size,
-                     "seed": config.seed, "sampling": config.sampling}
-    ledger = accounting.Ledger()
-    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
-    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
-                    "sampling": scheme, "mode": config.mode}
 
-    # Resume from the newest checkpoint of this workdir, if any (refused if the config differs).
+    # Resume from the newest checkpoint of this workdir, if any (checked above; refused if the
+    # config differs).
     ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
-    noise_key_data = jax.random.key_data(noise_key)
     restored = ckpt.restore_latest(parallel.to_host(state))
     if restored is not None:
         state, meta = restored
