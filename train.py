@@ -12,6 +12,7 @@ report with the privacy statement.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -258,6 +259,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         num_examples=n, expected_batch_size=config.batch_size, seed=config.seed
     )
 
+    # Process 0 alone writes the journal, metrics, report and plots into the (shared) workdir;
+    # every process takes part in the checkpoints (orbax coordinates them).
+    primary = jax.process_index() == 0
     # Resume from the newest checkpoint of this workdir, if any (checked above; refused if the
     # config differs).
     ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
@@ -273,7 +277,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     def release(step_done: int) -> None:
         """Journal the ledger of every executed step BEFORE anything derived from them leaves."""
-        if jax.process_index() == 0:
+        if primary:
             checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta)
 
     def save(step_done: int) -> None:
@@ -305,7 +309,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     try:
         with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
                    dynamic_ncols=True) as bar,
-              metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer,
+              (metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
+               else contextlib.nullcontext()) as writer,
               data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
                                   num_steps=steps) as batches):
             for step in range(start, steps):
@@ -318,7 +323,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     row["epsilon"] = epsilon_so_far()
                     row["steps_per_second"] = bar.format_dict["rate"] or 0.0
                     release(step + 1)
-                    writer.write(step + 1, row)
+                    if writer is not None:
+                        writer.write(step + 1, row)
                     history.append({"step": step + 1, **row})
                     bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
                 bar.update(1)
@@ -366,9 +372,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         parameters={"trainable": num_trainable, "total": num_total},
         view_metrics=view_metrics,
     )
-    report.write(run, workdir)
-    plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
-                         title=f"{config.mode} on {config.input.dataset}")
+    if primary:
+        report.write(run, workdir)
+        plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
+                             title=f"{config.mode} on {config.input.dataset}")
     print(f"Test top-1 {metrics['top1']:.4f} | ε = {privacy.epsilon_pld} (PLD), "
           f"{privacy.epsilon_rdp} (RDP) at δ = {config.privacy.delta} | report: {workdir}")
     return json.loads(json.dumps(run.to_dict()))
