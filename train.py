@@ -12,6 +12,7 @@ report with the privacy statement.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,6 +40,7 @@ from maskdp_jax import (
     plots,
     report,
     sampling,
+    validation,
 )
 from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
 
@@ -166,8 +168,24 @@ def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: i
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
+def base_noise_key(config: ml_collections.ConfigDict) -> jax.Array:
+    """The run's base noise key; step ``t`` uses ``fold_in(key, t)``. Stored in checkpoints."""
+    return jax.random.key(config.seed + 1_000_003)
+
+
+def sampler_meta(config: ml_collections.ConfigDict, *, num_examples: int) -> dict[str, Any]:
+    """Everything the Poisson sampler depends on (it has no other state). Stored in checkpoints."""
+    return {"num_examples": num_examples, "expected_batch_size": config.batch_size,
+            "seed": config.seed, "sampling": config.sampling}
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Train, evaluate, write report.json / report.md into ``workdir``; return the report."""
+    """Train, evaluate, write report.json / report.md into ``workdir``; return the report.
+
+    Every check of the inputs (config, data, privacy plan, a checkpoint to resume, the privacy
+    journal, the budget) runs before the model is built, so bad input fails in seconds.
+    """
+    validation.check_config(config, num_devices=jax.device_count())
     t_start = time.time()
     os.makedirs(workdir, exist_ok=True)
     train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
@@ -179,8 +197,39 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                 "--config.mode=dp / nonprivate."
             )
 
+    n = len(train_ds)
+    validation.check_dataset_size(config, num_examples=n)
+    plan = plan_privacy(config, num_examples=n)
+    sigma, steps, q = plan["noise_multiplier"], plan["steps"], plan["q"]
+    print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
+          f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
+
     model_key, _ = jax.random.split(jax.random.key(config.seed))
-    noise_key = jax.random.key(config.seed + 1_000_003)
+    noise_key = base_noise_key(config)
+    noise_key_data = jax.random.key_data(noise_key)
+    sampler_state = sampler_meta(config, num_examples=n)
+    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
+    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
+                    "sampling": scheme, "mode": config.mode}
+
+    # Resume checks: a checkpoint of another config, a journal of another run, or a ledger that
+    # is already past the planned steps or would pass the target ε are refused here.
+    ledger = accounting.Ledger()
+    meta = checkpoint.read_latest_meta(workdir)
+    if meta is not None:
+        ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
+                                          sampler=sampler_state,
+                                          where=os.path.join(workdir, "checkpoints"))
+    checkpoint.check_journal(workdir, privacy=privacy_meta, q=q, noise_multiplier=sigma)
+    checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps, next_steps=0)
+    if config.mode != "nonprivate" and config.privacy.noise_multiplier < 0:
+        checkpoint.check_epsilon_budget(
+            ledger, remaining_steps=steps - ledger.steps, q=q, noise_multiplier=sigma,
+            target_epsilon=config.privacy.target_epsilon, delta=config.privacy.delta,
+            method=config.privacy.accountant, adjacency=config.privacy.adjacency,
+            sampling=scheme,
+        )
+
     input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
     model, trainable, frozen, apply_fn = build_model(
         config, num_classes=train_ds.num_classes, input_shape=input_shape, key=model_key
@@ -191,12 +240,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           f"(strategy {config.model.finetune!r}).")
     if config.mode == "maskdp":
         data.warn_degenerate_masks(train_ds, patch_stride=model.patch_stride)
-
-    n = len(train_ds)
-    plan = plan_privacy(config, num_examples=n)
-    sigma, steps, q = plan["noise_multiplier"], plan["steps"], plan["q"]
-    print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
-          f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
 
     tx = build_optimizer(config, steps=steps, steps_per_epoch=n / config.batch_size)
     state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
@@ -215,16 +258,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     sampler = sampling.PoissonSampler(
         num_examples=n, expected_batch_size=config.batch_size, seed=config.seed
     )
-    sampler_state = {"num_examples": n, "expected_batch_size": config.batch_size,
-                     "seed": config.seed, "sampling": config.sampling}
-    ledger = accounting.Ledger()
-    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
-    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
-                    "sampling": scheme, "mode": config.mode}
 
-    # Resume from the newest checkpoint of this workdir, if any (refused if the config differs).
+    # Process 0 alone writes the journal, metrics, report and plots into the (shared) workdir;
+    # every process takes part in the checkpoints (orbax coordinates them).
+    primary = jax.process_index() == 0
+    # Resume from the newest checkpoint of this workdir, if any (checked above; refused if the
+    # config differs).
     ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
-    noise_key_data = jax.random.key_data(noise_key)
     restored = ckpt.restore_latest(parallel.to_host(state))
     if restored is not None:
         state, meta = restored
@@ -237,7 +277,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     def release(step_done: int) -> None:
         """Journal the ledger of every executed step BEFORE anything derived from them leaves."""
-        if jax.process_index() == 0:
+        if primary:
             checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta)
 
     def save(step_done: int) -> None:
@@ -269,7 +309,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     try:
         with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
                    dynamic_ncols=True) as bar,
-              metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) as writer,
+              (metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
+               else contextlib.nullcontext()) as writer,
               data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
                                   num_steps=steps) as batches):
             for step in range(start, steps):
@@ -282,7 +323,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     row["epsilon"] = epsilon_so_far()
                     row["steps_per_second"] = bar.format_dict["rate"] or 0.0
                     release(step + 1)
-                    writer.write(step + 1, row)
+                    if writer is not None:
+                        writer.write(step + 1, row)
                     history.append({"step": step + 1, **row})
                     bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
                 bar.update(1)
@@ -330,9 +372,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         parameters={"trainable": num_trainable, "total": num_total},
         view_metrics=view_metrics,
     )
-    report.write(run, workdir)
-    plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
-                         title=f"{config.mode} on {config.input.dataset}")
+    if primary:
+        report.write(run, workdir)
+        plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
+                             title=f"{config.mode} on {config.input.dataset}")
     print(f"Test top-1 {metrics['top1']:.4f} | ε = {privacy.epsilon_pld} (PLD), "
           f"{privacy.epsilon_rdp} (RDP) at δ = {config.privacy.delta} | report: {workdir}")
     return json.loads(json.dumps(run.to_dict()))

@@ -88,7 +88,9 @@ CALIBRATION_RTOL = 1e-4
 """Calibration stops when the bracket [lo, hi] has hi/lo <= 1 + CALIBRATION_RTOL."""
 
 
-def _check_combination(method: str, adjacency: str, sampling: str) -> None:
+def check_combination(method: str, adjacency: str, sampling: str) -> None:
+    """Raises ``ValueError`` for an unknown method, adjacency or sampling, or for RDP with
+    Poisson subsampling under ``replace`` (dp-accounting has no such bound)."""
     inputs.check_choice("method", method, inputs.METHODS)
     inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
     inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
@@ -253,7 +255,7 @@ def history_epsilon(
       ε such that the run is (ε, δ)-DP under the named adjacency: 0 for an empty
       history, ``inf`` if any segment has ``noise_multiplier == 0``.
     """
-    _check_combination(method, adjacency, sampling)
+    check_combination(method, adjacency, sampling)
     delta = inputs.check_delta_range(delta)
     segments = tuple(
         events.make_segment(q=s.q, noise_multiplier=s.noise_multiplier, steps=s.steps)
@@ -302,7 +304,7 @@ def epsilon(
     seg_steps = inputs.check_steps(steps, minimum=0)
     segment = events.make_segment(q=q, noise_multiplier=noise_multiplier, steps=max(seg_steps, 1))
     if seg_steps == 0:
-        _check_combination(method, adjacency, sampling)
+        check_combination(method, adjacency, sampling)
         inputs.check_delta_range(delta)
         return 0.0
     return history_epsilon(
@@ -396,7 +398,8 @@ def _bracket(
                 raise ValueError(
                     f"target_epsilon={target:g} is so large that noise_multiplier="
                     f"{sigma_min:g} already meets it; calibration refuses such a nearly "
-                    "non-private run."
+                    "non-private run. Lower target_epsilon, or set the noise multiplier "
+                    "explicitly."
                 )
             if eps_of_sigma(lo) > target:
                 return lo, hi
@@ -407,7 +410,9 @@ def _bracket(
         if hi > sigma_max:
             raise ValueError(
                 f"target_epsilon={target:g} is unreachable: even noise_multiplier="
-                f"{sigma_max:g} gives epsilon={eps_of_sigma(sigma_max):.4g} > target."
+                f"{sigma_max:g} gives epsilon={eps_of_sigma(sigma_max):.4g} > target. Raise "
+                "target_epsilon, or plan fewer steps (epochs) or a smaller sampling rate "
+                "q = B/N."
             )
         if eps_of_sigma(hi) <= target:
             return lo, hi
@@ -455,7 +460,7 @@ def calibrate_noise_multiplier(
         inputs.check_delta(delta=delta, num_examples=num_examples)
     q = inputs.check_q(q)
     steps = inputs.check_steps(steps, minimum=1)
-    _check_combination(method, adjacency, sampling)
+    check_combination(method, adjacency, sampling)
 
     def eps_fn(meth: str, adj: str) -> Callable[[float], float]:
         def eps_of_sigma(sigma: float) -> float:

@@ -18,7 +18,7 @@ import warnings
 import ml_collections
 import numpy as np
 
-from data import clips, layouts, synthetic
+from data import clips, labels, layouts, synthetic
 from data.loader import StepPrefetcher
 from data.video_dataset import VideoDataset, VideoOptions
 
@@ -69,7 +69,22 @@ def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
 
 
 def get_datasets(config: ml_collections.ConfigDict, *, mode: str | None = None):
-    """``(train, test)`` splits for ``config.dataset`` (``mode`` guards augmentation)."""
+    """``(train, test)`` splits for ``config.dataset`` (``mode`` guards augmentation).
+
+    Raises:
+      ValueError: unknown dataset, or a split that is empty or whose labels are not valid class
+        indices (:func:`data.labels.check_labels`).
+    """
+    train, test = _build_splits(config, mode=mode)
+    for split in (train, test):
+        if len(split) == 0:
+            raise ValueError(f"{split.name}: the split has no video; check the data and splits.")
+        labels.check_labels(split.labels, num_classes=split.num_classes,
+                            num_examples=len(split), source=split.name)
+    return train, test
+
+
+def _build_splits(config: ml_collections.ConfigDict, *, mode: str | None):
     if config.dataset == "synthetic":
         return synthetic.make_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,

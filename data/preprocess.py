@@ -65,7 +65,8 @@ def k400_transform(
         raise ValueError(f"video must be [T, H, W, C]; got shape {video.shape}.")
     is_uint8 = video.dtype == np.uint8
     if not (is_uint8 or np.issubdtype(video.dtype, np.floating)):
-        raise ValueError(f"video must be uint8 or float; got {video.dtype}.")
+        raise ValueError(f"video must be uint8 (0..255) or float in [0, 1]; got {video.dtype}. "
+                         "Convert the frames to one of them before the transform.")
     _, h, w, _ = video.shape
     new_h, new_w = resized_size(h, w, resize_size)
     if crop_size > min(new_h, new_w):

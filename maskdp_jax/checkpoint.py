@@ -171,6 +171,22 @@ class Checkpointer:
         self._manager.close()
 
 
+def read_latest_meta(workdir: str) -> dict | None:
+    """``meta`` of the newest checkpoint in ``workdir``, or None. Reads no arrays, so a resume
+    can be checked (:func:`validate_meta`) before the model is built."""
+    ckpt = Checkpointer(workdir, keep=1)  # max_to_keep applies on save only; nothing is saved
+    try:
+        step = ckpt._manager.latest_step()
+        if step is None:
+            return None
+        restored = ckpt._manager.restore(step, args=ocp.args.Composite(
+            meta=ocp.args.JsonRestore(),
+        ))
+        return dict(restored["meta"])
+    finally:
+        ckpt.close()
+
+
 def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler, where: str):
     """Check a restored checkpoint's meta against the current run; return its Ledger.
 
@@ -185,7 +201,14 @@ def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler, w
         raise ValueError(
             f"Checkpoint in {where}: sampler {meta['sampler']} differs from this run's {sampler}."
         )
-    ledger = accounting.Ledger.from_dict(meta["ledger"])
+    try:
+        ledger = accounting.Ledger.from_dict(meta["ledger"])
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(
+            f"Checkpoint in {where}: its privacy ledger is corrupt ({e}); refusing to resume "
+            "without knowing the privacy already spent. Restore the checkpoint from a backup or "
+            "start over in a fresh --workdir."
+        ) from e
     if ledger.steps != meta["step"]:
         raise ValueError(
             f"Checkpoint in {where}: its ledger counts {ledger.steps} steps but the checkpoint is "
@@ -223,24 +246,116 @@ def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Ma
 
 
 def read_ledger_journal(workdir: str) -> accounting.Ledger | None:
-    """The journal's ledger, or None if the run has not released anything yet."""
-    path = os.path.join(workdir, JOURNAL)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        payload = json.load(f)
-    return accounting.Ledger.from_dict(payload["ledger"])
-
-
-def check_budget(*, steps_done: int, planned_steps: int) -> None:
-    """Refuse to run a step beyond the planned number (the privacy budget was set for it).
+    """The journal's ledger, or None if the run has not released anything yet.
 
     Raises:
-      RuntimeError: if ``steps_done >= planned_steps``.
+      ValueError: a journal that cannot be read as a ledger (it must never be silently ignored:
+        it is the record of the privacy already spent by what this workdir released).
     """
-    if steps_done >= planned_steps:
+    return _read_journal(workdir)[0]
+
+
+def _read_journal(workdir: str) -> tuple[accounting.Ledger | None, dict]:
+    path = os.path.join(workdir, JOURNAL)
+    if not os.path.exists(path):
+        return None, {}
+    try:
+        with open(path) as f:
+            payload = json.load(f)
+        ledger = accounting.Ledger.from_dict(payload["ledger"])
+        privacy = dict(payload["privacy"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"{path}: the privacy-ledger journal is corrupt ({type(e).__name__}: {e}). It records "
+            "the privacy spent by everything this workdir released, so training cannot continue "
+            "here without under-counting: restore the file from a backup, or start over in a "
+            "fresh --workdir."
+        ) from e
+    return ledger, privacy
+
+
+def check_journal(workdir: str, *, privacy: Mapping[str, Any], q: float,
+                  noise_multiplier: float) -> None:
+    """Refuse a workdir whose journal was written by another run (before any step of this one).
+
+    The journal keeps the larger history (see :func:`write_ledger_journal`), which is right only
+    if both histories are the same mechanism: the same ``privacy`` meta (δ, adjacency, sampling,
+    mode) and every step at this run's ``q`` and σ.
+
+    Raises:
+      ValueError: a corrupt journal, or one of another run, naming what differs.
+    """
+    ledger, saved = _read_journal(workdir)
+    if ledger is None:
+        return
+    diff = [f"{k}: journal {saved.get(k, '<absent>')!r} != now {v!r}"
+            for k, v in privacy.items() if saved.get(k, "<absent>") != v]
+    diff += [f"a segment of {s.steps} step(s) at q={s.q:g}, sigma={s.noise_multiplier:g} "
+             f"!= now q={q:g}, sigma={noise_multiplier:g}" for s in ledger.segments
+             if (s.q, s.noise_multiplier) != (float(q), float(noise_multiplier))]
+    if diff:
+        raise ValueError(
+            f"{os.path.join(workdir, JOURNAL)} holds the privacy ledger of another run; this run "
+            "would merge two mechanisms into one record. Differences:\n  " + "\n  ".join(diff)
+            + "\nUse a fresh --workdir (or restore the original config)."
+        )
+
+
+def check_budget(*, steps_done: int, planned_steps: int, next_steps: int = 1) -> None:
+    """Refuse to run steps beyond the planned number (the privacy budget was set for it).
+
+    Args:
+      steps_done: logical steps the ledger counts.
+      planned_steps: steps the noise was calibrated for (``train.plan_privacy``).
+      next_steps: steps about to run (0: only check that the ledger is within the plan, e.g. on
+        resume).
+
+    Raises:
+      RuntimeError: if ``steps_done + next_steps > planned_steps``.
+    """
+    if steps_done + next_steps > planned_steps:
         raise RuntimeError(
-            f"Refusing to train past the planned {planned_steps} steps ({steps_done} done): the "
-            "noise was calibrated for that many, so more steps would exceed the privacy budget. "
+            f"Refusing to train past the planned {planned_steps} steps ({steps_done} done, "
+            f"{next_steps} more requested): the noise was calibrated for that many, so more "
+            "steps would exceed the privacy budget. Start a new run (new --workdir) with a new "
+            "budget instead."
+        )
+
+
+def check_epsilon_budget(
+    ledger: accounting.Ledger, *, remaining_steps: int, q: float, noise_multiplier: float,
+    target_epsilon: float, delta: float, method: str, adjacency: str, sampling: str,
+) -> float:
+    """Refuse to continue if the ledger plus the remaining planned steps would exceed the target ε.
+
+    Called once before the first step of a (resumed) run. ε only grows with steps, so if the
+    whole plan stays within the target, so does every step of it. On a fresh run this holds by
+    calibration; it fails when the ledger holds steps the plan did not foresee (e.g. steps with a
+    smaller σ from a resumed checkpoint).
+
+    Args:
+      ledger: the steps already executed.
+      remaining_steps: planned steps still to run.
+      q / noise_multiplier: of each remaining step.
+      target_epsilon: the budget (the calibration target).
+      delta / method / adjacency / sampling: how to account it (as for the calibration).
+
+    Returns:
+      The ε the run will have spent after its remaining planned steps.
+
+    Raises:
+      RuntimeError: if that ε exceeds ``target_epsilon`` (beyond 1e-6 relative float noise).
+    """
+    planned = accounting.Ledger(ledger.segments)
+    if remaining_steps > 0:
+        planned.record(q=q, noise_multiplier=noise_multiplier, steps=remaining_steps)
+    eps = planned.epsilon(delta=delta, method=method, adjacency=adjacency, sampling=sampling)
+    if eps > target_epsilon * (1 + 1e-6):
+        spent = ledger.epsilon(delta=delta, method=method, adjacency=adjacency, sampling=sampling)
+        raise RuntimeError(
+            f"Refusing to train: the privacy ledger ({ledger.steps} steps, ε = {spent:.4g}) plus "
+            f"the {remaining_steps} remaining planned steps would spend ε = {eps:.4g} > target "
+            f"ε = {target_epsilon:g} at δ = {delta:g} ({method}, {adjacency}, {sampling}). "
             "Start a new run (new --workdir) with a new budget instead."
         )
+    return eps

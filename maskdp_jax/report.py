@@ -73,6 +73,7 @@ class RunReport:
             f"physical batch {c['physical_batch_size']}, seed {c['seed']}",
             f"- time: {self.timing['train_seconds']:.1f} s training, "
             f"{self.timing['total_seconds']:.1f} s in all",
+            f"- logged training metrics: {logged_metrics_note(c)}",
             "",
             "![training curve](training_curve.png)",
             "",
@@ -84,6 +85,19 @@ class RunReport:
             "",
         ]
         return "\n".join(lines)
+
+
+def logged_metrics_note(config: dict[str, Any]) -> str:
+    """What the logged training metrics (metrics.jsonl, TensorBoard, curve) are computed from."""
+    if config["mode"] == "nonprivate":
+        return "training loss on full videos (the run is not private)"
+    public = "the public-view loss and " if config["mode"] == "maskdp" else ""
+    if config.get("log_private_metrics", False):
+        return (f"{public}ε, plus metrics computed from private data, named `(non-DP)`: they "
+                "are **NOT differentially private** and not covered by the guarantee above "
+                "(`log_private_metrics=True`)")
+    return (f"{public}ε only; nothing computed from private data is logged "
+            "(`log_private_metrics=False`)")
 
 
 def _json_safe(value: Any) -> Any:

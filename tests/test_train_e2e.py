@@ -59,3 +59,38 @@ def test_plan_privacy_divides_by_expected_batch_and_counts_steps():
     config.privacy.noise_multiplier = 1.5
     assert train.plan_privacy(config, num_examples=64)["noise_multiplier"] == 1.5
     assert np.isfinite(plan["noise_multiplier"])
+
+
+def test_private_metrics_are_off_by_default_and_labelled_non_dp():
+    """Metrics computed from private data are not DP: never logged unless opted in, then named
+    ``(non-DP)``; the run report says which kind was logged."""
+    from configs import hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp
+    from maskdp_jax import report
+
+    for module in (default, hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp):
+        assert module.get_config().log_private_metrics is False
+    metrics = {"public/loss": 1.0, "private/loss": 2.0, "private/clipped_fraction": 0.5}
+    public_rows = {"maskdp": {"public_loss": 1.0}, "dp": {}, "nonprivate": {"loss": 1.0}}
+    for mode, expected in public_rows.items():
+        config = _tiny_config(mode)
+        assert train.public_metrics(metrics, config) == expected
+        assert "not private" in report.logged_metrics_note(config.to_dict()) or (
+            "nothing computed from private data is logged"
+            in report.logged_metrics_note(config.to_dict()))
+        config.log_private_metrics = True
+        row = train.public_metrics(metrics, config)
+        private = {k: v for k, v in row.items() if k not in expected}
+        if mode == "nonprivate":  # nothing is private: nothing to label
+            assert row == expected
+            continue
+        assert private == {"private_loss(non-DP)": 2.0, "clipped(non-DP)": 0.5}
+        note = report.logged_metrics_note(config.to_dict())
+        assert "`(non-DP)`" in note and "**NOT differentially private**" in note
+        run = report.RunReport(
+            config=config.to_dict(), privacy={}, privacy_markdown="", history=[],
+            metrics={"top1": 0.5, "top5": 1.0, "mean_class_accuracy": 0.5, "num_examples": 2,
+                     "per_class_accuracy": [0.5]},
+            class_names=["a"], train_class_counts=[2], parameters={"trainable": 1, "total": 1},
+            timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 1},
+        )
+        assert f"- logged training metrics: {note}" in run.to_markdown()

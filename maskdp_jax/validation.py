@@ -1,0 +1,186 @@
+"""Up-front checks of a training config: a bad config fails before any data, compile or step.
+
+``train.train_and_evaluate`` calls :func:`check_config` first (nothing is read, built or written
+before it), then :func:`check_dataset_size` once the training split is loaded, so a mistyped
+option costs seconds and loses nothing. Each error names the config key (as a
+``--config.<key>`` flag) and the accepted values.
+
+What is checked here is only what the config alone decides. Checks that need the data or the
+model live with them: masks in :mod:`maskdp_jax.tokenizer` and :mod:`data.decode`, labels in
+:mod:`data.labels`, dataset layouts in :mod:`data.layouts`, the privacy numbers (δ < 1/N, q, σ,
+ε targets) in :mod:`accounting.inputs`, the resume of a checkpoint in :mod:`maskdp_jax.checkpoint`.
+The same checks are repeated where the values are used (e.g. ``DPConfig``); here they run early.
+
+>>> from configs import default
+>>> config = default.get_config()
+>>> check_config(config)
+>>> config.batch_size = 0
+>>> check_config(config)
+Traceback (most recent call last):
+...
+ValueError: --config.batch_size must be an integer >= 1; got 0.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import ml_collections
+
+import data
+import models
+from accounting import accountant, inputs
+from maskdp_jax import sampling
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def _fail(key: str, message: str) -> None:
+    raise ValueError(f"--config.{key} {message}")
+
+
+def _choice(key: str, value: Any, choices) -> None:
+    if value not in choices:
+        _fail(key, f"must be one of {tuple(choices)}; got {value!r}.")
+
+
+def _integer(key: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        _fail(key, f"must be an integer >= {minimum}; got {value!r}.")
+
+
+def _is_real(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def _real(key: str, value: Any, *, minimum: float, strict: bool) -> None:
+    """A finite real ``> minimum`` (``strict``) or ``>= minimum``."""
+    ok = (_is_real(value) and math.isfinite(value)
+          and (value > minimum if strict else value >= minimum))
+    if not ok:
+        _fail(key, f"must be a finite number {'>' if strict else '>='} {minimum}; "
+                   f"got {value!r}.")
+
+
+def _clip_shape(config: ml_collections.ConfigDict) -> tuple[int, int, int] | None:
+    """``(T, H, W)`` of the training clips, or None when the config does not fix it."""
+    i = config.input
+    if i.dataset == "synthetic":
+        return (i.clip_frames, i.size, i.size)
+    if "crop_size" in i:
+        return (i.clip_frames, i.crop_size, i.crop_size)
+    return None
+
+
+def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> None:
+    """Refuse a training config that cannot run or would run something else than it says.
+
+    Args:
+      config: a ``configs/*.py`` training config (``train.py --config``).
+      num_devices: devices the physical batch is split over (the microbatch must divide each
+        device's share).
+
+    Raises:
+      ValueError: naming the key, the accepted values and the value given.
+    """
+    _choice("mode", config.mode, sampling.MODES)
+    _choice("sampling", config.sampling, sampling.SAMPLING_SCHEMES)
+    _choice("input.dataset", config.input.dataset, data.DATASETS)
+    _integer("seed", config.seed, minimum=0)
+
+    # Model and fine-tuning.
+    m = config.model
+    _choice("model.name", m.name, sorted(models.PRESETS))
+    _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
+    preset = models.PRESETS[m.name]
+    if m.finetune == "selective":
+        blocks = len(preset["blocks"])
+        if not 0 <= m.num_last_blocks <= blocks:
+            _fail("model.num_last_blocks",
+                  f"must be in [0, {blocks}] ({m.name!r} has {blocks} blocks); "
+                  f"got {m.num_last_blocks!r}.")
+    clip = _clip_shape(config)
+    if clip is not None and tuple(clip) != tuple(preset["input_size"]):
+        _fail("model.name",
+              f"{m.name!r} is built for clips (T, H, W) = {tuple(preset['input_size'])} but the "
+              f"input config gives {tuple(clip)}; change the clip size (input.clip_frames and "
+              "input.size / input.crop_size) or the model.")
+
+    # Batches and schedule.
+    _integer("batch_size", config.batch_size, minimum=1)
+    _integer("physical_batch_size", config.physical_batch_size, minimum=1)
+    if config.physical_batch_size % num_devices:
+        _fail("physical_batch_size",
+              f"must be a multiple of the number of devices ({num_devices}) for data "
+              f"parallelism; got {config.physical_batch_size}.")
+    _real("num_epochs", config.num_epochs, minimum=0.0, strict=True)
+    _integer("log_every_steps", config.log_every_steps, minimum=1)
+    _integer("input.clips_per_video", config.input.clips_per_video, minimum=1)
+    _integer("input.eval_clips", config.input.eval_clips, minimum=1)
+    _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
+    _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
+    _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)
+
+    o = config.optimizer
+    _choice("optimizer.name", o.get("name", "sgd"), OPTIMIZERS)
+    _real("optimizer.learning_rate", o.learning_rate, minimum=0.0, strict=True)
+    _real("optimizer.warmup_epochs", o.warmup_epochs, minimum=0.0, strict=False)
+    _real("optimizer.weight_decay", o.weight_decay, minimum=0.0, strict=False)
+    if not (_is_real(o.momentum) and 0.0 <= o.momentum < 1.0):
+        _fail("optimizer.momentum", f"must be in [0, 1) (0 = plain SGD); got {o.momentum!r}.")
+
+    if config.mode == "nonprivate":
+        return
+    _check_privacy(config, num_devices=num_devices)
+
+
+def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> None:
+    p = config.privacy
+    _real("privacy.l2_clip_norm", p.l2_clip_norm, minimum=0.0, strict=True)
+    if not (_is_real(p.delta) and 0.0 < p.delta < 1.0):
+        _fail("privacy.delta", f"must satisfy 0 < delta < 1 (and delta << 1/N); got {p.delta!r}.")
+    _choice("privacy.adjacency", p.adjacency, inputs.ADJACENCIES)
+    _choice("privacy.accountant", p.accountant, inputs.METHODS)
+    if not (_is_real(p.noise_multiplier) and math.isfinite(p.noise_multiplier)):
+        _fail("privacy.noise_multiplier",
+              f"must be finite: >= 0 to set sigma, < 0 to calibrate it to "
+              f"privacy.target_epsilon; got {p.noise_multiplier!r}.")
+    if p.noise_multiplier < 0:  # calibrated: the target and the accountant are used
+        _real("privacy.target_epsilon", p.target_epsilon, minimum=0.0, strict=True)
+        scheme = config.sampling if config.mode == "maskdp" else "decoupled"
+        try:
+            accountant.check_combination(p.accountant, p.adjacency, scheme)
+        except ValueError as e:
+            _fail("privacy.accountant", f"cannot calibrate this run: {e}")
+    microbatch = p.get("microbatch_size", 0)
+    _integer("privacy.microbatch_size", microbatch, minimum=0)
+    per_device = config.physical_batch_size // num_devices
+    if microbatch and per_device % microbatch:
+        _fail("privacy.microbatch_size",
+              f"must divide the physical batch of each device ({per_device} = "
+              f"physical_batch_size {config.physical_batch_size} / {num_devices} device(s)), "
+              f"or be 0 for the whole batch at once; got {microbatch}.")
+
+
+def check_dataset_size(config: ml_collections.ConfigDict, *, num_examples: int) -> None:
+    """Refuse an expected batch larger than the training set (q = B/N must be at most 1).
+
+    Args:
+      config: the training config.
+      num_examples: N, the number of training videos.
+
+    Raises:
+      ValueError: if ``batch_size > N``, or ``== N`` in a private mode (no subsampling to
+        account for; :func:`accounting.inputs.check_q`).
+    """
+    b = config.batch_size
+    private = config.mode != "nonprivate"
+    if b > num_examples or (private and b == num_examples):
+        bound = "smaller than" if private else "at most"
+        raise ValueError(
+            f"--config.batch_size={b} must be {bound} the number of training videos N="
+            f"{num_examples} (q = B/N = {b / num_examples:.3g}); lower the batch size or use a "
+            "larger training set."
+        )
