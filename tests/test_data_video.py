@@ -198,6 +198,8 @@ def test_dataset_without_masks_runs_dp_but_not_maskdp(ucf, tmp_path):
     assert not ds.get_batch(np.array([0]), seed=[0])["mask"].any()  # all private
     config = ucf101_maskdp.get_config()
     config.input = c
+    config.input.clip_frames = 8
+    config.model.name = "mvit_test"  # a model for these clips: the masks are what is missing
     with pytest.raises(ValueError, match="mode 'maskdp' needs per-video masks"):
         train.train_and_evaluate(config, str(tmp_path))
 

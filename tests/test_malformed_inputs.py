@@ -417,7 +417,7 @@ def cal_case(id: str, error, match: str, **kw) -> Case:
     cal_case("epsilon-unreachable", ValueError,
              r"target_epsilon=0\.0001 is unreachable: even noise_multiplier=10000 gives "
              r"epsilon=.* > target\. Raise target_epsilon, or plan fewer steps",
-             target_epsilon=1e-4, q=0.5),
+             target_epsilon=1e-4, q=0.25, steps=6),
     cal_case("epsilon-needs-no-noise", ValueError,
              r"target_epsilon=1e\+06 is so large .* nearly non-private run\. Lower "
              r"target_epsilon, or set the noise multiplier", target_epsilon=1e6),
