@@ -28,6 +28,7 @@ from them (random offsets for training, the centre for evaluation) and normalise
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -43,7 +44,20 @@ def normalize(frames: np.ndarray) -> np.ndarray:
     return (frames.astype(np.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD
 
 
+@functools.lru_cache(maxsize=4)
 def _generate(num_videos: int, *, frames: int, size: int, seed: int):
+    """``(frames uint8 [N, F, S, S, 3], masks uint8 [N, F, S, S], labels int32 [N])``, read-only.
+
+    A pure function of its arguments, cached: runs of a sweep in one process share the splits
+    (generation takes seconds; the arrays are read-only so no run can alter another's data).
+    """
+    frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed)
+    for array in (frames_u8, masks, labels):
+        array.flags.writeable = False
+    return frames_u8, masks, labels
+
+
+def _draw(num_videos: int, *, frames: int, size: int, seed: int):
     rng = np.random.default_rng(seed)
     labels = np.arange(num_videos) % len(CLASS_NAMES)
     rng.shuffle(labels)
