@@ -10,6 +10,10 @@ report exists is skipped, so an interrupted sweep continues where it stopped. At
 * ``results.md``: the papers' table (rows = mode, columns = ε, mean ± std over seeds);
 * ``accuracy_vs_epsilon.png``: accuracy vs ε (log x), non-private as a line;
 * ``per_class.png``: per-class accuracy of each mode at ``sweep.per_class_epsilon``.
+
+With ``privacy.randomness = "seeded"`` (configs/sweep_synthetic.py) the runs of one seed at
+different ε draw the same batches and the same noise vectors (scaled by each run's σ), so their
+results are correlated, not independent samples.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from maskdp_jax import (
     parallel,
     partition,
     plots,
+    randomness,
     report,
     sampling,
     validation,
@@ -134,6 +135,9 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
 def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: int, mesh=None):
     """Physical batches of one logical step. Clip offsets are seeded per step.
 
+    The offsets derive from the public ``config.seed`` also in secret mode: they are not privacy
+    noise (drawn per batch row, independently of the data; see :mod:`maskdp_jax.randomness`).
+
     Without a mesh: host numpy. With a mesh: global arrays sharded over the data axis, of which this
     process loads only its own rows (every process cuts the same physical batches, since the
     Poisson draw is a pure function of seed and step). With several processes each draws the
@@ -168,11 +172,6 @@ def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: i
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
-def base_noise_key(config: ml_collections.ConfigDict) -> jax.Array:
-    """The run's base noise key; step ``t`` uses ``fold_in(key, t)``. Stored in checkpoints."""
-    return jax.random.key(config.seed + 1_000_003)
-
-
 def sampler_meta(config: ml_collections.ConfigDict, *, num_examples: int) -> dict[str, Any]:
     """Everything the Poisson sampler depends on (it has no other state). Stored in checkpoints."""
     return {"num_examples": num_examples, "expected_batch_size": config.batch_size,
@@ -204,23 +203,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
           f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
 
+    # The model-init key is public on purpose (initial values are not privacy noise); the noise
+    # key and the Poisson seeds come from the run's randomness (secret by default, restored from
+    # the checkpoint on resume).
     model_key, _ = jax.random.split(jax.random.key(config.seed))
-    noise_key = base_noise_key(config)
+    meta = checkpoint.read_latest_meta(workdir)
+    rand = randomness.for_run(config, restored=meta)
+    noise_key = rand.noise_key()
     noise_key_data = jax.random.key_data(noise_key)
     sampler_state = sampler_meta(config, num_examples=n)
+    topology = checkpoint.current_topology()
     scheme = config.sampling if config.mode == "maskdp" else "decoupled"
     privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
                     "sampling": scheme, "mode": config.mode}
+    run_identity = checkpoint.run_identity(config, randomness_id=rand.public_id(),
+                                           topology=topology)
 
-    # Resume checks: a checkpoint of another config, a journal of another run, or a ledger that
-    # is already past the planned steps or would pass the target ε are refused here.
+    # Resume checks: a checkpoint of another config or topology, a journal of another run, or a
+    # ledger that is already past the planned steps or would pass the target ε are refused here.
     ledger = accounting.Ledger()
-    meta = checkpoint.read_latest_meta(workdir)
     if meta is not None:
         ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
-                                          sampler=sampler_state,
+                                          sampler=sampler_state, randomness=rand.to_meta(),
+                                          topology=topology,
                                           where=os.path.join(workdir, "checkpoints"))
-    checkpoint.check_journal(workdir, privacy=privacy_meta, q=q, noise_multiplier=sigma)
+    checkpoint.check_journal(workdir, privacy=privacy_meta, run=run_identity, q=q,
+                             noise_multiplier=sigma)
     checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps, next_steps=0)
     if config.mode != "nonprivate" and config.privacy.noise_multiplier < 0:
         checkpoint.check_epsilon_budget(
@@ -255,9 +263,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         parallel.check_divisible(config.physical_batch_size, mesh)
         print(f"Data parallel over {mesh.size} devices ({jax.process_count()} process(es)).")
     train_step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=dp_cfg, mesh=mesh)
-    sampler = sampling.PoissonSampler(
-        num_examples=n, expected_batch_size=config.batch_size, seed=config.seed
-    )
+    sampler = rand.sampler(num_examples=n, expected_batch_size=config.batch_size)
 
     # Process 0 alone writes the journal, metrics, report and plots into the (shared) workdir;
     # every process takes part in the checkpoints (orbax coordinates them).
@@ -269,7 +275,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     if restored is not None:
         state, meta = restored
         ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
-                                          sampler=sampler_state, where=ckpt.directory)
+                                          sampler=sampler_state, randomness=rand.to_meta(),
+                                          topology=topology, where=ckpt.directory)
         print(f"Resumed from {ckpt.directory} at step {meta['step']} of {steps}.")
     start = int(state.step)
     if mesh is not None:
@@ -278,12 +285,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     def release(step_done: int) -> None:
         """Journal the ledger of every executed step BEFORE anything derived from them leaves."""
         if primary:
-            checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta)
+            checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta,
+                                            run=run_identity)
 
     def save(step_done: int) -> None:
         release(step_done)
         ckpt.save(parallel.to_host(state), step=step_done, ledger=ledger, config=config,
-                  noise_key_data=noise_key_data, sampler=sampler_state)
+                  noise_key_data=noise_key_data, sampler=sampler_state,
+                  randomness=rand.to_meta(), topology=topology)
+
+    if restored is None and rand.mode == "secret":
+        # The secret goes to disk (checkpoint meta) before anything is released, so that a run
+        # killed before its first periodic checkpoint resumes with the same noise and batches.
+        save(start)
 
     def epsilon_so_far() -> float:
         """ε spent so far for the progress display: RDP (an upper bound, ~1 ms) when it supports
@@ -362,6 +376,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     privacy = accounting.privacy_report(
         mode=config.mode, ledger=ledger, delta=config.privacy.delta, num_examples=n,
         adjacency=config.privacy.adjacency, sampling=scheme,
+        randomness=config.privacy.randomness,
     )
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),

@@ -65,6 +65,19 @@ def _sampling_sentence(sampling: str) -> str:
     )
 
 
+RANDOMNESS = ("secret", "seeded")
+
+SEEDED_WARNING = (
+    "randomness seeded from config.seed (published in this report): noise and batches can be "
+    "recomputed — the ε holds only if the seed is kept secret; for reproducibility experiments, "
+    "not for releasing models."
+)
+SECRET_SENTENCE = (
+    "Noise and batches were drawn from a secret seed kept only in the run's checkpoints "
+    "(keep them private: a shared checkpoint makes the noise recoverable)."
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class PrivacyReport:
     """ε of a run and the guarantee it stands for.
@@ -82,6 +95,9 @@ class PrivacyReport:
       epsilon_pld: ε by PLD (the tighter number).
       statement: plain-English statement of what is protected.
       notes: further remarks (why a number is missing, ε = ∞ causes, ...).
+      randomness: where the noise and the batches came from: ``"secret"``, ``"seeded"``
+        (from the published seed: the ε does not hold for a released model), or None (not
+        stated, e.g. a planned run).
     """
 
     mode: str
@@ -96,6 +112,7 @@ class PrivacyReport:
     epsilon_pld: float
     statement: str
     notes: tuple[str, ...] = ()
+    randomness: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; infinite values become the string ``"inf"``."""
@@ -131,6 +148,8 @@ class PrivacyReport:
             ("q", self.q),
             ("σ (noise multiplier)", self.noise_multiplier),
         ]
+        if self.randomness is not None:
+            rows.append(("randomness", self.randomness))
         lines = ["| quantity | value |", "| --- | --- |"]
         lines += [f"| {name} | {fmt(value)} |" for name, value in rows]
         lines += ["", self.statement]
@@ -146,6 +165,7 @@ def privacy_report(
     num_examples: int,
     adjacency: str = "special",
     sampling: str = "decoupled",
+    randomness: str | None = None,
 ) -> PrivacyReport:
     """Accounts ``ledger`` and states the resulting guarantee.
 
@@ -157,6 +177,8 @@ def privacy_report(
       num_examples: N, the number of training videos.
       adjacency: ``"special"`` or ``"replace"``.
       sampling: ``"decoupled"`` or ``"coupled"``.
+      randomness: ``"secret"``, ``"seeded"`` (the statement then says that the noise can be
+        recomputed from the published seed) or None (not stated).
 
     Returns:
       A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
@@ -164,6 +186,8 @@ def privacy_report(
     inputs.check_choice("mode", mode, MODES)
     inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
     inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
+    if randomness is not None:
+        inputs.check_choice("randomness", randomness, RANDOMNESS)
     inputs.check_delta(delta=delta, num_examples=num_examples)
     segments = ledger.segments
     q = segments[0].q if segments and all(s.q == segments[0].q for s in segments) else None
@@ -185,6 +209,7 @@ def privacy_report(
             epsilon_pld=math.inf,
             statement="Non-private training: epsilon = inf; nothing is protected.",
             notes=("Mode 'nonprivate' adds no noise and clips nothing.",),
+            randomness=randomness,
         )
 
     eps_pld = ledger.epsilon(delta=delta, method="pld", adjacency=adjacency, sampling=sampling)
@@ -215,6 +240,10 @@ def privacy_report(
     )
     if math.isinf(eps_pld):
         statement += " Since epsilon = inf, nothing is actually guaranteed."
+    if randomness == "seeded":
+        statement += " WARNING: " + SEEDED_WARNING
+    elif randomness == "secret":
+        statement += " " + SECRET_SENTENCE
     return PrivacyReport(
         mode=mode,
         adjacency=adjacency,
@@ -228,4 +257,5 @@ def privacy_report(
         epsilon_pld=eps_pld,
         statement=statement,
         notes=tuple(notes),
+        randomness=randomness,
     )

@@ -55,6 +55,10 @@ def get_config() -> ml_collections.ConfigDict:
     # Per-example gradients computed this many at a time (0 = the whole physical batch at once);
     # must divide physical_batch_size. Bounds memory for full fine-tuning; same update.
     config.privacy.microbatch_size = 0
+    # Where the DP noise and the Poisson batches come from. "secret": a fresh secret per run, kept
+    # only in the checkpoints (keep them private). "seeded": from config.seed, which the report
+    # publishes, so anyone can recompute the noise: tests and reproducibility experiments only.
+    config.privacy.randomness = "secret"
 
     config.optimizer = ml_collections.ConfigDict()
     # Adam (post-processing of the noised sum, so privacy is unchanged): from scratch, SGD with

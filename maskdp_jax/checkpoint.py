@@ -5,8 +5,17 @@ What a checkpoint holds (everything needed to continue bit-exactly):
 * the :class:`~maskdp_jax.train_step.TrainState` (trainable and frozen parameters, optimiser
   state, step) as host arrays;
 * ``meta`` (JSON): the step, the accountant's :class:`~accounting.Ledger`, the run's config, the
-  base noise key and the sampler's parameters. The sampler and the per-step noise have no other
-  state: batches are ``default_rng([seed, step, stream])`` and noise keys ``fold_in(key, step)``.
+  base noise key, the sampler's parameters, the run's randomness (:mod:`maskdp_jax.randomness`)
+  and the topology it ran on. The sampler and the per-step noise have no other state: batches are
+  ``default_rng([seed, step, stream])`` and noise keys ``fold_in(key, step)``.
+
+**Checkpoints are private.** With the default ``privacy.randomness = "secret"`` the meta holds the
+secret from which the noise key and the Poisson seeds derive: whoever holds a checkpoint can
+recompute every noise vector and every private batch of the run, i.e. the guarantee is void for
+them (a checkpoint also holds the parameters of every step it was written at, which the
+guarantee covers, but not the secret). Keep ``<workdir>/checkpoints`` as private as the training
+data. The artefacts meant for release are the final parameters, report.json / report.md and the
+metrics; none of them holds the secret.
 
 orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and
 keeps the last ``keep``. :meth:`Checkpointer.restore_latest` restores the newest complete one.
@@ -21,20 +30,28 @@ journal therefore never under-counts, even after ``kill -9``.
 
 **Re-executed steps count once.** After a crash, a resumed run restarts from the last checkpoint
 and re-executes the steps between it and the crash. Those steps use the same Poisson draws (a pure
-function of seed and step), the same noise key (``fold_in(key, step)``) and the same parameters,
-so they compute the *identical* output as before: re-running a deterministic function on the same
-inputs releases nothing new, and the composition counts each distinct step once. The resumed
-ledger continues from the checkpoint's ledger; the journal keeps the larger of the two histories.
+function of seed and step), the same noise key (``fold_in(key, step)``, the secret restored from
+the checkpoint) and the same parameters, so they compute the *identical* output as before:
+re-running a deterministic function on the same inputs releases nothing new, and the composition
+counts each distinct step once. The resumed ledger continues from the checkpoint's ledger; the
+journal keeps the larger of the two histories. Bit-identical re-execution is only guaranteed on
+the same topology (number of processes and devices, backend: reduction orders and the clip
+offsets of multi-process runs depend on it), so a resume on another topology is refused
+(:func:`validate_meta`), and so is a journal of another run (:func:`check_journal`: another
+config, other randomness, another topology). In secret mode a fresh run writes a checkpoint at
+step 0, before any step, so that the secret is on disk before anything is released.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
@@ -48,8 +65,10 @@ JOURNAL = "privacy_ledger.json"
 
 # Config keys that may change between a run and its resume: they affect neither the privacy
 # accounting nor the data, model or update (only logging, caching and checkpoint cadence).
+# ``log_private_metrics`` is not one of them: non-DP rows once logged stay in metrics.jsonl, and
+# the report must say so.
 RESUMABLE_KEYS = frozenset({
-    "log_every_steps", "tensorboard", "log_private_metrics", "compilation_cache_dir",
+    "log_every_steps", "tensorboard", "compilation_cache_dir",
     "input.prefetch", "checkpoint.every_steps", "checkpoint.keep",
 })
 
@@ -69,6 +88,19 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> 
     a, b = _flatten(saved), _flatten(current)
     keys = sorted((set(a) | set(b)) - RESUMABLE_KEYS)
     return [k for k in keys if a.get(k, "<absent>") != b.get(k, "<absent>")]
+
+
+def config_fingerprint(config: ml_collections.ConfigDict | Mapping) -> str:
+    """SHA-256 of the config without RESUMABLE_KEYS: equal iff :func:`config_differences` is
+    empty. Holds nothing secret (the config is published in the report)."""
+    flat = {k: v for k, v in _flatten(_to_json_config(config)).items() if k not in RESUMABLE_KEYS}
+    return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()
+
+
+def current_topology() -> dict[str, Any]:
+    """What bit-identical re-execution of a step depends on besides its inputs."""
+    return {"process_count": jax.process_count(), "device_count": jax.device_count(),
+            "platform": jax.default_backend()}
 
 
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], *, where: str) -> None:
@@ -119,7 +151,8 @@ class Checkpointer:
         return self._manager.latest_step()
 
     def save(self, state: PyTree, *, step: int, ledger: accounting.Ledger, config, noise_key_data,
-             sampler: Mapping[str, Any]) -> None:
+             sampler: Mapping[str, Any], randomness: Mapping[str, Any],
+             topology: Mapping[str, Any]) -> None:
         """Write a checkpoint for ``step`` (blocking, so a kill afterwards cannot lose it).
 
         Args:
@@ -127,12 +160,15 @@ class Checkpointer:
           step: number of logical steps executed.
           ledger: accountant ledger covering those steps.
           config: the run's config (checked on resume).
-          noise_key_data: ``jax.random.key_data`` of the run's base noise key.
+          noise_key_data: ``jax.random.key_data`` of the run's base noise key (secret).
           sampler: the sampler's parameters (it has no other state).
+          randomness: :meth:`maskdp_jax.randomness.Randomness.to_meta` (holds the secret).
+          topology: :func:`current_topology` of the run.
         """
         meta = {
             "step": int(step), "ledger": ledger.to_dict(), "config": _to_json_config(config),
             "noise_key": np.asarray(noise_key_data).tolist(), "sampler": dict(sampler),
+            "randomness": dict(randomness), "topology": dict(topology),
         }
         self._manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(serialization.to_state_dict(state)),
@@ -187,14 +223,41 @@ def read_latest_meta(workdir: str) -> dict | None:
         ckpt.close()
 
 
-def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler, where: str):
+def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler,
+                  randomness: Mapping[str, Any], topology: Mapping[str, Any], where: str):
     """Check a restored checkpoint's meta against the current run; return its Ledger.
 
+    Args:
+      meta: the checkpoint's meta.
+      config / noise_key_data / sampler / randomness: of the current run. In secret mode the
+        randomness (and so the noise key) was restored from this meta
+        (:func:`maskdp_jax.randomness.for_run`); a checkpoint without a secret is refused.
+      topology: :func:`current_topology` now.
+      where: the checkpoint directory, for messages.
+
     Raises:
-      ValueError: different config, noise key or sampler, or a ledger that does not cover the
-        checkpoint's step (a corrupt ledger must never under-count).
+      ValueError: different config, topology, randomness, noise key or sampler, or a ledger that
+        does not cover the checkpoint's step (a corrupt ledger must never under-count).
     """
     check_same_run(meta["config"], _to_json_config(config), where=where)
+    saved_topology = meta.get("topology")
+    if saved_topology != dict(topology):
+        diff = ", ".join(
+            f"{k} {(saved_topology or {}).get(k, '<absent>')!r} then, {v!r} now"
+            for k, v in topology.items() if (saved_topology or {}).get(k, "<absent>") != v)
+        raise ValueError(
+            f"Checkpoint in {where} was written on another topology ({diff}). Steps re-executed "
+            "after the checkpoint are bit-identical (and counted once by the privacy ledger) only "
+            "on the same number of processes and devices and the same backend. Resume on the "
+            "same topology, or start a new run in a fresh --workdir."
+        )
+    if dict(meta.get("randomness") or {}) != dict(randomness):
+        raise ValueError(
+            f"Checkpoint in {where}: its randomness (mode "
+            f"{(meta.get('randomness') or {}).get('mode', '<absent>')!r}) cannot be restored for "
+            f"this run (mode {randomness['mode']!r}); without it, re-executed steps would draw "
+            "new noise and batches. Use a fresh --workdir."
+        )
     if meta["noise_key"] != np.asarray(noise_key_data).tolist():
         raise ValueError(f"Checkpoint in {where}: its noise key differs from this run's.")
     if dict(meta["sampler"]) != dict(sampler):
@@ -217,7 +280,8 @@ def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler, w
     return ledger
 
 
-def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Mapping) -> str:
+def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Mapping,
+                         run: Mapping) -> str:
     """Atomically replace ``<workdir>/privacy_ledger.json`` (call BEFORE every release).
 
     Keeps the larger history if the journal already counts more steps (steps re-executed after a
@@ -227,6 +291,8 @@ def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Ma
       workdir: the run's output directory.
       ledger: every logical step executed so far.
       privacy: how to account it (``delta``, ``adjacency``, ``sampling``; stored for readers).
+      run: what identifies the run (:func:`run_identity`; nothing secret), checked by
+        :func:`check_journal` before a run adopts this journal.
 
     Returns:
       The journal's path.
@@ -235,7 +301,8 @@ def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Ma
     previous = read_ledger_journal(workdir)
     if previous is not None and previous.steps > ledger.steps:
         ledger = previous
-    payload = {"ledger": ledger.to_dict(), "steps": ledger.steps, "privacy": dict(privacy)}
+    payload = {"ledger": ledger.to_dict(), "steps": ledger.steps, "privacy": dict(privacy),
+               "run": dict(run)}
     fd, tmp = tempfile.mkstemp(dir=workdir, prefix=".privacy_ledger.")
     with os.fdopen(fd, "w") as f:
         json.dump(payload, f, indent=2)
@@ -255,15 +322,16 @@ def read_ledger_journal(workdir: str) -> accounting.Ledger | None:
     return _read_journal(workdir)[0]
 
 
-def _read_journal(workdir: str) -> tuple[accounting.Ledger | None, dict]:
+def _read_journal(workdir: str) -> tuple[accounting.Ledger | None, dict, dict]:
     path = os.path.join(workdir, JOURNAL)
     if not os.path.exists(path):
-        return None, {}
+        return None, {}, {}
     try:
         with open(path) as f:
             payload = json.load(f)
         ledger = accounting.Ledger.from_dict(payload["ledger"])
         privacy = dict(payload["privacy"])
+        run = dict(payload.get("run") or {})
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(
             f"{path}: the privacy-ledger journal is corrupt ({type(e).__name__}: {e}). It records "
@@ -271,25 +339,49 @@ def _read_journal(workdir: str) -> tuple[accounting.Ledger | None, dict]:
             "here without under-counting: restore the file from a backup, or start over in a "
             "fresh --workdir."
         ) from e
-    return ledger, privacy
+    return ledger, privacy, run
 
 
-def check_journal(workdir: str, *, privacy: Mapping[str, Any], q: float,
+def run_identity(config, *, randomness_id: str, topology: Mapping[str, Any]) -> dict[str, Any]:
+    """What the journal records to recognise its run: the config's fingerprint
+    (:func:`config_fingerprint`), the randomness' public id
+    (:meth:`maskdp_jax.randomness.Randomness.public_id`, not the secret) and the topology."""
+    return {"config_fingerprint": config_fingerprint(config), "randomness": randomness_id,
+            "topology": dict(topology)}
+
+
+def check_journal(workdir: str, *, privacy: Mapping[str, Any], run: Mapping[str, Any], q: float,
                   noise_multiplier: float) -> None:
     """Refuse a workdir whose journal was written by another run (before any step of this one).
 
     The journal keeps the larger history (see :func:`write_ledger_journal`), which is right only
-    if both histories are the same mechanism: the same ``privacy`` meta (δ, adjacency, sampling,
-    mode) and every step at this run's ``q`` and σ.
+    if both histories are the same mechanism with the same randomness, so that the steps this run
+    re-executes are identical to the journal's: the same ``privacy`` meta (δ, adjacency,
+    sampling, mode), every step at this run's ``q`` and σ, and the same ``run``
+    (:func:`run_identity`: config fingerprint; randomness and topology when the journal counts
+    steps). A run killed before its first checkpoint and rerun with another seed, learning rate
+    or model, or (secret mode) with a freshly drawn secret, is refused here.
 
     Raises:
       ValueError: a corrupt journal, or one of another run, naming what differs.
     """
-    ledger, saved = _read_journal(workdir)
+    ledger, saved, saved_run = _read_journal(workdir)
     if ledger is None:
         return
     diff = [f"{k}: journal {saved.get(k, '<absent>')!r} != now {v!r}"
             for k, v in privacy.items() if saved.get(k, "<absent>") != v]
+    if saved_run.get("config_fingerprint") != run["config_fingerprint"]:
+        diff.append(f"config fingerprint: journal {saved_run.get('config_fingerprint', '<absent>')}"
+                    f" != now {run['config_fingerprint']} (another config: seed, model, data, "
+                    "optimiser, ...)")
+    if ledger.steps:  # only executed steps must be re-executed identically
+        if saved_run.get("randomness") != run["randomness"]:
+            diff.append(f"randomness: journal {saved_run.get('randomness', '<absent>')} != now "
+                        f"{run['randomness']} (the journal's steps used noise and batches this "
+                        "run cannot reproduce, e.g. a secret drawn by a run without checkpoint)")
+        if saved_run.get("topology") != dict(run["topology"]):
+            diff.append(f"topology: journal {saved_run.get('topology', '<absent>')} != now "
+                        f"{dict(run['topology'])}")
     diff += [f"a segment of {s.steps} step(s) at q={s.q:g}, sigma={s.noise_multiplier:g} "
              f"!= now q={q:g}, sigma={noise_multiplier:g}" for s in ledger.segments
              if (s.q, s.noise_multiplier) != (float(q), float(noise_multiplier))]

@@ -70,7 +70,8 @@ class RunReport:
             f"{self.parameters['trainable']:,} trainable of "
             f"{self.parameters['total']:,} parameters",
             f"- steps: {self.timing['steps']}, expected batch {c['batch_size']}, "
-            f"physical batch {c['physical_batch_size']}, seed {c['seed']}",
+            f"physical batch {c['physical_batch_size']}, seed {c['seed']} "
+            f"({seed_note(c)})",
             f"- time: {self.timing['train_seconds']:.1f} s training, "
             f"{self.timing['total_seconds']:.1f} s in all",
             f"- logged training metrics: {logged_metrics_note(c)}",
@@ -85,6 +86,17 @@ class RunReport:
             "",
         ]
         return "\n".join(lines)
+
+
+def seed_note(config: dict[str, Any]) -> str:
+    """What the published seed determines (see maskdp_jax.randomness)."""
+    randomness = config.get("privacy", {}).get("randomness")
+    if randomness == "secret":
+        return ("model initialisation and clip offsets only; noise and batches came from a "
+                "secret kept in the checkpoints")
+    if randomness == "seeded":
+        return "also the noise and the batches: see the warning under Privacy"
+    return "randomness not recorded"
 
 
 def logged_metrics_note(config: dict[str, Any]) -> str:

@@ -16,7 +16,9 @@ MaskDP draws (see SPEC.md, "The MaskDP-SGD step"):
   reveals who was sampled; the accountant must use the revealed-sample bound.
 
 Draws are a pure function of ``(seed, step, stream)``: a resumed run or another host reproduces
-exactly the same batches without any sampler state beyond the seed.
+exactly the same batches without any sampler state beyond the seed. Whoever knows the seed knows
+every batch, so the private stream's seed must be secret (:mod:`maskdp_jax.randomness`; the
+default ``secret`` randomness gives each stream its own seed derived from a secret).
 """
 
 from __future__ import annotations
@@ -57,12 +59,14 @@ class PoissonSampler:
     Args:
       num_examples: N, the number of training videos.
       expected_batch_size: B; the update divides by this (not by the sampled size).
-      seed: the only state of the sampler.
+      seed: the only state of the sampler (of both streams unless ``private_seed`` is given).
+      private_seed: seed of the private stream; None: ``seed``. Privacy: must be secret.
     """
 
     num_examples: int
     expected_batch_size: int
     seed: int
+    private_seed: int | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if self.num_examples <= 0:
@@ -79,7 +83,8 @@ class PoissonSampler:
 
     def draw(self, step: int, *, stream: int) -> np.ndarray:
         """Indices included at ``step`` in ``stream``, in random order. ``[n]`` int64, n random."""
-        rng = np.random.default_rng([self.seed, step, stream])
+        private = stream == PRIVATE_STREAM and self.private_seed is not None
+        rng = np.random.default_rng([self.private_seed if private else self.seed, step, stream])
         included = np.flatnonzero(rng.random(self.num_examples) < self.sampling_rate)
         return rng.permutation(included)
 

@@ -32,7 +32,7 @@ import ml_collections
 import data
 import models
 from accounting import accountant, inputs
-from maskdp_jax import sampling
+from maskdp_jax import randomness, sampling
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -89,6 +89,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("sampling", config.sampling, sampling.SAMPLING_SCHEMES)
     _choice("input.dataset", config.input.dataset, data.DATASETS)
     _integer("seed", config.seed, minimum=0)
+    _choice("privacy.randomness", config.privacy.get("randomness"), randomness.MODES)
 
     # Model and fine-tuning.
     m = config.model

@@ -28,7 +28,7 @@ import data
 import train
 from configs import default
 from data import decode, labels, layouts, preprocess, testing
-from maskdp_jax import checkpoint, tokenizer, validation
+from maskdp_jax import checkpoint, randomness, tokenizer, validation
 
 
 class Case(NamedTuple):
@@ -127,6 +127,8 @@ ONE_OF = r"must be one of \("
     config_case("keep-zero-checkpoints", {"checkpoint.keep": 0},
                 r"--config\.checkpoint\.keep must be an integer >= 1"),
     config_case("seed-negative", {"seed": -1}, r"--config\.seed must be an integer >= 0"),
+    config_case("unknown-randomness", {"privacy.randomness": "public"},
+                r"--config\.privacy\.randomness must be one of \('secret', 'seeded'\)"),
     config_case("clips-per-video-zero", {"input.clips_per_video": 0},
                 r"--config\.input\.clips_per_video must be an integer >= 1"),
     config_case("delta-zero", {"privacy.delta": 0.0},
@@ -522,13 +524,14 @@ def _folder_input_blank():
 # ---------------------------------------------------------------------------------------------
 # Checkpoints, the privacy ledger and its journal, the budget
 # ---------------------------------------------------------------------------------------------
-def write_checkpoint(workdir, config, ledger: accounting.Ledger) -> None:
+def write_checkpoint(workdir, config, ledger: accounting.Ledger, *, topology=None) -> None:
+    rand = randomness.for_run(config, restored=None)
     ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
     try:
         ckpt.save({"step": np.int32(ledger.steps)}, step=ledger.steps, ledger=ledger,
-                  config=config,
-                  noise_key_data=jax.random.key_data(train.base_noise_key(config)),
-                  sampler=train.sampler_meta(config, num_examples=N_TRAIN))
+                  config=config, noise_key_data=jax.random.key_data(rand.noise_key()),
+                  sampler=train.sampler_meta(config, num_examples=N_TRAIN),
+                  randomness=rand.to_meta(), topology=topology or checkpoint.current_topology())
     finally:
         ckpt.close()
 
@@ -578,14 +581,62 @@ def test_resume_with_another_config_names_the_differing_keys(tmp_path, no_model)
 ], ids=["unknown-version", "segment-keys", "segment-values", "fewer-steps-than-checkpoint"])
 def test_resume_with_a_corrupt_checkpoint_ledger_is_refused(ledger, match):
     config = tiny_config()
-    meta = {"step": 3, "ledger": ledger, "config": config.to_dict(),
-            "noise_key": np.asarray(jax.random.key_data(train.base_noise_key(config))).tolist(),
-            "sampler": train.sampler_meta(config, num_examples=N_TRAIN)}
-    meta = json.loads(json.dumps(meta))  # as it comes back from the checkpoint
+    meta = checkpoint_meta(config, ledger)
     with pytest.raises(ValueError, match=match):
-        checkpoint.validate_meta(meta, config=config, where="ckpt",
-                                 noise_key_data=jax.random.key_data(train.base_noise_key(config)),
-                                 sampler=train.sampler_meta(config, num_examples=N_TRAIN))
+        validate(meta, config)
+
+
+def checkpoint_meta(config, ledger: dict, *, step: int = 3, topology=None) -> dict:
+    """A checkpoint's meta as it comes back from disk (JSON)."""
+    rand = randomness.for_run(config, restored=None)
+    meta = {"step": step, "ledger": ledger, "config": config.to_dict(),
+            "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
+            "sampler": train.sampler_meta(config, num_examples=N_TRAIN),
+            "randomness": rand.to_meta(), "topology": topology or checkpoint.current_topology()}
+    return json.loads(json.dumps(meta))
+
+
+def validate(meta: dict, config) -> accounting.Ledger:
+    """validate_meta as train.py calls it on resume (the randomness restored from ``meta``)."""
+    rand = randomness.for_run(config, restored=meta)
+    return checkpoint.validate_meta(
+        meta, config=config, where="ckpt", noise_key_data=jax.random.key_data(rand.noise_key()),
+        sampler=train.sampler_meta(config, num_examples=N_TRAIN), randomness=rand.to_meta(),
+        topology=checkpoint.current_topology())
+
+
+@pytest.mark.parametrize("saved,match", [
+    ({"process_count": 2}, r"another topology \(process_count 2 then, 1 now\)"),
+    ({"device_count": 8}, r"another topology \(device_count 8 then, 1 now\)"),
+    ({"platform": "gpu"}, r"another topology \(platform 'gpu' then, 'cpu' now\)"),
+], ids=["processes", "devices", "platform"])
+@pytest.mark.parametrize("mode", ["secret", "seeded"])
+def test_resume_on_another_topology_is_refused(saved, match, mode):
+    """Re-executed steps are bit-identical (counted once) only on the same topology."""
+    config = tiny_config({"privacy.randomness": mode})
+    meta = checkpoint_meta(config, ledger_of(3).to_dict())
+    validate(meta, config)  # the same topology resumes
+    meta["topology"] = {**meta["topology"], **saved}
+    with pytest.raises(ValueError, match=match + r".*Resume on the same topology, or start a new "
+                                                 r"run in a fresh --workdir"):
+        validate(meta, config)
+
+
+def test_resume_of_a_checkpoint_without_topology_is_refused():
+    config = tiny_config()
+    meta = checkpoint_meta(config, ledger_of(3).to_dict())
+    del meta["topology"]
+    with pytest.raises(ValueError, match=r"another topology \(process_count '<absent>' then"):
+        validate(meta, config)
+
+
+@pytest.mark.parametrize("saved,now", [(False, True), (True, False)], ids=["on", "off"])
+def test_log_private_metrics_cannot_change_on_resume(saved, now, tmp_path, no_model):
+    """Non-DP rows once in metrics.jsonl stay there: the report must not say none were logged."""
+    workdir = tmp_path / "run"
+    write_checkpoint(workdir, tiny_config({"log_private_metrics": saved}), ledger_of(3))
+    with pytest.raises(ValueError, match=rf"log_private_metrics: checkpoint {saved} != now {now}"):
+        train.train_and_evaluate(tiny_config({"log_private_metrics": now}), str(workdir))
 
 
 @pytest.mark.parametrize("content,match", [
@@ -607,21 +658,60 @@ def test_corrupt_journal_is_refused(content, match, tmp_path, no_model):
     assert (workdir / checkpoint.JOURNAL).read_text() == content  # loses nothing
 
 
-@pytest.mark.parametrize("privacy,sigma,match", [
-    ({"delta": 1e-5}, 1.0, r"delta: journal 1e-05 != now 0\.001"),
-    ({}, 2.0, r"a segment of 4 step\(s\) at q=0\.25, sigma=2 != now q=0\.25, sigma=1"),
-], ids=["other-delta", "other-sigma"])
-def test_journal_of_another_run_is_refused(privacy, sigma, match, tmp_path, no_model):
-    """A workdir whose journal (no checkpoint yet) was written by a run with other settings."""
+def journal_run(config, *, randomness_id: str | None = None, topology=None) -> dict:
+    """The run identity train.py writes into the journal for ``config`` (a fresh run)."""
+    randomness_id = randomness_id or randomness.for_run(config, restored=None).public_id()
+    return checkpoint.run_identity(config, randomness_id=randomness_id,
+                                   topology=topology or checkpoint.current_topology())
+
+
+SEEDED = {"privacy.randomness": "seeded"}
+
+
+@pytest.mark.parametrize("privacy,sigma,run,match", [
+    ({"delta": 1e-5}, 1.0, {}, r"delta: journal 1e-05 != now 0\.001"),
+    ({}, 2.0, {}, r"a segment of 4 step\(s\) at q=0\.25, sigma=2 != now q=0\.25, sigma=1"),
+    ({}, 1.0, {"seed": 1}, r"config fingerprint: journal [0-9a-f]{64} != now [0-9a-f]{64} "
+                           r"\(another config: seed, model"),
+    ({}, 1.0, {"optimizer.learning_rate": 0.1}, r"config fingerprint: journal"),
+    ({}, 1.0, {"model.name": "mvit_cpu"}, r"config fingerprint: journal"),
+    ({}, 1.0, {"id": "secret:sha256:00"}, r"randomness: journal secret:sha256:00 != now "
+                                          r"seeded:0 \(the journal's steps used noise and batches"),
+    ({}, 1.0, {"topology": {"process_count": 2, "device_count": 2, "platform": "cpu"}},
+     r"topology: journal \{'process_count': 2, 'device_count': 2, 'platform': 'cpu'\} != now"),
+], ids=["other-delta", "other-sigma", "other-seed", "other-lr", "other-model",
+        "other-randomness", "other-topology"])
+def test_journal_of_another_run_is_refused(privacy, sigma, run, match, tmp_path, no_model):
+    """A workdir whose journal (no checkpoint yet: the run was killed before its first one) was
+    written by a run with other settings, randomness or topology."""
     workdir = tmp_path / "run"
     workdir.mkdir()
     meta = {"delta": 1e-3, "adjacency": "special", "sampling": "decoupled", "mode": "maskdp"}
-    checkpoint.write_ledger_journal(str(workdir), ledger_of(4, sigma), privacy={**meta, **privacy})
+    run = dict(run)
+    journal_config = tiny_config({**SEEDED, **{k: v for k, v in run.items()
+                                               if k not in ("id", "topology")}})
+    checkpoint.write_ledger_journal(
+        str(workdir), ledger_of(4, sigma), privacy={**meta, **privacy},
+        run=journal_run(journal_config, randomness_id=run.get("id"), topology=run.get("topology")))
     before = _snapshot(workdir)
     with pytest.raises(ValueError, match=r"(?s)holds the privacy ledger of another run.*" + match
                        + r".*Use a fresh --workdir"):
-        train.train_and_evaluate(tiny_config(), str(workdir))
+        train.train_and_evaluate(tiny_config(SEEDED), str(workdir))
     assert _snapshot(workdir) == before
+
+
+def test_journal_of_a_secret_run_without_checkpoint_is_refused(tmp_path, no_model):
+    """Secret mode, same config: a rerun would draw a new secret, so the journal's steps cannot
+    be re-executed identically (they would have to be counted again): refused."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    config = tiny_config()
+    meta = {"delta": 1e-3, "adjacency": "special", "sampling": "decoupled", "mode": "maskdp"}
+    checkpoint.write_ledger_journal(str(workdir), ledger_of(4), privacy=meta,
+                                    run=journal_run(config))
+    with pytest.raises(ValueError, match=r"randomness: journal secret:sha256:[0-9a-f]{32} != now "
+                                         r"secret:sha256:[0-9a-f]{32}"):
+        train.train_and_evaluate(config, str(workdir))
 
 
 def test_resume_past_the_planned_steps_is_refused(tmp_path, no_model):

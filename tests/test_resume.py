@@ -32,6 +32,8 @@ def _cmd(workdir, cache):
         "--config.checkpoint.every_steps=1", "--config.checkpoint.keep=2",
         "--config.tensorboard=False", "--config.model.finetune=linear",
         f"--config.compilation_cache_dir={cache}",
+        # Seeded: the uninterrupted run must draw the same noise and batches as the broken one.
+        "--config.privacy.randomness=seeded",
     ]
 
 

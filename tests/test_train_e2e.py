@@ -22,6 +22,7 @@ def _tiny_config(mode: str):
     config.log_every_steps = 1
     config.privacy.delta = 1e-3
     config.privacy.target_epsilon = 8.0
+    config.privacy.randomness = "seeded"  # reproducible test runs
     return config
 
 
