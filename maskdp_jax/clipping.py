@@ -136,6 +136,9 @@ def clipped_grad_sum(
         return jax.tree.map(jnp.add, carry, chunk_sum(*chunk)), None
 
     first = jax.tree.map(lambda x: x[0], chunks)
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(chunk_sum, *first))
+    # zeros_like of the body's output types, not jnp.zeros(shape): inside shard_map the sums vary
+    # over the data axis (params are pcast to varying, examples are sharded) and a scan carry must
+    # keep its type; zeros_like carries the varying axes over, an invariant zero would not.
+    zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(chunk_sum, *first))
     total, _ = jax.lax.scan(body, zeros, chunks)
     return total

@@ -2,7 +2,8 @@
 
     python tests/parallel_cases.py devices OUT.json
         (with XLA_FLAGS=--xla_force_host_platform_device_count=8): for each mode, the same steps on
-        1 device and on an 8-device mesh; plus the pcast trap (params left invariant). Also
+        1 device and on an 8-device mesh; the private modes again on 8 devices with
+        microbatch_size set; plus the pcast trap (params left invariant). Also
         writes OUT.json.reference.npz, the 1-device maskdp result the multi-process run must match.
     python tests/parallel_cases.py process PID NPROC PORT OUT.npz
         (2 CPU devices per process): one process of a jax.distributed run over loopback (gloo).
@@ -25,7 +26,7 @@ PHYSICAL = 8
 STEPS = 2
 
 
-def setup(mode: str):
+def setup(mode: str, microbatch_size: int | None = None):
     """Tiny model, optimiser, step config and initial state of one mode (deterministic)."""
     import jax
     import optax
@@ -39,12 +40,12 @@ def setup(mode: str):
     # A small clip norm so that nearly every private example is clipped: mixing per-example
     # gradients across devices before clipping would change the result.
     cfg = DPConfig(mode=mode, l2_clip_norm=0.05, noise_multiplier=0.7, expected_batch_size=12,
-                   patch_stride=PATCH_STRIDE)
+                   patch_stride=PATCH_STRIDE, microbatch_size=microbatch_size)
     state = TrainState.create(trainable=params, frozen={}, tx=tx)
     return (lambda p, x: model.apply({"params": p}, x)), tx, cfg, state
 
 
-def logical_batches(mode: str):
+def logical_batches(mode: str, physical: int = PHYSICAL):
     """``STEPS`` logical batches of 2 physical batches each (host numpy, same on every host)."""
     from conftest import random_batch
 
@@ -53,27 +54,28 @@ def logical_batches(mode: str):
     rng = np.random.default_rng(7)
     out = []
     for _ in range(STEPS):
-        pub = [random_batch(rng, size=PHYSICAL, clips=2) for _ in range(2)]
-        priv = [random_batch(rng, size=PHYSICAL, clips=2) for _ in range(2)]
+        pub = [random_batch(rng, size=physical, clips=2) for _ in range(2)]
+        priv = [random_batch(rng, size=physical, clips=2) for _ in range(2)]
         priv[-1]["weight"][-3:] = 0.0  # padding rows, as in a Poisson logical batch
         out.append(LogicalBatchData(public=pub if mode != "dp" else [],
                                     private=priv if mode != "nonprivate" else []))
     return out
 
 
-def run(mode: str, mesh=None, *, batch_fn=lambda b: b):
+def run(mode: str, mesh=None, *, batch_fn=lambda b: b, physical: int = PHYSICAL,
+        microbatch_size: int | None = None):
     """Final trainable parameters (numpy) after ``STEPS`` steps, on ``mesh`` or one device."""
     import jax
 
     from maskdp_jax import parallel
     from maskdp_jax.train_step import LogicalBatchData, make_train_step
 
-    apply_fn, tx, cfg, state = setup(mode)
+    apply_fn, tx, cfg, state = setup(mode, microbatch_size)
     step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=cfg, mesh=mesh)
     if mesh is not None:
         state = parallel.replicate(state, mesh)
     key = jax.random.key(3)
-    for lb in logical_batches(mode):
+    for lb in logical_batches(mode, physical):
         lb = LogicalBatchData(public=[batch_fn(b) for b in lb.public],
                               private=[batch_fn(b) for b in lb.private])
         state, _ = step(state, lb, key)
@@ -139,6 +141,18 @@ def main_devices(out_path: str) -> None:
             "update": rel_diff(jax.tree.map(np.subtract, eight, init),
                                jax.tree.map(np.subtract, one, init)),
         }
+    # microbatch_size inside shard_map: 2 examples per device, scanned one at a time. An error
+    # (e.g. a scan carry whose varying-ness differs from the body's) is recorded, not raised, so
+    # that only the test of this case fails.
+    for mode in ("maskdp", "dp"):
+        init = parallel.to_host(setup(mode)[3].trainable)
+        try:
+            one = run(mode, physical=2 * PHYSICAL)
+            eight = run(mode, mesh, physical=2 * PHYSICAL, microbatch_size=1)
+            result[f"{mode}/microbatch"] = {"update": rel_diff(
+                jax.tree.map(np.subtract, eight, init), jax.tree.map(np.subtract, one, init))}
+        except Exception as e:  # reported to the test, see above
+            result[f"{mode}/microbatch"] = {"error": f"{type(e).__name__}: {e}"[:2000]}
     result["trap"] = private_sum_trap(mesh)
     with open(out_path, "w") as f:
         json.dump(result, f)
