@@ -62,3 +62,32 @@ def test_readme_quotes_the_view_diagnostics(reports, view, label):
     assert len(values) == 3
     cell = f"{label} {100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}%"
     assert cell in readme, cell
+
+
+SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
+
+
+@pytest.fixture(scope="module")
+def sweep_reports():
+    found = results.load_reports(SWEEP_RUNS)
+    assert found, f"no run reports under {SWEEP_RUNS}"
+    return found
+
+
+def test_sweep_is_the_whole_grid_each_run_calibrated_to_its_epsilon(sweep_reports):
+    import sweep
+    from configs import sweep_synthetic
+
+    expected = {name for name, _ in sweep.grid(sweep_synthetic.get_config())}
+    assert {r["run"] for r in sweep_reports} == expected
+    for r in sweep_reports:
+        if r["config"]["mode"] != "nonprivate":
+            target = r["config"]["privacy"]["target_epsilon"]
+            assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
+
+
+def test_sweep_table_in_results_and_readme_is_recomputed_from_the_reports(sweep_reports):
+    table = results.markdown_table(results.rows(sweep_reports))
+    for path in (os.path.join(SWEEP_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
+        with open(path) as f:
+            assert table in f.read(), path
