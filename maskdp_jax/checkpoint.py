@@ -12,9 +12,9 @@ What a checkpoint holds (everything needed to continue bit-exactly):
 **Checkpoints are private.** With the default ``privacy.randomness = "secret"`` the meta holds the
 secret from which the noise key and the Poisson seeds derive: whoever holds a checkpoint can
 recompute every noise vector and every private batch of the run, i.e. the guarantee is void for
-them (a checkpoint also holds the parameters of every step it was written at, which the
-guarantee covers, but not the secret). Keep ``<workdir>/checkpoints`` as private as the training
-data. The artefacts meant for release are the final parameters, report.json / report.md and the
+them (the parameters in a checkpoint are covered by the guarantee like any released parameters;
+the secret next to them is not). Keep ``<workdir>/checkpoints`` as private as the training data.
+The artefacts meant for release are the final parameters, report.json / report.md and the
 metrics; none of them holds the secret.
 
 orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and

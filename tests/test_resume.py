@@ -25,14 +25,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 6
 
 
-def _cmd(workdir, cache, randomness="seeded"):
+def _cmd(workdir, cache, randomness="seeded", every_steps=1):
     return [
         sys.executable, os.path.join(ROOT, "train.py"), f"--workdir={workdir}",
         "--config.model.name=mvit_test", "--config.input.num_train=32",
         "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
         f"--config.num_epochs={STEPS * 8 / 32}", "--config.log_every_steps=1",
         "--config.privacy.delta=1e-3", "--config.privacy.noise_multiplier=1.0",
-        "--config.checkpoint.every_steps=1", "--config.checkpoint.keep=2",
+        f"--config.checkpoint.every_steps={every_steps}", "--config.checkpoint.keep=2",
         "--config.tensorboard=False", "--config.model.finetune=linear",
         f"--config.compilation_cache_dir={cache}",
         f"--config.privacy.randomness={randomness}",
@@ -51,9 +51,9 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("xla_cache")
 
 
-def _run_until(workdir, cache, logged_steps, sig, randomness="seeded"):
+def _run_until(workdir, cache, logged_steps, sig, randomness="seeded", every_steps=1):
     """Start train.py, send ``sig`` once ``logged_steps`` metric lines exist; return its code."""
-    proc = subprocess.Popen(_cmd(workdir, cache, randomness), env=_env(),
+    proc = subprocess.Popen(_cmd(workdir, cache, randomness, every_steps), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -160,3 +160,22 @@ def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
         for form in forms:
             assert form not in text
     assert json.loads((broken / "report.json").read_text())["privacy"]["randomness"] == "secret"
+
+
+@pytest.mark.slow
+def test_secret_mode_kill9_before_the_first_periodic_checkpoint_resumes(tmp_path, cache):
+    """Secret mode, killed before the first periodic checkpoint (at the last step here): the
+    secret was checkpointed at step 0, before any release, so the rerun resumes with it (the
+    journal's steps are re-executed identically) instead of drawing a new secret (refused)."""
+    workdir = tmp_path / "run"
+    kill_at = int(np.random.default_rng().integers(1, STEPS))
+    assert _run_until(workdir, cache, kill_at, signal.SIGKILL, "secret", every_steps=STEPS) \
+        == -signal.SIGKILL
+    step0, _, meta0 = _final_params(workdir)
+    assert step0 == 0 and meta0["randomness"]["mode"] == "secret"
+    assert checkpoint.read_ledger_journal(str(workdir)).steps >= kill_at
+    subprocess.run(_cmd(workdir, cache, "secret", every_steps=STEPS), env=_env(), check=True,
+                   capture_output=True, timeout=300)
+    step, _, meta = _final_params(workdir)
+    assert step == STEPS and meta["randomness"] == meta0["randomness"]
+    assert checkpoint.read_ledger_journal(str(workdir)).steps == STEPS
