@@ -72,7 +72,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.log_every_steps = 10
     # orbax checkpoints in <workdir>/checkpoints; a rerun with the same --workdir resumes.
     config.checkpoint = ml_collections.ConfigDict()
-    config.checkpoint.every_steps = 50  # 0 = only on SIGTERM
+    config.checkpoint.every_steps = 50  # 0 = only on SIGTERM (and at step 0 in secret mode)
     config.checkpoint.keep = 2          # most recent checkpoints kept
     config.tensorboard = True           # TensorBoard scalars in <workdir>/tb, JSONL always
     config.log_private_metrics = False  # private-view loss etc. are NOT DP; opt-in only

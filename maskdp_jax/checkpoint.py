@@ -12,9 +12,9 @@ What a checkpoint holds (everything needed to continue bit-exactly):
 **Checkpoints are private.** With the default ``privacy.randomness = "secret"`` the meta holds the
 secret from which the noise key and the Poisson seeds derive: whoever holds a checkpoint can
 recompute every noise vector and every private batch of the run, i.e. the guarantee is void for
-them (a checkpoint also holds the parameters of every step it was written at, which the
-guarantee covers, but not the secret). Keep ``<workdir>/checkpoints`` as private as the training
-data. The artefacts meant for release are the final parameters, report.json / report.md and the
+them (the parameters in a checkpoint are covered by the guarantee like any released parameters;
+the secret next to them is not). Keep ``<workdir>/checkpoints`` as private as the training data.
+The artefacts meant for release are the final parameters, report.json / report.md and the
 metrics; none of them holds the secret.
 
 orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and
@@ -35,11 +35,12 @@ the checkpoint) and the same parameters, so they compute the *identical* output 
 re-running a deterministic function on the same inputs releases nothing new, and the composition
 counts each distinct step once. The resumed ledger continues from the checkpoint's ledger; the
 journal keeps the larger of the two histories. Bit-identical re-execution is only guaranteed on
-the same topology (number of processes and devices, backend: reduction orders and the clip
-offsets of multi-process runs depend on it), so a resume on another topology is refused
-(:func:`validate_meta`), and so is a journal of another run (:func:`check_journal`: another
-config, other randomness, another topology). In secret mode a fresh run writes a checkpoint at
-step 0, before any step, so that the secret is on disk before anything is released.
+the same topology (number of processes and devices, backend and device kind, JAX version:
+reduction orders, kernels and the clip offsets of multi-process runs depend on it), so a resume
+on another topology is refused (:func:`validate_meta`), and so is a journal of another run
+(:func:`check_journal`: another config, other randomness, another topology). In secret mode a
+fresh run writes a checkpoint at step 0, before any step, so that the secret is on disk before
+anything is released.
 """
 
 from __future__ import annotations
@@ -98,9 +99,12 @@ def config_fingerprint(config: ml_collections.ConfigDict | Mapping) -> str:
 
 
 def current_topology() -> dict[str, Any]:
-    """What bit-identical re-execution of a step depends on besides its inputs."""
+    """What bit-identical re-execution of a step depends on besides its inputs: the number of
+    processes and devices (reduction order, clip offsets per host), the backend and device kind
+    (kernels) and the JAX version (the compiler)."""
     return {"process_count": jax.process_count(), "device_count": jax.device_count(),
-            "platform": jax.default_backend()}
+            "platform": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
+            "jax_version": jax.__version__}
 
 
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], *, where: str) -> None:
@@ -248,8 +252,9 @@ def validate_meta(meta: Mapping[str, Any], *, config, noise_key_data, sampler,
         raise ValueError(
             f"Checkpoint in {where} was written on another topology ({diff}). Steps re-executed "
             "after the checkpoint are bit-identical (and counted once by the privacy ledger) only "
-            "on the same number of processes and devices and the same backend. Resume on the "
-            "same topology, or start a new run in a fresh --workdir."
+            "on the same number of processes and devices, the same backend and device kind and "
+            "the same JAX version. Resume on the same topology, or start a new run in a fresh "
+            "--workdir."
         )
     if dict(meta.get("randomness") or {}) != dict(randomness):
         raise ValueError(

@@ -4,10 +4,13 @@ uninterrupted result.
 Four train.py subprocesses (uninterrupted; SIGTERM'd; resumed then kill -9'd; resumed to the end)
 share one persistent compilation cache, so only the first compiles. The model is the tiny MViTv2
 preset with a linear probe (smallest compile). The privacy journal must cover every released step.
+The first test runs in seeded mode (two runs from the seed draw the same noise); the second in
+secret mode, where the uninterrupted run is a copy of the broken one's workdir (its secret).
 """
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,18 +25,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 6
 
 
-def _cmd(workdir, cache):
+def _cmd(workdir, cache, randomness="seeded", every_steps=1):
     return [
         sys.executable, os.path.join(ROOT, "train.py"), f"--workdir={workdir}",
         "--config.model.name=mvit_test", "--config.input.num_train=32",
         "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
         f"--config.num_epochs={STEPS * 8 / 32}", "--config.log_every_steps=1",
         "--config.privacy.delta=1e-3", "--config.privacy.noise_multiplier=1.0",
-        "--config.checkpoint.every_steps=1", "--config.checkpoint.keep=2",
+        f"--config.checkpoint.every_steps={every_steps}", "--config.checkpoint.keep=2",
         "--config.tensorboard=False", "--config.model.finetune=linear",
         f"--config.compilation_cache_dir={cache}",
-        # Seeded: the uninterrupted run must draw the same noise and batches as the broken one.
-        "--config.privacy.randomness=seeded",
+        f"--config.privacy.randomness={randomness}",
     ]
 
 
@@ -43,10 +45,16 @@ def _env():
     return env
 
 
-def _run_until(workdir, cache, logged_steps, sig):
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One persistent XLA cache for both tests (same programs: the noise key is an argument)."""
+    return tmp_path_factory.mktemp("xla_cache")
+
+
+def _run_until(workdir, cache, logged_steps, sig, randomness="seeded", every_steps=1):
     """Start train.py, send ``sig`` once ``logged_steps`` metric lines exist; return its code."""
-    proc = subprocess.Popen(_cmd(workdir, cache), env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(_cmd(workdir, cache, randomness, every_steps), env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
         if (workdir / "metrics.jsonl").exists() and len(_logged_steps(workdir)) >= logged_steps:
@@ -73,8 +81,7 @@ def _logged_steps(workdir):
 
 
 @pytest.mark.slow
-def test_kill9_and_resume_equals_uninterrupted(tmp_path):
-    cache = tmp_path / "xla_cache"
+def test_kill9_and_resume_equals_uninterrupted(tmp_path, cache):
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     subprocess.run(_cmd(clean, cache), env=_env(), check=True, capture_output=True, timeout=300)
 
@@ -110,3 +117,65 @@ def jax_leaves(tree):
     import jax
 
     return jax.tree.leaves(tree)
+
+
+@pytest.mark.slow
+def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
+    """Secret mode: a SIGTERM'd run's workdir is copied; the copy runs to the end uninterrupted,
+    the original is resumed, kill -9'd and resumed again: both end bit-identical (the secret is
+    restored from the checkpoint, so re-executed steps are the same). Nothing the run publishes
+    or prints holds the secret."""
+    clean, broken = tmp_path / "clean", tmp_path / "broken"
+    rng = np.random.default_rng()
+    term_at = int(rng.integers(1, STEPS - 2))
+    assert _run_until(broken, cache, term_at, signal.SIGTERM, "secret") == 0
+    step_term, _, meta_term = _final_params(broken)
+    secret = meta_term["randomness"]["secret"]
+    assert meta_term["randomness"]["mode"] == "secret" and len(secret) > 16
+    shutil.copytree(broken, clean)
+    out_clean = subprocess.run(_cmd(clean, cache, "secret"), env=_env(), check=True,
+                               capture_output=True, text=True, timeout=300)
+
+    kill_at = int(rng.integers(step_term + 1, STEPS))
+    assert _run_until(broken, cache, kill_at, signal.SIGKILL, "secret") == -signal.SIGKILL
+    assert checkpoint.read_ledger_journal(str(broken)).steps >= kill_at
+    out_broken = subprocess.run(_cmd(broken, cache, "secret"), env=_env(), check=True,
+                                capture_output=True, text=True, timeout=300)
+
+    step_a, params_a, meta_a = _final_params(clean)
+    step_b, params_b, meta_b = _final_params(broken)
+    assert step_a == step_b == STEPS
+    assert meta_a["randomness"] == meta_b["randomness"] == meta_term["randomness"]
+    for a, b in zip(jax_leaves(params_a), jax_leaves(params_b), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert meta_b["ledger"] == meta_a["ledger"]
+    assert checkpoint.read_ledger_journal(str(broken)).steps == STEPS
+
+    # The secret is in the checkpoints only: not in the report, metrics, journal or output.
+    forms = [secret, secret.upper(), str(int(secret, 16)), json.dumps(meta_b["noise_key"])]
+    published = [out_clean.stdout + out_clean.stderr, out_broken.stdout + out_broken.stderr]
+    for name in ("report.json", "report.md", "metrics.jsonl", checkpoint.JOURNAL):
+        published.append((broken / name).read_text())
+    for text in published:
+        for form in forms:
+            assert form not in text
+    assert json.loads((broken / "report.json").read_text())["privacy"]["randomness"] == "secret"
+
+
+@pytest.mark.slow
+def test_secret_mode_kill9_before_the_first_periodic_checkpoint_resumes(tmp_path, cache):
+    """Secret mode, killed before the first periodic checkpoint (at the last step here): the
+    secret was checkpointed at step 0, before any release, so the rerun resumes with it (the
+    journal's steps are re-executed identically) instead of drawing a new secret (refused)."""
+    workdir = tmp_path / "run"
+    kill_at = int(np.random.default_rng().integers(1, STEPS))
+    assert _run_until(workdir, cache, kill_at, signal.SIGKILL, "secret", every_steps=STEPS) \
+        == -signal.SIGKILL
+    step0, _, meta0 = _final_params(workdir)
+    assert step0 == 0 and meta0["randomness"]["mode"] == "secret"
+    assert checkpoint.read_ledger_journal(str(workdir)).steps >= kill_at
+    subprocess.run(_cmd(workdir, cache, "secret", every_steps=STEPS), env=_env(), check=True,
+                   capture_output=True, timeout=300)
+    step, _, meta = _final_params(workdir)
+    assert step == STEPS and meta["randomness"] == meta0["randomness"]
+    assert checkpoint.read_ledger_journal(str(workdir)).steps == STEPS
