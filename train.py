@@ -366,7 +366,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
         metrics=metrics, class_names=list(test_ds.class_names), history=history,
-        train_class_counts=np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist(),
+        train_class_counts=(None if config.mode == "dp"  # labels are private in dp mode
+                            else np.bincount(train_ds.labels, minlength=train_ds.num_classes)
+                            .tolist()),
         timing={"train_seconds": train_seconds, "total_seconds": time.time() - t_start,
                 "steps": steps},
         parameters={"trainable": num_trainable, "total": num_total},
