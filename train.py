@@ -307,8 +307,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     history = []
     t_train = time.time()
     try:
+        # Only process 0 shows progress: a metric row must not leave before it has journaled.
         with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
-                   dynamic_ncols=True) as bar,
+                   dynamic_ncols=True, disable=not primary) as bar,
               (metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
                else contextlib.nullcontext()) as writer,
               data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
@@ -328,7 +329,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     history.append({"step": step + 1, **row})
                     bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
                 bar.update(1)
-                if preempted:
+                # Hosts may see SIGTERM at different steps and the save is a collective: all
+                # processes agree on the flag every step (no communication with one process).
+                if parallel.any_process(bool(preempted)):
                     save(step + 1)
                     print(f"SIGTERM: checkpointed step {step + 1} of {steps} in {ckpt.directory}; "
                           "run the same command again to resume.")
