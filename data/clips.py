@@ -200,14 +200,16 @@ def resize_mask(masks: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     h, w = size
     if (h, w) == (height, width):
         return masks
-    private = (masks == 0).astype(np.int32)
-    for axis, (src, dst) in ((-2, (height, h)), (-1, (width, w))):
+    # "Any private pixel in the footprint" is separable: rows, then columns (transposed so that
+    # both passes slice contiguous rows). 30 ms for 16 frames of 240p, 0.14 s for 1080p to 256
+    # rows, on a loaded 2-core machine.
+    private = masks == 0
+    for src, dst in ((height, h), (width, w)):
         lo, hi = _footprint(src, dst)
-        counts = np.cumsum(private, axis=axis)
-        counts = np.concatenate([np.zeros_like(np.take(counts, [0], axis=axis)), counts], axis)
-        # private pixels in [lo, hi] = counts[hi + 1] - counts[lo]
-        private = np.take(counts, hi + 1, axis=axis) - np.take(counts, lo, axis=axis)
-    return (private == 0).astype(np.uint8)
+        private = np.stack([private[..., a:b + 1, :].any(-2) for a, b in zip(lo, hi, strict=True)],
+                           -2)
+        private = np.ascontiguousarray(np.swapaxes(private, -1, -2))
+    return (~private).astype(np.uint8)
 
 
 def normalize(frames: np.ndarray, *, mean, std) -> np.ndarray:
