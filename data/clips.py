@@ -184,12 +184,15 @@ def resize_mask(masks: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     every source index within ``max(s, 1) + CHROMA_MARGIN`` of its centre ``(y + 0.5) s - 0.5``:
     FFmpeg's bilinear scaler (decord and PyAV) reads source pixels within ``s`` of the centre
     when downscaling and within 1 when upscaling; ``CHROMA_MARGIN = 2`` covers 4:2:0 video, whose
-    chroma planes are resampled at half resolution. The public region shrinks by about
+    chroma planes are resampled at half resolution (checked bit-exactly for decord 0.6.0 and
+    PyAV 18 by ``tests/test_data_video.py``; a decoder built with a bicubic scaler would reach
+    ``2 s`` and fail that test). The public region shrinks by about
     ``max(s, 1) + 2`` source pixels on every side. Without resizing (``(h, w) == (H, W)``) the mask
     is returned as is.
 
-    Not covered (the mask supplier's business): a lossy codec already mixes pixels within its
-    coding blocks and by motion compensation before any decoding; store the videos losslessly, or
+    Not covered (the mask supplier's business): what the file itself mixes before any decoding:
+    4:2:0 chroma samples shared by 2 x 2 pixels, and a lossy codec's coding blocks and motion
+    compensation; store the videos losslessly (4:4:4 or RGB), or
     make the public region smaller than what was rendered synthetically by a block (16 px) margin.
 
     >>> m = np.zeros((1, 1, 16), np.uint8); m[..., 8:] = 1
