@@ -97,7 +97,9 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                 per_mode[mode] = np.nanmean(
                     [[np.nan if a is None else a for a in r["metrics"]["per_class_accuracy"]]
                      for r in chosen], axis=0).tolist()
-    counts = reports[0].get("train_class_counts") or [0] * num_classes
+    # Exact class counts are private in dp mode (dp reports leave them out): take them from a
+    # maskdp or nonprivate run of the same training split, else show none.
+    counts = next((r["train_class_counts"] for r in reports if "train_class_counts" in r), None)
     plots.per_class(per_mode, reports[0]["class_names"], counts, paths["per_class.png"],
                     title=f"Per-class accuracy at ε = {eps:g} ({dataset})")
     with open(paths["results.md"], "w") as f:

@@ -321,8 +321,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     history = []
     t_train = time.time()
     try:
+        # Only process 0 shows progress: a metric row must not leave before it has journaled.
         with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
-                   dynamic_ncols=True) as bar,
+                   dynamic_ncols=True, disable=not primary) as bar,
               (metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
                else contextlib.nullcontext()) as writer,
               data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
@@ -342,7 +343,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     history.append({"step": step + 1, **row})
                     bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
                 bar.update(1)
-                if preempted:
+                # Hosts may see SIGTERM at different steps and the save is a collective: all
+                # processes agree on the flag every step (no communication with one process).
+                if parallel.any_process(bool(preempted)):
                     save(step + 1)
                     print(f"SIGTERM: checkpointed step {step + 1} of {steps} in {ckpt.directory}; "
                           "run the same command again to resume.")
@@ -381,7 +384,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
         metrics=metrics, class_names=list(test_ds.class_names), history=history,
-        train_class_counts=np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist(),
+        train_class_counts=(None if config.mode == "dp"  # labels are private in dp mode
+                            else np.bincount(train_ds.labels, minlength=train_ds.num_classes)
+                            .tolist()),
         timing={"train_seconds": train_seconds, "total_seconds": time.time() - t_start,
                 "steps": steps},
         parameters={"trainable": num_trainable, "total": num_total},

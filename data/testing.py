@@ -14,21 +14,32 @@ import os
 import numpy as np
 
 
-def write_video(path: str, frames: np.ndarray, *, codec: str = "libx264", fps: int = 25) -> None:
-    """Encode ``[T, H, W, 3]`` uint8 (or ``[T, H, W]`` gray with ``codec="ffv1"``) to ``path``."""
+def write_video(
+    path: str, frames: np.ndarray, *, codec: str = "libx264", fps: int = 25,
+    pix_fmt: str | None = None,
+) -> None:
+    """Encode ``frames`` to ``path``.
+
+    ``frames``: ``[T, H, W, 3]`` uint8 RGB (stored as ``pix_fmt``, default yuv420p), or
+    ``[T, H, W]`` gray with ``codec="ffv1"``, or with ``pix_fmt="yuv420p"`` and ``codec="ffv1"``
+    the planar layout ``[T, 3H/2, W]`` (Y, then U and V at half resolution) stored as is: lossless,
+    so the decoded planes are exactly these samples.
+    """
     import av
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    gray = frames.ndim == 3
+    gray = frames.ndim == 3 and pix_fmt is None
+    planar = frames.ndim == 3 and pix_fmt == "yuv420p"
+    in_fmt = "gray" if gray else "yuv420p" if planar else "rgb24"
     with av.open(path, "w") as container:
         stream = container.add_stream(codec, rate=fps)
-        stream.height, stream.width = frames.shape[1:3]
-        stream.pix_fmt = "gray" if gray else "yuv420p"
+        stream.height = frames.shape[1] * 2 // 3 if planar else frames.shape[1]
+        stream.width = frames.shape[2]
+        stream.pix_fmt = "gray" if gray else pix_fmt or "yuv420p"
         if codec == "libx264":
             stream.options = {"crf": "18", "preset": "ultrafast"}
         for frame in frames:
-            packet = stream.encode(av.VideoFrame.from_ndarray(frame, format="gray" if gray
-                                                              else "rgb24"))
+            packet = stream.encode(av.VideoFrame.from_ndarray(frame, format=in_fmt))
             container.mux(packet)
         container.mux(stream.encode())
 

@@ -19,7 +19,8 @@ Evaluation (``seed=None``): ``V = num_clips * eval_crops`` fixed views, temporal
 Masks mirror the video paths: the mask of ``<video_dir>/<key>`` is ``<mask_dir>/<key stem>`` with
 extension ``.npy``, ``.npz`` or ``.mkv|.avi|.mp4|.mov|.webm`` (a grayscale mask video). A mask must
 have its video's frame count and frame size exactly; it goes through the same frame indices,
-resize (nearest neighbour) and crop as the video.
+resize and crop as the video, the resize being conservative (:func:`data.clips.resize_mask`: a
+resized pixel is public only if every source pixel the decoder's scaler blends into it is public).
 
 Checks (``validate``): at construction every video is opened (frame count, size) and every mask is
 found and its shape compared with its video, in parallel. ``validate="full"`` also reads every
@@ -203,7 +204,7 @@ class VideoDataset:
         if mask_path is not None:
             raw, minfo = decode.load_mask(mask_path, wanted)
             _check_mask_shape(mask_path, minfo, info)
-            masks = clips.resize_nearest(raw, (h, w))
+            masks = clips.resize_mask(raw, (h, w))
         else:
             masks = np.zeros(frames.shape[:3], np.uint8)
         c = spec.crop_size
@@ -256,7 +257,7 @@ class VideoDataset:
             h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
             y, x = clips.crop_box(h, w, crop_size=spec.crop_size, position=0.5)
             c = spec.crop_size
-            return clips.resize_nearest(raw, (h, w))[:, y:y + c, x:x + c]
+            return clips.resize_mask(raw, (h, w))[:, y:y + c, x:x + c]
 
         return np.stack(list(self._pool.map(one, [int(i) for i in indices])))
 

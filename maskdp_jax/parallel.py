@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -147,6 +148,21 @@ def shard_accumulation(
         return jax.tree.map(lambda a, c: a + c, acc, sharded(trainable, frozen, batch))
 
     return accumulate_sharded
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` is True on at least one process; the same answer on every process.
+
+    A collective when there are several processes: every process must call it at the same point
+    of the program (e.g. once per training step). With one process it returns ``flag`` without
+    any communication. Used for preemption: each host sees SIGTERM at its own step, and a host
+    that entered the (collective) checkpoint save while the others entered the next step's
+    all-reduce would deadlock; agreeing on the flag first makes them all save at the same step.
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    flags = multihost_utils.process_allgather(np.asarray(flag, np.int32))
+    return bool(np.any(flags))
 
 
 def initialize_distributed(

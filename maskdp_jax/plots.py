@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from maskdp_jax.report import COUNTS_HIDDEN  # noqa: E402
 from maskdp_jax.results import MODE_ORDER, summarize  # noqa: E402
 
 _STYLE = {
@@ -61,7 +62,7 @@ def privacy_utility(
 
 
 def per_class(
-    accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int],
+    accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int] | None,
     path: str, *, title: str,
 ) -> None:
     """Grouped bars of per-class accuracy per mode; class frequency in the training set on top.
@@ -69,14 +70,20 @@ def per_class(
     Args:
       accuracies: mode -> per-class accuracy in [0, 1] (already averaged over seeds).
       class_names: names in class-index order.
-      class_counts: training videos per class (the papers show frequency for unbalanced data).
+      class_counts: training videos per class (the papers show frequency for unbalanced data);
+        None when only dp runs are plotted (labels are private in dp mode): the panel says so.
     """
     modes = [m for m in MODE_ORDER if m in accuracies]
     x = np.arange(len(class_names))
     width = 0.8 / len(modes)
     fig, (top, ax) = plt.subplots(2, 1, figsize=(max(6.4, 0.6 * len(class_names)), 5.2), dpi=120,
                                   sharex=True, gridspec_kw={"height_ratios": [1, 3]})
-    top.bar(x, class_counts, color="gray")
+    if class_counts is None:
+        top.text(0.5, 0.5, f"train videos per class {COUNTS_HIDDEN}",
+                 transform=top.transAxes, ha="center", va="center", fontsize=9)
+        top.set_yticks([])
+    else:
+        top.bar(x, class_counts, color="gray")
     top.set_ylabel("train videos")
     for i, mode in enumerate(modes):
         style = _STYLE[mode]

@@ -8,6 +8,8 @@ import math
 import os
 from typing import Any
 
+COUNTS_HIDDEN = "not shown: labels are private in dp mode"
+
 
 @dataclasses.dataclass
 class RunReport:
@@ -21,13 +23,18 @@ class RunReport:
     history: list[dict[str, Any]]
     timing: dict[str, Any]
     parameters: dict[str, int]
-    train_class_counts: list[int]
+    # Training videos per class; None (and left out of report.json) in ``dp`` mode, where labels
+    # are private: exact counts are not differentially private.
+    train_class_counts: list[int] | None
     # maskdp only: accuracy on the test videos' public view / both views (diagnostic, see
     # evaluation.predict); the headline ``metrics`` are always on full videos.
     view_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(dataclasses.asdict(self))
+        out = dataclasses.asdict(self)
+        if self.train_class_counts is None:
+            del out["train_class_counts"]
+        return _json_safe(out)
 
     def to_markdown(self) -> str:
         m, c = self.metrics, self.config
@@ -40,12 +47,19 @@ class RunReport:
             f"- top-5: {m['top5']:.4f}",
             f"- mean per-class accuracy: {m['mean_class_accuracy']:.4f}",
             "",
-            "| class | train videos | test accuracy |",
-            "|---|---|---|",
         ]
-        for name, count, acc in zip(self.class_names, self.train_class_counts,
-                                    m["per_class_accuracy"], strict=True):
-            lines.append(f"| {name} | {count} | {'n/a' if acc is None else f'{acc:.4f}'} |")
+        if self.train_class_counts is None:
+            lines += [f"Training videos per class: {COUNTS_HIDDEN}.", "",
+                      "| class | test accuracy |", "|---|---|"]
+            counts = [None] * len(self.class_names)
+        else:
+            lines += ["| class | train videos | test accuracy |", "|---|---|---|"]
+            counts = self.train_class_counts
+        for name, count, acc in zip(self.class_names, counts, m["per_class_accuracy"],
+                                    strict=True):
+            cells = [name] + ([] if count is None else [str(count)])
+            cells.append("n/a" if acc is None else f"{acc:.4f}")
+            lines.append(f"| {' | '.join(cells)} |")
         if self.view_metrics:
             lines += [
                 "",

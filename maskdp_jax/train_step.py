@@ -194,6 +194,12 @@ def accumulate_public(
         views = batch_views(batch, cfg)
         video, weights = views.public, batch["weight"] * views.has_public
 
+    # A weight-0 row (padding, or nothing public) may hold anything, inf/NaN included, and
+    # 0 * inf = NaN in the sum and in its gradient. Double where: the row's input is replaced
+    # before the model (so its forward and backward pass stay finite), its loss after.
+    real = weights > 0
+    video = jnp.where(real.reshape(-1, *[1] * (video.ndim - 1)), video, 0.0)
+
     def loss_sum(tr):
         params = partition.merge(tr, frozen)
         p, k = video.shape[:2]
@@ -201,6 +207,7 @@ def accumulate_public(
         logits = logits.reshape(p, k, -1)
         labels = jnp.broadcast_to(batch["label"][:, None], (p, k))
         per_video = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), 1)
+        per_video = jnp.where(real, per_video, 0.0)
         return jnp.sum(weights * per_video), per_video
 
     (_, per_video), grads = jax.value_and_grad(loss_sum, has_aux=True)(trainable)

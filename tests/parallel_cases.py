@@ -7,6 +7,8 @@
         writes OUT.json.reference.npz, the 1-device maskdp result the multi-process run must match.
     python tests/parallel_cases.py process PID NPROC PORT OUT.npz
         (2 CPU devices per process): one process of a jax.distributed run over loopback (gloo).
+    python tests/parallel_cases.py preempt PID NPROC PORT OUT.json
+        (1 CPU device per process): ``parallel.any_process`` when only process 1 saw SIGTERM.
 
 Not collected by pytest (no ``test_`` prefix); the scenario helpers are also imported by the test.
 """
@@ -178,8 +180,26 @@ def main_process(pid: int, nproc: int, port: int, out_path: str) -> None:
     jax.distributed.shutdown()
 
 
+def main_preempt(pid: int, nproc: int, port: int, out_path: str) -> None:
+    from maskdp_jax import parallel
+
+    parallel.initialize_distributed(
+        coordinator_address=f"127.0.0.1:{port}", num_processes=nproc, process_id=pid,
+        cpu_collectives="gloo",
+    )
+    import jax
+
+    # Step 1: only process 1 saw the signal; step 2: none did.
+    agreed = [parallel.any_process(pid == 1), parallel.any_process(False)]
+    with open(out_path, "w") as f:
+        json.dump({"processes": jax.process_count(), "agreed": agreed}, f)
+    jax.distributed.shutdown()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "devices":
         main_devices(sys.argv[2])
+    elif sys.argv[1] == "preempt":
+        main_preempt(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
         main_process(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

@@ -58,8 +58,8 @@ def test_clip_geometry():
     assert clips.crop_box(256, 341, crop_size=224, position=0.5) == (16, 58)
     m = np.zeros((1, 4, 6), np.uint8)
     m[0, :, 3:] = 1
-    r = clips.resize_nearest(m, (8, 12))
-    assert set(np.unique(r)) <= {0, 1} and r[0, :, 6:].all() and not r[0, :, :6].any()
+    r = clips.resize_mask(m, (8, 12))  # upscaling: eroded by 1 + CHROMA_MARGIN source px
+    assert set(np.unique(r)) <= {0, 1} and r[0, :, 12:].all() and not r[0, :, :12].any()
     plan = clips.plan_views(None, num_clips=2, eval_crops=3)
     assert plan.positions.tolist() == [0.0, 0.5, 1.0, 0.0, 0.5, 1.0]
     assert plan.starts(num_video_frames=40, span=16, num_clips=2).tolist() == [8] * 3 + [16] * 3
@@ -161,6 +161,52 @@ def test_masks_aligned_with_video_in_time_and_space(tmp_path, mask_videos):
         assert pixels[mask == 1].min() > 0.6 and pixels[mask == 0].max() < 0.3
     # The square moves: different frames have different masks (the frame indices match).
     assert not np.array_equal(mask[0, 0, 0], mask[0, 0, -1])
+
+
+def _two_videos_differing_in_private_pixels(tmp_path, pix_fmt):
+    """Two lossless videos equal on public pixels, different on private ones, and the mask.
+
+    The private region is a block aligned to 2 x 2 pixels (so that with 4:2:0 every chroma sample
+    is either public or private) holding a distinctive value next to the public boundary.
+    """
+    h, w, frames = 48, 64, 2
+    rng = np.random.default_rng(0)
+    mask = np.ones((frames, h, w), np.uint8)
+    mask[:, 10:34, 14:42] = 0
+    paths = []
+    for private_value in (255, 0):
+        if pix_fmt == "yuv420p":  # planes written as is: Y [h, w], U and V [h/2, w/2]
+            y = rng.integers(16, 236, (frames, h, w)).astype(np.uint8)
+            uv = rng.integers(16, 240, (frames, 2, h // 2, w // 2)).astype(np.uint8)
+            y[mask == 0] = private_value
+            uv[:, :, 5:17, 7:21] = private_value
+            video = np.concatenate(
+                [y, uv.reshape(frames, 2, h // 4, w).reshape(frames, h // 2, w)], axis=1)
+        else:
+            video = rng.integers(0, 256, (frames, h, w, 3)).astype(np.uint8)
+            video[mask == 0] = private_value
+        rng = np.random.default_rng(0)  # the same public pixels in both videos
+        path = str(tmp_path / f"private{private_value}_{pix_fmt}.mkv")
+        testing.write_video(path, video, codec="ffv1", pix_fmt=pix_fmt)
+        paths.append(path)
+    return paths, mask
+
+
+@pytest.mark.parametrize("pix_fmt", ["bgr0", "yuv420p"])
+def test_resized_public_pixels_depend_on_public_source_pixels_only(tmp_path, pix_fmt):
+    # The public view must be a function of public pixels. The decoder blends neighbouring
+    # source pixels when it resizes; the mask resize must mark public only output pixels whose
+    # whole footprint is public: changing private source pixels changes no public output pixel.
+    (a_path, b_path), mask = _two_videos_differing_in_private_pixels(tmp_path, pix_fmt)
+    idx = np.arange(mask.shape[0])
+    for size in ((12, 21), (20, 27), (52, 69), (72, 90)):  # downscale x3-4, x2.4; upscale
+        public = clips.resize_mask(mask, size) == 1
+        assert public.any() and not public.all()
+        for decoder in decode.DECODERS:
+            a = decode.read_video(a_path, idx, size=size, decoder=decoder)
+            b = decode.read_video(b_path, idx, size=size, decoder=decoder)
+            assert not np.array_equal(a, b)
+            np.testing.assert_array_equal(a[public], b[public], err_msg=f"{size} {decoder}")
 
 
 def test_flip_augmentation_keeps_alignment_and_is_refused_under_dp(ucf):

@@ -90,3 +90,26 @@ def test_two_processes_agree_with_single_process(eight_devices, tmp_path):
         assert int(got["devices"]) == 4 and int(got["local"]) == 2
         diff = parallel_cases.rel_diff([got[k] for k in names], [reference[k] for k in names])
         assert diff <= 1e-5  # gloo all-reduce order: float32 noise, ~2e-6 measured
+
+
+def test_preemption_flag_is_agreed_by_every_process(tmp_path):
+    # Hosts see SIGTERM at different steps; the checkpoint save is a collective, so every process
+    # must take the save branch at the same step, also those that did not see the signal.
+    port = _free_port()
+    outs = [tmp_path / f"p{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, SCRIPT, "preempt", str(i), "2", str(port), str(out)],
+                         env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i, out in enumerate(outs)
+    ]
+    for p in procs:
+        log, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, log[-4000:]
+    for out in outs:
+        assert json.loads(out.read_text()) == {"processes": 2, "agreed": [True, False]}
+
+
+def test_preemption_flag_on_one_process_is_local():
+    from maskdp_jax import parallel
+
+    assert parallel.any_process(True) is True and parallel.any_process(False) is False

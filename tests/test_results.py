@@ -26,8 +26,9 @@ def _fake_run(root, mode, eps, seed, top1, per_class):
         "metrics": {"top1": top1, "mean_class_accuracy": top1,
                     "per_class_accuracy": per_class},
         "class_names": ["a", "b"],
-        "train_class_counts": [10, 5],
     }
+    if mode != "dp":  # labels are private in dp mode: train.py leaves the counts out
+        report["train_class_counts"] = [10, 5]
     with open(os.path.join(root, name, "report.json"), "w") as f:
         json.dump(report, f)
 
@@ -131,3 +132,22 @@ def test_workers_start_with_the_longest_runs_of_two_modes():
     modes = [t[1].mode for t in ordered]
     assert modes[0] == "maskdp" and modes[1] == "dp"
     assert modes[2:17] == ["maskdp"] * 14 + ["dp"] and modes[-3:] == ["nonprivate"] * 3
+
+
+@pytest.mark.parametrize("modes", [("dp", "maskdp", "nonprivate"), ("dp",)])
+def test_per_class_plot_takes_counts_from_a_non_dp_run(tmp_path, monkeypatch, modes):
+    # The first report (sorted by name) is a dp run, which has no class counts.
+    for mode in modes:
+        _fake_run(tmp_path, mode, math.inf if mode == "nonprivate" else 1.0, 0, 0.5, [0.5, 0.5])
+    assert results.load_reports(str(tmp_path))[0]["config"]["mode"] == "dp"
+    seen = []
+    real = sweep.plots.per_class
+    monkeypatch.setattr(sweep.plots, "per_class",
+                        lambda acc, names, counts, *a, **k: seen.append(counts)
+                        or real(acc, names, counts, *a, **k))
+    config = sweep_synthetic.get_config()
+    config.sweep.epsilons = (1.0,)
+    config.sweep.modes = modes
+    paths = sweep.write_outputs(config, str(tmp_path))
+    assert seen == [[10, 5] if len(modes) > 1 else None]
+    assert os.path.getsize(paths["per_class.png"]) > 0

@@ -41,6 +41,8 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     assert set(written["view_metrics"]) == ({"public", "two_view"} if mode == "maskdp" else set())
     privacy = written["privacy"]
     assert privacy["mode"] == mode
+    # Exact training class counts are not DP: left out in dp mode, where labels are private.
+    assert ("train_class_counts" in written) == (mode != "dp")
     if mode == "nonprivate":
         assert privacy["epsilon_pld"] == "inf"
     else:
@@ -95,3 +97,8 @@ def test_private_metrics_are_off_by_default_and_labelled_non_dp():
             timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 1},
         )
         assert f"- logged training metrics: {note}" in run.to_markdown()
+        # dp: labels are private, so the class counts are left out of both report files.
+        run.train_class_counts = None if mode == "dp" else [2]
+        assert ("train_class_counts" in run.to_dict()) == (mode != "dp")
+        assert ("| a | 2 | 0.5000 |" in run.to_markdown()) == (mode != "dp")
+        assert (report.COUNTS_HIDDEN in run.to_markdown()) == (mode == "dp")

@@ -230,3 +230,27 @@ def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
     assert int(whole.clip.num_clipped) > 0
     with pytest.raises(ValueError, match="microbatch_size must be > 0"):
         dataclasses.replace(_cfg(), microbatch_size=0)
+
+
+@pytest.mark.parametrize("mode", ["maskdp", "nonprivate"])
+def test_public_pass_ignores_non_finite_padding_rows(tiny_model, mode):
+    # A padding row (weight 0) may hold anything: inf/NaN pixels must not make the public sum,
+    # its gradient or the update NaN (0 * inf), and the result equals a zero padding row.
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(9)
+    batch = random_batch(rng, size=4, clips=2)
+    batch["weight"][-1] = 0.0
+    batch["mask"][-1] = 1  # in maskdp the public view of the row shows its pixels
+    bad = dict(batch, video=batch["video"].copy())
+    bad["video"][-1, 0] = np.inf
+    bad["video"][-1, 1] = np.nan
+    clean = dict(batch, video=batch["video"].copy())
+    clean["video"][-1] = 0.0
+    state = _state(params, optax.sgd(1.0))
+    got, want = (_public(state, b, apply_fn, _cfg(mode)) for b in (bad, clean))
+    assert np.isfinite(float(got.public_loss_sum)) and _leaves_norm(got.public_sum) > 0
+    _assert_tree_equal(got.public_sum, want.public_sum)
+    _assert_tree_equal(got.public_loss_sum, want.public_loss_sum)
+    step = make_train_step(apply_fn=apply_fn, tx=optax.sgd(0.1), cfg=_cfg(mode))
+    new_state, _ = step(state, LogicalBatchData(public=[bad], private=[]), KEY)
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(new_state.trainable))
