@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from maskdp_jax.report import COUNTS_HIDDEN  # noqa: E402
@@ -27,7 +28,7 @@ def privacy_utility(
 ) -> None:
     """Accuracy vs ε (log x) per mode, mean ± std over seeds; non-private as a horizontal line."""
     stats = summarize(table_rows)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     for (mode, k, _), (mean, std, _) in sorted(stats.items()):
         if mode == "nonprivate":
             clips = f" K={k}" if k > 1 else ""
@@ -51,11 +52,17 @@ def privacy_utility(
     if chance is not None:
         ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
     ax.set_xscale("log")
+    # One labelled tick per swept ε (log-axis minor labels like "3×10⁻¹" collide).
+    swept = sorted({e for (m, _, e) in stats if m != "nonprivate" and math.isfinite(e)})
+    if swept:
+        ax.set_xticks(swept, [f"{e:g}" for e in swept])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(f"privacy budget ε (δ = {delta:g}, log scale)")
     ax.set_ylabel("test top-1 accuracy (%)")
     ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.grid(True, which="major", alpha=0.3)
+    # Below the axes, so it never hides a curve or the non-private line.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
