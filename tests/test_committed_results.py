@@ -91,3 +91,16 @@ def test_sweep_table_in_results_and_readme_is_recomputed_from_the_reports(sweep_
     for path in (os.path.join(SWEEP_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
         with open(path) as f:
             assert table in f.read(), path
+
+
+def test_readme_quotes_the_sweeps_public_view_diagnostic(sweep_reports):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = " ".join(f.read().split())
+
+    def public_top1(eps):
+        return 100 * np.mean([r["view_metrics"]["public"]["top1"] for r in sweep_reports
+                              if r["config"]["mode"] == "maskdp"
+                              and r["config"]["privacy"]["target_epsilon"] == eps])
+
+    low, high = public_top1(0.25), public_top1(5.0)
+    assert f"rises from {low:.0f}% (ε = 0.25" in readme and f"to {high:.0f}% (ε = 5" in readme

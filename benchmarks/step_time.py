@@ -1,0 +1,69 @@
+r"""Median time of one logical training step of the default config, compilation excluded.
+
+    python benchmarks/step_time.py --mode=maskdp             # every core
+    taskset -c 0 python benchmarks/step_time.py --mode=maskdp  # one core (sweep.py --workers)
+
+Also prints the host time to assemble one logical batch (sampling, clip cutting, gathering).
+"""
+
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import data  # noqa: E402
+import train  # noqa: E402
+from configs import default  # noqa: E402
+from maskdp_jax import sampling  # noqa: E402
+from maskdp_jax.train_step import DPConfig, TrainState, make_train_step  # noqa: E402
+
+flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
+flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
+
+
+def main(argv):
+    del argv
+    config = default.get_config()
+    config.mode = mode = flags.FLAGS.mode
+    train_ds, _ = data.get_datasets(config.input, mode=mode)
+    input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
+    model, trainable, frozen, apply_fn = train.build_model(
+        config, num_classes=train_ds.num_classes, input_shape=input_shape, key=jax.random.key(0))
+    n = len(train_ds)
+    tx = train.build_optimizer(config, steps=256, steps_per_epoch=n / config.batch_size)
+    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+    cfg = DPConfig(mode=mode, l2_clip_norm=config.privacy.l2_clip_norm, noise_multiplier=3.0,
+                   expected_batch_size=config.batch_size, patch_stride=tuple(model.patch_stride),
+                   fill_value=config.fill_value)
+    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, cfg=cfg)
+    sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
+                                      seed=0)
+
+    def batch_at(step):
+        logical = sampler.logical_batch(step, mode=mode, sampling=config.sampling)
+        return train.load_logical_batch(train_ds, logical, config=config, step=step)
+
+    key = jax.random.key(1)
+    state, _ = step_fn(state, batch_at(0), key)  # compiles
+    jax.block_until_ready(state)
+    host, times = [], []
+    for step in range(1, flags.FLAGS.steps + 1):
+        t0 = time.perf_counter()
+        batch = batch_at(step)
+        host.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        state, _ = step_fn(state, batch, key)
+        jax.block_until_ready(state)
+        times.append(time.perf_counter() - t0)
+    print(f"{mode}: {len(os.sched_getaffinity(0))} CPU(s), median step "
+          f"{1e3 * np.median(times):.0f} ms, host batch {1e3 * np.median(host):.0f} ms "
+          f"({config.model.name}, B={config.batch_size}, physical {config.physical_batch_size})")
+
+
+if __name__ == "__main__":
+    app.run(main)
