@@ -12,7 +12,7 @@ import time
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -28,6 +28,7 @@ flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
 
 def main(argv):
     del argv
+    logging.set_verbosity(logging.WARNING)
     config = default.get_config()
     config.mode = mode = flags.FLAGS.mode
     train_ds, _ = data.get_datasets(config.input, mode=mode)
