@@ -415,6 +415,8 @@ def main() -> None:
                         "a configuration's time is its lowest round median (robust to other "
                         "jobs on a shared machine)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", choices=("float32", "tf32"), default="float32",
+                        help="GPU matmuls/convolutions of the timed steps, both frameworks alike")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip_equality", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # framework:mode:strategy
@@ -433,6 +435,14 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    # The same matmul/conv precision on both sides: on NVIDIA GPUs JAX's default float32 matmul
+    # uses TF32 and PyTorch's does not (its cuDNN convolutions do). The equality check always runs
+    # in full float32.
+    tf32 = args.precision == "tf32" and bool(args.worker)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
     if args.worker:
         framework, mode, strategy = args.worker.split(":")
         micro = size["microbatch"] if strategy == "full" else None
@@ -440,7 +450,7 @@ def main() -> None:
                                   warmup=args.warmup, device=args.device, microbatch=micro)))
         return
 
-    print(f"# {args.size}: {size}\n# {machine_line(args.device)}")
+    print(f"# {args.size}: {size}, precision {args.precision}\n# {machine_line(args.device)}")
     if not args.skip_equality:
         # the papers' size checks equality on the tiny preset (MViTv2-S on the CPU is too slow)
         eq = {**(SIZES["tiny"] if args.size == "paper" else size), "classes": size["classes"]}
@@ -486,7 +496,7 @@ def run_worker(framework: str, mode: str, strategy: str, size: dict, args) -> di
     cmd = [sys.executable, os.path.abspath(__file__), "--size", args.size,
            "--batch", str(size["batch"]), "--physical", str(size["physical"]),
            "--microbatch", str(size["microbatch"]), "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--device", args.device,
+           "--warmup", str(args.warmup), "--device", args.device, "--precision", args.precision,
            "--worker", f"{framework}:{mode}:{strategy}"]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
