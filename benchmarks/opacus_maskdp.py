@@ -39,7 +39,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+sys.path.insert(0, ROOT)
 
 SIZES = {
     # the committed parity preset (every block type of mvit_v2_s at tiny width)
@@ -73,13 +75,21 @@ def make_data(*, n: int, input_size, classes: int, seed: int = 0) -> dict[str, n
 
 
 def torch_setup(size: dict, strategy: str, *, seed: int = 0):
+    """torchvision's MViT in the size's preset, random weights from ``seed``, ``strategy`` applied
+    (the parity fixture's builder, so the benchmark and the fixture test the same model)."""
+    import torch
+
     import models
     from benchmarks import opacus_torch_step as ots
 
+    if FIXTURES not in sys.path:
+        sys.path.insert(0, FIXTURES)
+    from make_mvit_fixture import randomise, torchvision_mvit
+
     preset = models.PRESETS[size["preset"]]
-    model = ots.torchvision_mvit(preset["blocks"], input_size=preset["input_size"],
-                                 num_classes=size["classes"])
-    ots.randomise(model, seed)
+    model = torchvision_mvit(preset["blocks"], input_size=preset["input_size"],
+                             num_classes=size["classes"])
+    randomise(model, torch.Generator().manual_seed(seed))
     ots.set_strategy(model, strategy)
     return model
 

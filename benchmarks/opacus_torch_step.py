@@ -3,10 +3,9 @@
 Used by ``benchmarks/opacus_maskdp.py`` and ``tests/test_opacus_equivalence.py``; needs
 ``requirements-bench.txt`` (torch, torchvision, opacus), which CI does not install.
 
-The model is torchvision's ``MViT`` class in MViTv2-S mode (what ``mvit_v2_s()`` builds) with the
-block setting of one of our presets, so that ``models.convert`` maps its ``state_dict`` onto our
-Flax parameters. Head dropout and stochastic depth are 0 (our DP step is deterministic, and
-torchvision's ``mvit_v2_s`` default of 0.2 stochastic depth would make two runs differ).
+The model (built by ``benchmarks/opacus_maskdp.py`` with the parity fixture's ``torchvision_mvit``
+and ``randomise``) is torchvision's ``MViT`` class in MViTv2-S mode with the block setting of one
+of our presets, so that ``models.convert`` maps its ``state_dict`` onto our Flax parameters.
 
 One logical step, with ``B`` the expected batch size, the private pass split into physical
 batches, Opacus' own machinery for everything DP:
@@ -34,38 +33,9 @@ import torch
 import torch.nn.functional as F
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
-from torchvision.models.video.mvit import MSBlockConfig, MViT
+from torchvision.models.video.mvit import MViT
 
 MODES = ("maskdp", "dp", "nonprivate2", "nonprivate")
-
-
-def torchvision_mvit(blocks, *, input_size, num_classes) -> MViT:
-    """torchvision ``MViT`` in MViTv2-S mode with our ``BlockSpec`` tuple ``blocks``."""
-    setting = [MSBlockConfig(num_heads=b.num_heads, input_channels=b.dim_in,
-                             output_channels=b.dim_out, kernel_q=list(b.kernel_q),
-                             kernel_kv=list(b.kernel_kv), stride_q=list(b.stride_q),
-                             stride_kv=list(b.stride_kv)) for b in blocks]
-    return MViT(spatial_size=tuple(input_size[1:]), temporal_size=input_size[0],
-                block_setting=setting, residual_pool=True, residual_with_cls_embed=False,
-                rel_pos_embed=True, proj_after_attn=True, dropout=0.0,
-                stochastic_depth_prob=0.0, num_classes=num_classes)
-
-
-def randomise(model: torch.nn.Module, seed: int) -> None:
-    """Every parameter random at a scale that keeps activations O(1) (LayerNorms too, so that the
-    comparison covers their scale and bias)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.2 * noise)
-            elif name.endswith("bias"):
-                p.copy_(0.1 * noise)
-            elif p.ndim >= 2:
-                p.copy_(noise / np.sqrt(p[0].numel()))
-            else:
-                p.copy_(0.5 * noise)
 
 
 def is_trainable(name: str, *, strategy: str, num_blocks: int, num_last_blocks: int = 2) -> bool:
@@ -109,20 +79,26 @@ def make_views(video: torch.Tensor, mask: torch.Tensor, *, patch_stride: Sequenc
     return torch.where(public, video, fill), torch.where(public, fill, video)
 
 
-def mean_per_example_norm(model: MViT, batches, *, mode: str, patch_stride: Sequence[int],
-                          fill_value: float = 0.0) -> float:
-    """Mean L2 norm of the per-example gradients (trainable parameters) of ``mode``'s private pass:
-    a clip norm at which some examples are clipped and some are not."""
+def per_example_gradients(model: MViT, batches, *, mode: str, patch_stride: Sequence[int],
+                          fill_value: float = 0.0):
+    """Yields ``(grads, norm)`` for every example of ``mode``'s private pass (``maskdp``: its
+    private view; ``dp``: the video), one ``torch.autograd.grad`` per example; ``grads`` are
+    w.r.t. the trainable parameters in order, ``norm`` their joint L2 norm."""
     params = [p for p in model.parameters() if p.requires_grad]
-    norms = []
     for video, mask, label in batches:
         if mode == "maskdp":
             video = make_views(video, mask, patch_stride=patch_stride, fill_value=fill_value)[1]
         for x, y in zip(video, label, strict=True):
             grads = torch.autograd.grad(F.cross_entropy(model(x[None]), y[None]), params)
-            norms.append(float(torch.linalg.vector_norm(torch.stack(
-                [torch.linalg.vector_norm(g) for g in grads]))))
-    return float(np.mean(norms))
+            yield grads, torch.linalg.vector_norm(torch.stack(
+                [torch.linalg.vector_norm(g) for g in grads]))
+
+
+def mean_per_example_norm(model: MViT, batches, **kwargs) -> float:
+    """Mean per-example gradient norm of the private pass (``kwargs`` as
+    :func:`per_example_gradients`): a clip norm at which some examples are clipped, some not."""
+    return float(np.mean([float(norm) for _, norm in per_example_gradients(model, batches,
+                                                                           **kwargs)]))
 
 
 class OpacusStep:
@@ -184,18 +160,12 @@ class OpacusStep:
     def _loop_private_gradient(self, batches) -> None:
         """The same as :meth:`_private_gradient` with one backward pass per example."""
         total = [torch.zeros_like(p) for p in self.params]
-        for video, mask, label in batches:
-            if self.mode == "maskdp":
-                video = make_views(video, mask, patch_stride=self.patch_stride,
-                                   fill_value=self.fill_value)[1]
-            for x, y in zip(video, label, strict=True):
-                loss = F.cross_entropy(self.model(x[None]), y[None])
-                grads = torch.autograd.grad(loss, self.params)
-                norm = torch.linalg.vector_norm(torch.stack(
-                    [torch.linalg.vector_norm(g) for g in grads]))
-                scale = self.l2_clip_norm / torch.clamp(norm, min=self.l2_clip_norm)
-                for t, g in zip(total, grads, strict=True):
-                    t.add_(g, alpha=float(scale))
+        for grads, norm in per_example_gradients(self.model, batches, mode=self.mode,
+                                                 patch_stride=self.patch_stride,
+                                                 fill_value=self.fill_value):
+            scale = self.l2_clip_norm / torch.clamp(norm, min=self.l2_clip_norm)
+            for t, g in zip(total, grads, strict=True):
+                t.add_(g, alpha=float(scale))
         std = self.noise_multiplier * self.l2_clip_norm
         for p, t in zip(self.params, total, strict=True):
             p.grad = (t + std * torch.randn_like(t)) / self.expected_batch_size
