@@ -17,11 +17,15 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")
 
 
+def _load(directory: str) -> list[dict]:
+    found = results.load_reports(directory)
+    assert found, f"no run reports under {directory}"
+    return found
+
+
 @pytest.fixture(scope="module")
 def reports():
-    found = results.load_reports(DEFAULT_RUNS)
-    assert found, f"no run reports under {DEFAULT_RUNS}"
-    return found
+    return _load(DEFAULT_RUNS)
 
 
 def test_committed_table_is_recomputed_from_the_reports(reports):
@@ -69,9 +73,7 @@ SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
 
 @pytest.fixture(scope="module")
 def sweep_reports():
-    found = results.load_reports(SWEEP_RUNS)
-    assert found, f"no run reports under {SWEEP_RUNS}"
-    return found
+    return _load(SWEEP_RUNS)
 
 
 def test_sweep_is_the_whole_grid_each_run_calibrated_to_its_epsilon(sweep_reports):

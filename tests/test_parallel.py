@@ -72,17 +72,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_agree_with_single_process(eight_devices, tmp_path):
+def _run_two_processes(scenario: str, tmp_path, *, suffix: str, devices: int, timeout: int):
+    """Runs ``parallel_cases.py <scenario>`` as processes 0 and 1 of a loopback jax.distributed
+    run (``devices`` CPU devices each); asserts both exit cleanly; returns their output paths."""
     port = _free_port()
-    outs = [tmp_path / f"p{i}.npz" for i in range(2)]
+    outs = [tmp_path / f"p{i}.{suffix}" for i in range(2)]
     procs = [
-        subprocess.Popen([sys.executable, SCRIPT, "process", str(i), "2", str(port), str(out)],
-                         env=_env(2), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen([sys.executable, SCRIPT, scenario, str(i), "2", str(port), str(out)],
+                         env=_env(devices), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
         for i, out in enumerate(outs)
     ]
     for p in procs:
-        log, _ = p.communicate(timeout=300)
+        log, _ = p.communicate(timeout=timeout)
         assert p.returncode == 0, log[-4000:]
+    return outs
+
+
+def test_two_processes_agree_with_single_process(eight_devices, tmp_path):
+    outs = _run_two_processes("process", tmp_path, suffix="npz", devices=2, timeout=300)
     reference = np.load(eight_devices["reference"])
     names = sorted(reference.files)
     for out in outs:  # both processes hold the same replicated parameters
@@ -95,16 +103,7 @@ def test_two_processes_agree_with_single_process(eight_devices, tmp_path):
 def test_preemption_flag_is_agreed_by_every_process(tmp_path):
     # Hosts see SIGTERM at different steps; the checkpoint save is a collective, so every process
     # must take the save branch at the same step, also those that did not see the signal.
-    port = _free_port()
-    outs = [tmp_path / f"p{i}.json" for i in range(2)]
-    procs = [
-        subprocess.Popen([sys.executable, SCRIPT, "preempt", str(i), "2", str(port), str(out)],
-                         env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i, out in enumerate(outs)
-    ]
-    for p in procs:
-        log, _ = p.communicate(timeout=120)
-        assert p.returncode == 0, log[-4000:]
+    outs = _run_two_processes("preempt", tmp_path, suffix="json", devices=1, timeout=120)
     for out in outs:
         assert json.loads(out.read_text()) == {"processes": 2, "agreed": [True, False]}
 
