@@ -33,7 +33,7 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 import train
-from maskdp_jax import plots, results
+from reporting import plots, results
 
 
 def run_name(mode: str, epsilon: float, seed: int, clips: int) -> str:

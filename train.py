@@ -4,10 +4,13 @@ r"""Train a video classifier with MaskDP, DP-SGD or plain SGD, then evaluate and
     python train.py --config.mode=dp                  # DP-SGD on the whole video
     python train.py --config=configs/default.py --workdir=/tmp/run --config.seed=1
 
-One file a researcher can read top to bottom (big_vision style): build data, model, privacy
-calibration, optimiser; loop over logical steps (host-side Poisson sampling -> physical batches ->
-jitted accumulate / noise / update); evaluate on the held-out split; write a JSON and a Markdown run
-report with the privacy statement.
+One file a researcher can read top to bottom (big_vision style). :func:`train_and_evaluate` is a
+sequence of sections, each a call: config -> data -> privacy plan (:mod:`maskdp_jax.plan`, σ
+calibrated once) -> privacy guard (:mod:`run.guard`: resume checks, journal, budget, before the
+model is built) -> model, optimiser, step -> training loop (host-side Poisson sampling ->
+physical batches -> jitted accumulate / noise / update; every metric row and checkpoint leaves
+through the guard) -> evaluation on the held-out split -> a JSON and a Markdown run report with
+the privacy statement.
 """
 
 from __future__ import annotations
@@ -31,47 +34,14 @@ from tqdm import tqdm
 import accounting
 import data
 import models
-from maskdp_jax import (
-    checkpoint,
-    evaluation,
-    metric_writer,
-    parallel,
-    partition,
-    plots,
-    randomness,
-    report,
-    sampling,
-    validation,
-)
-from maskdp_jax.train_step import DPConfig, LogicalBatchData, TrainState, make_train_step
-
-
-# ----------------------------------------------------------------------------------------------
-# Privacy set-up
-# ----------------------------------------------------------------------------------------------
-def plan_privacy(config: ml_collections.ConfigDict, *, num_examples: int) -> dict[str, Any]:
-    """Sampling rate, number of steps and noise multiplier of the run.
-
-    The noise multiplier is calibrated (smallest σ reaching ``target_epsilon`` at ``delta`` over the
-    planned steps) unless ``privacy.noise_multiplier >= 0`` is given.
-    """
-    q = config.batch_size / num_examples
-    steps = max(1, round(config.num_epochs * num_examples / config.batch_size))
-    p = config.privacy
-    if config.mode == "nonprivate":
-        return {"q": q, "steps": steps, "noise_multiplier": 0.0}
-    if config.mode == "maskdp" and config.sampling not in sampling.SAMPLING_SCHEMES:
-        raise ValueError(f"sampling must be one of {sampling.SAMPLING_SCHEMES}.")
-    accounting.check_delta(delta=p.delta, num_examples=num_examples)
-    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
-    if p.noise_multiplier >= 0:
-        sigma = float(p.noise_multiplier)
-    else:
-        sigma = accounting.calibrate_noise_multiplier(
-            target_epsilon=p.target_epsilon, delta=p.delta, q=q, steps=steps,
-            method=p.accountant, adjacency=p.adjacency, sampling=scheme,
-        )
-    return {"q": q, "steps": steps, "noise_multiplier": sigma}
+from maskdp_jax import parallel, partition, sampling, tokenizer
+from maskdp_jax.plan import Mode, PrivacyPlan
+from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
+from reporting import plots, run_report
+from run import config as run_config
+from run import evaluation
+from run import metrics as metrics_lib
+from run.guard import PrivacyGuard
 
 
 # ----------------------------------------------------------------------------------------------
@@ -96,6 +66,15 @@ def build_model(config: ml_collections.ConfigDict, *, num_classes: int, input_sh
         return model.apply({"params": params}, x)
 
     return model, trainable, frozen, apply_fn
+
+
+def describe_model(config: ml_collections.ConfigDict, *, trainable, frozen) -> dict[str, int]:
+    """Print and return the trainable / total parameter counts."""
+    num_trainable = models.finetune.count_params(trainable)
+    num_total = num_trainable + models.finetune.count_params(frozen)
+    print(f"Model {config.model.name}: {num_trainable:,} trainable of {num_total:,} parameters "
+          f"(strategy {config.model.finetune!r}).")
+    return {"trainable": num_trainable, "total": num_total}
 
 
 def init_params(model, *, input_shape, key):
@@ -132,7 +111,8 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
 # ----------------------------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------------------------
-def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: int, mesh=None):
+def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
+                       config: ml_collections.ConfigDict, step: int, mesh=None):
     """Physical batches of one logical step. Clip offsets are seeded per step.
 
     The offsets derive from the public ``config.seed`` also in secret mode: they are not privacy
@@ -169,248 +149,212 @@ def load_logical_batch(dataset, batch: sampling.LogicalBatch, *, config, step: i
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# Training
-# ----------------------------------------------------------------------------------------------
-def sampler_meta(config: ml_collections.ConfigDict, *, num_examples: int) -> dict[str, Any]:
-    """Everything the Poisson sampler depends on (it has no other state). Stored in checkpoints."""
-    return {"num_examples": num_examples, "expected_batch_size": config.batch_size,
-            "seed": config.seed, "sampling": config.sampling}
+def load_data(config: ml_collections.ConfigDict):
+    """``(train, test)`` :class:`data.Dataset` splits, refused early if they cannot serve the
+    mode (no masks for ``maskdp``) or the batch size (B >= N)."""
+    train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
+    if Mode(config.mode).uses_views and not train_ds.has_masks:
+        raise ValueError(
+            f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
+            "Provide mask files (README: 'Your own videos and masks') or run "
+            "--config.mode=dp / nonprivate."
+        )
+    run_config.check_dataset_size(config, num_examples=len(train_ds))
+    return train_ds, test_ds
 
 
+# ----------------------------------------------------------------------------------------------
+# Training loop
+# ----------------------------------------------------------------------------------------------
+def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: TrainState,
+               train_step, batch_at, workdir: str, mesh=None):
+    """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
+
+    Every step passes the guard (budget, then counted once executed); every metric row and
+    checkpoint leaves through it (journal first). On SIGTERM (preemption) the current step is
+    finished and checkpointed, and the loop returns with ``preempted=True``.
+    """
+    plan = guard.plan
+    start = int(state.step)
+    if mesh is not None:
+        state = parallel.replicate(state, mesh)
+    primary = jax.process_index() == 0  # process 0 alone writes metrics into the shared workdir
+    every = config.checkpoint.every_steps
+    preempted, history = [], []
+    previous_handler = signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
+    try:
+        # Only process 0 shows progress: a metric row must not leave before it has journaled.
+        with (tqdm(total=plan.steps, initial=start, desc=f"train[{plan.mode.value}]",
+                   dynamic_ncols=True, disable=not primary) as bar,
+              (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
+               else contextlib.nullcontext()) as writer,
+              data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
+                                  num_steps=plan.steps) as batches):
+            for step in range(start, plan.steps):
+                guard.before_step()
+                state, metrics = train_step(state, batches(step), guard.noise_key)
+                guard.record()
+                if (step + 1) % config.log_every_steps == 0 or step + 1 == plan.steps:
+                    row = public_metrics(jax.device_get(metrics), config)
+                    row["epsilon"] = guard.epsilon_spent()
+                    row["steps_per_second"] = bar.format_dict["rate"] or 0.0
+                    history.append({"step": step + 1, **row})
+
+                    def emit(done=step + 1, row=row):
+                        if writer is not None:
+                            writer.write(done, row)
+                        bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
+
+                    guard.release(emit)
+                bar.update(1)
+                # Hosts may see SIGTERM at different steps and the save is a collective: all
+                # processes agree on the flag every step (no communication with one process).
+                if parallel.any_process(bool(preempted)):
+                    guard.save(parallel.to_host(state))
+                    print(f"SIGTERM: checkpointed step {step + 1} of {plan.steps} in "
+                          f"{guard.checkpoint_dir}; run the same command again to resume.")
+                    return state, history, True
+                if every and ((step + 1) % every == 0 or step + 1 == plan.steps):
+                    guard.save(parallel.to_host(state))
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    return parallel.to_host(state), history, False
+
+
+def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -> dict[str, float]:
+    """Metrics safe to print: private-data metrics only when the user opted in (they are not DP)."""
+    mode = Mode(config.mode)
+    row = {}
+    if mode.has_public_pass:
+        name = "public_loss" if mode.uses_views else "loss"
+        row[name] = float(metrics["public/loss"])
+    if config.log_private_metrics and mode.has_private_pass:
+        row["private_loss(non-DP)"] = float(metrics["private/loss"])
+        row["clipped(non-DP)"] = float(metrics["private/clipped_fraction"])
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation and report
+# ----------------------------------------------------------------------------------------------
+def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, plan: PrivacyPlan,
+             tokens: tokenizer.Tokenizer) -> tuple[dict, dict]:
+    """``(metrics, view_metrics)`` on the held-out split (full videos; for ``maskdp`` also the
+    test videos' public view and both views, a diagnostic of the view -> full-video shift)."""
+    kw = dict(num_clips=config.input.eval_clips, batch_size=config.physical_batch_size)
+    logits = evaluation.predict(apply_fn, params, test_ds, **kw)
+    metrics = evaluation.accuracy_metrics(logits, test_ds.labels, test_ds.num_classes)
+    view_metrics = {}
+    if plan.mode.uses_views:
+        for view in ("public", "two_view"):
+            view_logits = evaluation.predict(apply_fn, params, test_ds, view=view, tokens=tokens,
+                                             **kw)
+            m = evaluation.accuracy_metrics(view_logits, test_ds.labels, test_ds.num_classes)
+            view_metrics[view] = {k: m[k] for k in ("top1", "top5", "mean_class_accuracy")}
+    return metrics, view_metrics
+
+
+def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, train_ds, test_ds,
+                 metrics, view_metrics, history, timing, parameters) -> run_report.RunReport:
+    """The run report: the accuracy, the privacy statement of the guard's ledger and plan."""
+    plan = guard.plan
+    privacy = accounting.privacy_report(
+        mode=plan.mode, ledger=guard.ledger, delta=plan.delta, num_examples=plan.num_examples,
+        adjacency=plan.adjacency, sampling=plan.sampling, randomness=guard.randomness.mode,
+    )
+    counts = None  # labels are private in dp mode: exact class counts are not DP
+    if plan.mode is not Mode.DP:
+        counts = np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist()
+    return run_report.RunReport(
+        config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
+        metrics=metrics, class_names=list(test_ds.class_names), history=history,
+        train_class_counts=counts, timing=timing, parameters=parameters,
+        view_metrics=view_metrics,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Train and evaluate
+# ----------------------------------------------------------------------------------------------
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Train, evaluate, write report.json / report.md into ``workdir``; return the report.
 
     Every check of the inputs (config, data, privacy plan, a checkpoint to resume, the privacy
     journal, the budget) runs before the model is built, so bad input fails in seconds.
     """
-    validation.check_config(config, num_devices=jax.device_count())
     t_start = time.time()
+    # --- Config and data ---------------------------------------------------------------------
+    run_config.check_config(config, num_devices=jax.device_count())
     os.makedirs(workdir, exist_ok=True)
-    train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
-    if config.mode == "maskdp":
-        if not train_ds.has_masks:
-            raise ValueError(
-                f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
-                "Provide mask files (README: 'Your own videos and masks') or run "
-                "--config.mode=dp / nonprivate."
-            )
+    train_ds, test_ds = load_data(config)
 
-    n = len(train_ds)
-    validation.check_dataset_size(config, num_examples=n)
-    plan = plan_privacy(config, num_examples=n)
-    sigma, steps, q = plan["noise_multiplier"], plan["steps"], plan["q"]
-    print(f"Mode {config.mode}: N={n}, B={config.batch_size}, q={q:.5f}, steps={steps}, "
-          f"noise multiplier σ={sigma:.4f}, C={config.privacy.l2_clip_norm}.")
+    # --- Privacy plan: q, steps, σ (calibrated once) -----------------------------------------
+    plan = run_config.privacy_plan(config, num_examples=len(train_ds))
+    print(plan.summary())
 
-    # The model-init key is public on purpose (initial values are not privacy noise); the noise
-    # key and the Poisson seeds come from the run's randomness (secret by default, restored from
-    # the checkpoint on resume).
-    model_key, _ = jax.random.split(jax.random.key(config.seed))
-    meta = checkpoint.read_latest_meta(workdir)
-    rand = randomness.for_run(config, restored=meta)
-    noise_key = rand.noise_key()
-    noise_key_data = jax.random.key_data(noise_key)
-    sampler_state = sampler_meta(config, num_examples=n)
-    topology = checkpoint.current_topology()
-    scheme = config.sampling if config.mode == "maskdp" else "decoupled"
-    privacy_meta = {"delta": config.privacy.delta, "adjacency": config.privacy.adjacency,
-                    "sampling": scheme, "mode": config.mode}
-    run_identity = checkpoint.run_identity(config, randomness_id=rand.public_id(),
-                                           topology=topology)
+    # --- Guard: resume checks, journal, budget (before the model is built) -------------------
+    with PrivacyGuard(workdir, plan=plan, config=config.to_dict(),
+                      randomness=config.privacy.randomness, seed=config.seed,
+                      keep=config.checkpoint.keep) as guard:
+        # --- Model, optimiser, step ----------------------------------------------------------
+        # The model-init key is public on purpose (initial values are not privacy noise).
+        model_key, _ = jax.random.split(jax.random.key(config.seed))
+        input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
+        model, trainable, frozen, apply_fn = build_model(
+            config, num_classes=train_ds.num_classes, input_shape=input_shape, key=model_key)
+        parameters = describe_model(config, trainable=trainable, frozen=frozen)
+        tokens = tokenizer.Tokenizer(patch_stride=tuple(model.patch_stride),
+                                     fill_value=config.fill_value)
+        if plan.mode.uses_views:
+            tokenizer.warn_degenerate_masks(data.mask_chunks(train_ds), source=train_ds.name,
+                                            patch_stride=tokens.patch_stride)
+        tx = build_optimizer(config, steps=plan.steps,
+                             steps_per_epoch=plan.num_examples / plan.batch_size)
+        mesh = parallel.make_mesh() if jax.device_count() > 1 else None
+        train_step = make_train_step(
+            apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
+            microbatch_size=config.privacy.get("microbatch_size", 0) or None)
+        state, resumed = guard.resume(TrainState.create(trainable=trainable, frozen=frozen, tx=tx))
+        if resumed:
+            print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
+                  f"{plan.steps}.")
 
-    # Resume checks: a checkpoint of another config or topology, a journal of another run, or a
-    # ledger that is already past the planned steps or would pass the target ε are refused here.
-    ledger = accounting.Ledger()
-    if meta is not None:
-        ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
-                                          sampler=sampler_state, randomness=rand.to_meta(),
-                                          topology=topology,
-                                          where=os.path.join(workdir, "checkpoints"))
-    checkpoint.check_journal(workdir, privacy=privacy_meta, run=run_identity, q=q,
-                             noise_multiplier=sigma)
-    checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps, next_steps=0)
-    if config.mode != "nonprivate" and config.privacy.noise_multiplier < 0:
-        checkpoint.check_epsilon_budget(
-            ledger, remaining_steps=steps - ledger.steps, q=q, noise_multiplier=sigma,
-            target_epsilon=config.privacy.target_epsilon, delta=config.privacy.delta,
-            method=config.privacy.accountant, adjacency=config.privacy.adjacency,
-            sampling=scheme,
-        )
+        # --- Train ---------------------------------------------------------------------------
+        sampler = guard.sampler()
 
-    input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
-    model, trainable, frozen, apply_fn = build_model(
-        config, num_classes=train_ds.num_classes, input_shape=input_shape, key=model_key
-    )
-    num_trainable = models.finetune.count_params(trainable)
-    num_total = num_trainable + models.finetune.count_params(frozen)
-    print(f"Model {config.model.name}: {num_trainable:,} trainable of {num_total:,} parameters "
-          f"(strategy {config.model.finetune!r}).")
-    if config.mode == "maskdp":
-        data.warn_degenerate_masks(train_ds, patch_stride=model.patch_stride)
+        def batch_at(step):  # a pure function of the step, so it can be prepared ahead
+            logical = sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling)
+            return load_logical_batch(train_ds, logical, config=config, step=step, mesh=mesh)
 
-    tx = build_optimizer(config, steps=steps, steps_per_epoch=n / config.batch_size)
-    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
-    dp_cfg = DPConfig(
-        mode=config.mode, l2_clip_norm=config.privacy.l2_clip_norm, noise_multiplier=sigma,
-        expected_batch_size=config.batch_size, patch_stride=tuple(model.patch_stride),
-        fill_value=config.fill_value,
-        microbatch_size=config.privacy.get("microbatch_size", 0) or None,
-    )
-    # Data parallel over every device of every process when there is more than one.
-    mesh = parallel.make_mesh() if jax.device_count() > 1 else None
-    if mesh is not None:
-        parallel.check_divisible(config.physical_batch_size, mesh)
-        print(f"Data parallel over {mesh.size} devices ({jax.process_count()} process(es)).")
-    train_step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=dp_cfg, mesh=mesh)
-    sampler = rand.sampler(num_examples=n, expected_batch_size=config.batch_size)
+        t_train = time.time()
+        state, history, preempted = train_loop(config, guard=guard, state=state, mesh=mesh,
+                                               train_step=train_step, batch_at=batch_at,
+                                               workdir=workdir)
+        if preempted:
+            return {"preempted": True, "step": guard.ledger.steps}
+        train_seconds = time.time() - t_train
 
-    # Process 0 alone writes the journal, metrics, report and plots into the (shared) workdir;
-    # every process takes part in the checkpoints (orbax coordinates them).
-    primary = jax.process_index() == 0
-    # Resume from the newest checkpoint of this workdir, if any (checked above; refused if the
-    # config differs).
-    ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
-    restored = ckpt.restore_latest(parallel.to_host(state))
-    if restored is not None:
-        state, meta = restored
-        ledger = checkpoint.validate_meta(meta, config=config, noise_key_data=noise_key_data,
-                                          sampler=sampler_state, randomness=rand.to_meta(),
-                                          topology=topology, where=ckpt.directory)
-        print(f"Resumed from {ckpt.directory} at step {meta['step']} of {steps}.")
-    start = int(state.step)
-    if mesh is not None:
-        state = parallel.replicate(state, mesh)
-
-    def release(step_done: int) -> None:
-        """Journal the ledger of every executed step BEFORE anything derived from them leaves."""
-        if primary:
-            checkpoint.write_ledger_journal(workdir, ledger, privacy=privacy_meta,
-                                            run=run_identity)
-
-    def save(step_done: int) -> None:
-        release(step_done)
-        ckpt.save(parallel.to_host(state), step=step_done, ledger=ledger, config=config,
-                  noise_key_data=noise_key_data, sampler=sampler_state,
-                  randomness=rand.to_meta(), topology=topology)
-
-    if restored is None and rand.mode == "secret":
-        # The secret goes to disk (checkpoint meta) before anything is released, so that a run
-        # killed before its first periodic checkpoint resumes with the same noise and batches.
-        save(start)
-
-    def epsilon_so_far() -> float:
-        """ε spent so far for the progress display: RDP (an upper bound, ~1 ms) when it supports
-        the adjacency, else PLD (tight, ~1 s). The final report gives both."""
-        if config.mode == "nonprivate":
-            return float("inf")
-        method = "pld" if config.privacy.adjacency == "replace" else "rdp"
-        return ledger.epsilon(
-            delta=config.privacy.delta, method=method, adjacency=config.privacy.adjacency,
-            sampling=scheme,
-        )
-
-    def batch_at(step):  # a pure function of the step, so it can be prepared ahead
-        logical = sampler.logical_batch(step, mode=config.mode, sampling=config.sampling)
-        return load_logical_batch(train_ds, logical, config=config, step=step, mesh=mesh)
-
-    # SIGTERM (preemption): finish the current step, checkpoint, exit cleanly.
-    preempted = []
-    previous_handler = signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
-    every = config.checkpoint.every_steps
-    history = []
-    t_train = time.time()
-    try:
-        # Only process 0 shows progress: a metric row must not leave before it has journaled.
-        with (tqdm(total=steps, initial=start, desc=f"train[{config.mode}]",
-                   dynamic_ncols=True, disable=not primary) as bar,
-              (metric_writer.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
-               else contextlib.nullcontext()) as writer,
-              data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
-                                  num_steps=steps) as batches):
-            for step in range(start, steps):
-                checkpoint.check_budget(steps_done=ledger.steps, planned_steps=steps)
-                batch = batches(step)
-                state, metrics = train_step(state, batch, noise_key)
-                ledger.record(q=q, noise_multiplier=sigma)
-                if (step + 1) % config.log_every_steps == 0 or step + 1 == steps:
-                    row = public_metrics(jax.device_get(metrics), config)
-                    row["epsilon"] = epsilon_so_far()
-                    row["steps_per_second"] = bar.format_dict["rate"] or 0.0
-                    release(step + 1)
-                    if writer is not None:
-                        writer.write(step + 1, row)
-                    history.append({"step": step + 1, **row})
-                    bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
-                bar.update(1)
-                # Hosts may see SIGTERM at different steps and the save is a collective: all
-                # processes agree on the flag every step (no communication with one process).
-                if parallel.any_process(bool(preempted)):
-                    save(step + 1)
-                    print(f"SIGTERM: checkpointed step {step + 1} of {steps} in {ckpt.directory}; "
-                          "run the same command again to resume.")
-                    return {"preempted": True, "step": step + 1}
-                if every and ((step + 1) % every == 0 or step + 1 == steps):
-                    save(step + 1)
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-        ckpt.close()
-    state = parallel.to_host(state)
-    train_seconds = time.time() - t_train
-
-    logits = evaluation.predict(
-        apply_fn, state.params, test_ds, num_clips=config.input.eval_clips,
-        batch_size=config.physical_batch_size,
-    )
-    metrics = evaluation.accuracy_metrics(logits, test_ds.labels, test_ds.num_classes)
-    view_metrics = {}
-    if config.mode == "maskdp":
-        # Diagnostic: how much of the gap to non-private training is the shift from the training
-        # views (avatar on fill, room with a hole) to full test videos.
-        for view in ("public", "two_view"):
-            view_logits = evaluation.predict(
-                apply_fn, state.params, test_ds, num_clips=config.input.eval_clips,
-                batch_size=config.physical_batch_size, view=view,
-                patch_stride=tuple(model.patch_stride), fill_value=config.fill_value,
-            )
-            m = evaluation.accuracy_metrics(view_logits, test_ds.labels, test_ds.num_classes)
-            view_metrics[view] = {k: m[k] for k in ("top1", "top5", "mean_class_accuracy")}
-    release(steps)  # the final parameters and report
-    privacy = accounting.privacy_report(
-        mode=config.mode, ledger=ledger, delta=config.privacy.delta, num_examples=n,
-        adjacency=config.privacy.adjacency, sampling=scheme,
-        randomness=config.privacy.randomness,
-    )
-    run = report.RunReport(
-        config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
-        metrics=metrics, class_names=list(test_ds.class_names), history=history,
-        train_class_counts=(None if config.mode == "dp"  # labels are private in dp mode
-                            else np.bincount(train_ds.labels, minlength=train_ds.num_classes)
-                            .tolist()),
-        timing={"train_seconds": train_seconds, "total_seconds": time.time() - t_start,
-                "steps": steps},
-        parameters={"trainable": num_trainable, "total": num_total},
-        view_metrics=view_metrics,
-    )
-    if primary:
-        report.write(run, workdir)
-        plots.training_curve(history, os.path.join(workdir, "training_curve.png"),
-                             title=f"{config.mode} on {config.input.dataset}")
-    print(f"Test top-1 {metrics['top1']:.4f} | ε = {privacy.epsilon_pld} (PLD), "
-          f"{privacy.epsilon_rdp} (RDP) at δ = {config.privacy.delta} | report: {workdir}")
+        # --- Evaluate and report -------------------------------------------------------------
+        metrics, view_metrics = evaluate(config, apply_fn=apply_fn, params=state.params,
+                                         test_ds=test_ds, plan=plan, tokens=tokens)
+        run = build_report(config, guard=guard, train_ds=train_ds, test_ds=test_ds,
+                           metrics=metrics, view_metrics=view_metrics, history=history,
+                           parameters=parameters,
+                           timing={"train_seconds": train_seconds, "steps": plan.steps,
+                                   "total_seconds": time.time() - t_start})
+        guard.release(lambda: write_outputs(run, workdir, config))  # final parameters, report
+    print(f"Test top-1 {metrics['top1']:.4f} | ε = {run.privacy['epsilon_pld']} (PLD), "
+          f"{run.privacy['epsilon_rdp']} (RDP) at δ = {plan.delta} | report: {workdir}")
     return json.loads(json.dumps(run.to_dict()))
 
 
-def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -> dict[str, float]:
-    """Metrics safe to print: private-data metrics only when the user opted in (they are not DP)."""
-    row = {}
-    if config.mode != "dp":
-        name = "loss" if config.mode == "nonprivate" else "public_loss"
-        row[name] = float(metrics["public/loss"])
-    if config.log_private_metrics and config.mode != "nonprivate":
-        row["private_loss(non-DP)"] = float(metrics["private/loss"])
-        row["clipped(non-DP)"] = float(metrics["private/clipped_fraction"])
-    return row
+def write_outputs(run: run_report.RunReport, workdir: str, config) -> None:
+    """report.json, report.md and the training curve (process 0 alone writes them)."""
+    if jax.process_index() != 0:
+        return
+    run_report.write(run, workdir)
+    plots.training_curve(run.history, os.path.join(workdir, "training_curve.png"),
+                         title=f"{config.mode} on {config.input.dataset}")
 
 
 def main(argv):

@@ -161,23 +161,23 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     from maskdp_jax import train_step as ts
 
     if mode != "nonprivate2":
-        step = ts.make_train_step(apply_fn=apply_fn, tx=tx, cfg=dataclasses.replace(cfg, mode=mode))
+        step = ts.make_train_step(apply_fn=apply_fn, tx=tx, **step_args(cfg, mode))
         return lambda state, batches, key: step(
             state, ts.LogicalBatchData(public=batches if mode != "dp" else [],
                                        private=batches if mode != "nonprivate" else []), key)
 
-    plain = dataclasses.replace(cfg, mode="nonprivate")
+    plain = step_args(cfg, "nonprivate")
 
     def both_views(acc, trainable, frozen, batch):
-        views = ts.batch_views(batch, cfg)
+        views = ts.batch_views(batch, cfg.tokens)
         for video, has in ((views.public, views.has_public), (views.private, views.has_private)):
             acc = ts.accumulate_public(acc, trainable, frozen,
                                        {**batch, "video": video, "weight": batch["weight"] * has},
-                                       apply_fn=apply_fn, cfg=plain)
+                                       apply_fn=apply_fn, plan=plain["plan"], tokens=cfg.tokens)
         return acc
 
     accumulate = jax.jit(both_views, donate_argnums=0)
-    final = jax.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, cfg=plain))
+    final = jax.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
 
     def step(state, batches, key):
         acc = ts.zeros_accumulator(state.trainable)
@@ -188,12 +188,40 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     return step
 
 
-def dp_config(size, model, *, sigma: float, clip: float, microbatch=None):
-    from maskdp_jax.train_step import DPConfig
+@dataclasses.dataclass(frozen=True)
+class StepSettings:
+    """What the benchmark's JAX steps share across modes (the plan is made per mode)."""
 
-    return DPConfig(mode="maskdp", l2_clip_norm=clip, noise_multiplier=sigma,
-                    expected_batch_size=size["batch"], patch_stride=tuple(model.patch_stride),
-                    microbatch_size=microbatch)
+    sigma: float
+    clip: float
+    batch: int
+    tokens: object  # maskdp_jax.tokenizer.Tokenizer
+    microbatch: int | None
+
+
+def dp_config(size, model, *, sigma: float, clip: float, microbatch=None) -> StepSettings:
+    from maskdp_jax.tokenizer import Tokenizer
+
+    return StepSettings(sigma=sigma, clip=clip, batch=size["batch"],
+                        tokens=Tokenizer(patch_stride=tuple(model.patch_stride)),
+                        microbatch=microbatch)
+
+
+def step_plan(cfg: StepSettings, mode: str):
+    """A privacy plan for ``mode`` with the benchmark's σ, C and expected batch (N and δ only
+    satisfy the plan's checks: a benchmark step is never accounted)."""
+    from maskdp_jax.plan import Mode, PrivacyPlan
+
+    private = Mode(mode).is_private
+    return PrivacyPlan(mode=mode, num_examples=10**6, batch_size=cfg.batch, steps=1,
+                       l2_clip_norm=cfg.clip, noise_multiplier=cfg.sigma if private else 0.0,
+                       delta=1e-7)
+
+
+def step_args(cfg: StepSettings, mode: str) -> dict:
+    """Keyword arguments of ``make_train_step`` (less apply_fn, tx) for ``mode``."""
+    return {"plan": step_plan(cfg, mode), "tokens": cfg.tokens,
+            "microbatch_size": cfg.microbatch}
 
 
 def relative_error(ours: dict, ref: dict) -> float:

@@ -11,7 +11,6 @@ clipped, summed), each median of 10 after its compile.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import os
 import sys
@@ -60,8 +59,9 @@ def main() -> None:
     print(f"  {'forward only':33s} {ms:7.1f} ms")
     for mode, piece in [("maskdp", ts.accumulate_public), ("nonprivate", ts.accumulate_public),
                         ("maskdp", ts.accumulate_private), ("dp", ts.accumulate_private)]:
-        fn = jax.jit(functools.partial(piece, apply_fn=apply_fn,
-                                       cfg=dataclasses.replace(cfg, mode=mode)))
+        extra = {"microbatch_size": cfg.microbatch} if piece is ts.accumulate_private else {}
+        fn = jax.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
+                                       tokens=cfg.tokens, **extra))
         name = f"{piece.__name__.removeprefix('accumulate_')} pass, {mode}"
         print(f"  {name:33s} {median_ms(fn, acc, trainable, frozen, batch):7.1f} ms")
 

@@ -20,7 +20,9 @@ import data  # noqa: E402
 import train  # noqa: E402
 from configs import default  # noqa: E402
 from maskdp_jax import sampling  # noqa: E402
-from maskdp_jax.train_step import DPConfig, TrainState, make_train_step  # noqa: E402
+from maskdp_jax.plan import PrivacyPlan  # noqa: E402
+from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
+from maskdp_jax.train_step import TrainState, make_train_step  # noqa: E402
 
 flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
 flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
@@ -38,10 +40,12 @@ def main(argv):
     n = len(train_ds)
     tx = train.build_optimizer(config, steps=256, steps_per_epoch=n / config.batch_size)
     state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
-    cfg = DPConfig(mode=mode, l2_clip_norm=config.privacy.l2_clip_norm, noise_multiplier=3.0,
-                   expected_batch_size=config.batch_size, patch_stride=tuple(model.patch_stride),
-                   fill_value=config.fill_value)
-    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, cfg=cfg)
+    plan = PrivacyPlan.calibrate(
+        mode=mode, num_examples=n, batch_size=config.batch_size, epochs=config.num_epochs,
+        l2_clip_norm=config.privacy.l2_clip_norm, delta=config.privacy.delta,
+        noise_multiplier=None if mode == "nonprivate" else 3.0)
+    tokens = Tokenizer(patch_stride=tuple(model.patch_stride), fill_value=config.fill_value)
+    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens)
     sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
                                       seed=0)
 

@@ -1,10 +1,22 @@
-"""Datasets: the embedded synthetic dataset (default) and real video datasets.
+"""Datasets: the embedded synthetic dataset (default), real video datasets, and their masks.
 
-Every dataset split exposes ``name``, ``class_names``, ``num_classes``, ``labels [N]``,
-``has_masks``, ``__len__`` and ``get_batch(indices, *, num_clips, seed) -> {video, mask, label}``
+What is here: :mod:`data.dataset` (the :class:`Dataset` protocol every split satisfies, and
+:func:`mask_chunks` to stream a split's masks); :mod:`data.layouts` (folder layouts and official
+splits); :mod:`data.decode` (video decoding, mask files and their one validator
+:func:`data.decode.binarize_mask`); :mod:`data.clips` (clip sampling, resize/crop, conservative
+mask resizing, normalisation); :mod:`data.labels` (label checks); the sources :mod:`data.synthetic`,
+:mod:`data.video_dataset` and :mod:`data.tfds_ucf101`; :mod:`data.loader` (prefetching steps);
+:mod:`data.preprocess` (torchvision's Kinetics transform in NumPy); :mod:`data.testing` (small
+video files for tests). Token cells and the degenerate-mask check belong to the tokeniser
+(:mod:`maskdp_jax.tokenizer`), which reads masks from here: ``data`` imports nothing from
+``maskdp_jax``.
+
+Every split is a :class:`Dataset`: ``name``, ``class_names``, ``num_classes``, ``labels [N]``,
+``has_masks``, ``__len__``, ``get_batch(indices, *, num_clips, seed) -> {video, mask, label}``
 with ``video [n, K, T, H, W, 3]`` float32 (normalised), ``mask [n, K, T, H, W]`` uint8 (1 = public)
-and ``label [n]`` int32. ``seed=None`` gives the fixed evaluation views (for real videos
-``K * eval_crops`` of them), whose logits the evaluation averages.
+and ``label [n]`` int32 (``seed=None`` gives the fixed evaluation views, for real videos
+``K * eval_crops`` of them, whose logits the evaluation averages), and
+``get_masks(indices) -> [n, T, H, W]`` uint8, the centre view's masks read without decoding video.
 
 ``config.input.dataset`` picks the source: ``synthetic``; the folder layouts ``ucf101``,
 ``hmdb51``, ``ntu60``, ``toyota_smarthome``, ``folder`` (see :mod:`data.layouts`, read with
@@ -13,18 +25,16 @@ and ``label [n]`` int32. ``seed=None`` gives the fixed evaluation views (for rea
 
 from __future__ import annotations
 
-import warnings
-
 import ml_collections
-import numpy as np
 
 from data import clips, labels, layouts, synthetic
+from data.dataset import Dataset, mask_chunks
 from data.loader import StepPrefetcher
 from data.video_dataset import VideoDataset, VideoOptions
 
 FOLDER_DATASETS = ("ucf101", "hmdb51", "ntu60", "toyota_smarthome", "folder")
 DATASETS = ("synthetic", *FOLDER_DATASETS, "tfds_ucf101")
-__all__ = ["DATASETS", "StepPrefetcher", "get_datasets", "warn_degenerate_masks"]
+__all__ = ["DATASETS", "Dataset", "StepPrefetcher", "get_datasets", "mask_chunks"]
 
 
 def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None) -> VideoOptions:
@@ -68,7 +78,9 @@ def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
                           subset=subset)
 
 
-def get_datasets(config: ml_collections.ConfigDict, *, mode: str | None = None):
+def get_datasets(
+    config: ml_collections.ConfigDict, *, mode: str | None = None
+) -> tuple[Dataset, Dataset]:
     """``(train, test)`` splits for ``config.dataset`` (``mode`` guards augmentation).
 
     Raises:
@@ -84,7 +96,9 @@ def get_datasets(config: ml_collections.ConfigDict, *, mode: str | None = None):
     return train, test
 
 
-def _build_splits(config: ml_collections.ConfigDict, *, mode: str | None):
+def _build_splits(
+    config: ml_collections.ConfigDict, *, mode: str | None
+) -> tuple[Dataset, Dataset]:
     if config.dataset == "synthetic":
         return synthetic.make_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
@@ -108,37 +122,3 @@ def _build_splits(config: ml_collections.ConfigDict, *, mode: str | None):
         )
     raise ValueError(f"unknown dataset {config.dataset!r}; available: {DATASETS}.")
 
-
-def warn_degenerate_masks(
-    dataset, *, patch_stride: tuple[int, int, int], chunk: int = 64
-) -> tuple[int, int]:
-    """Warn about training videos with no private / no public token cell (centre view).
-
-    The synthetic dataset holds its masks in memory; a video dataset reads its mask files (no
-    video decoding) in chunks. Returns ``(num_all_public, num_all_private)``.
-    """
-    from maskdp_jax import tokenizer
-
-    if hasattr(dataset, "masks"):
-        return tokenizer.warn_degenerate_masks(
-            dataset.masks, patch_stride=patch_stride, source=dataset.name
-        )
-    counts = np.zeros(2, np.int64)
-    for start in range(0, len(dataset), chunk):
-        masks = dataset.get_masks(np.arange(start, min(start + chunk, len(dataset))))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            counts += tokenizer.warn_degenerate_masks(masks, patch_stride=patch_stride)
-    all_public, all_private = (int(c) for c in counts)
-    n = len(dataset)
-    if all_public:
-        warnings.warn(
-            f"{dataset.name}: {all_public}/{n} videos have no private token cell in the centre "
-            "view; they contribute no private gradient and have nothing protected.", stacklevel=2,
-        )
-    if all_private:
-        warnings.warn(
-            f"{dataset.name}: {all_private}/{n} videos have no public token cell in the centre "
-            "view; for them MaskDP is ordinary DP-SGD.", stacklevel=2,
-        )
-    return all_public, all_private

@@ -189,30 +189,59 @@ def probe_mask(path: str) -> VideoInfo:
     return VideoInfo(*shape)
 
 
-def binarize_mask(mask: np.ndarray, *, path: str) -> np.ndarray:
-    """Check a raw mask and map it to uint8 {0, 1}.
+def binarize_mask(
+    mask: np.ndarray, *, path: str, video_shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """The one check of a mask read on the host: map it to uint8 ``[T, H, W]`` in {0, 1}.
 
-    Accepts bool, or integers with values in {0, 1} or in {0, 255}. Anything else (e.g. 128, a
-    lossy-codec edge, or a mix such as {0, 1, 255}) raises :class:`BadVideoError`.
+    Accepts bool, or uint8 with values in {0, 1} or in {0, 255} (1 / 255 = public). Anything else
+    (e.g. 128, a lossy-codec edge, a mix such as {0, 1, 255}, NaN, or a float array) is refused:
+    guessing a threshold could turn private pixels public.
+
+    Args:
+      mask: ``[T, H, W]`` as read from a file.
+      path: the file (or other name of the mask) for the messages.
+      video_shape: ``(T, H, W[, C])`` of the video it belongs to; None skips that comparison.
+
+    Returns:
+      ``[T, H, W]`` uint8, 1 = public (*not protected*), 0 = private.
+
+    Raises:
+      BadVideoError: (a ``ValueError``) wrong rank, shape other than the video's, values outside
+        {0, 1} / {0, 255}, or a dtype other than uint8 / bool.
+
+    >>> binarize_mask(np.array([[[0, 255]]], np.uint8), path="m.npy").tolist()
+    [[[0, 1]]]
     """
+    mask = np.asarray(mask)
     if mask.ndim != 3:
         raise BadVideoError(path, f"mask must be [T, H, W]; got shape {mask.shape}.")
+    if video_shape is not None and mask.shape != tuple(video_shape[:3]):
+        raise BadVideoError(
+            path, f"mask shape {mask.shape} does not match the video's [T, H, W] "
+            f"{tuple(video_shape[:3])}."
+        )
     if mask.dtype == np.bool_:
         return mask.astype(np.uint8)
-    if mask.dtype != np.uint8:
-        raise BadVideoError(path, f"mask dtype must be uint8 or bool; got {mask.dtype}.")
-    top = int(mask.max()) if mask.size else 0
-    if top <= 1:
-        return np.asarray(mask, np.uint8)
-    public = mask == 255
-    if top == 255 and np.all(public | (mask == 0)):
-        return public.astype(np.uint8)
-    values = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))
-    bad = values[~np.isin(values, (0, 1, 255))][:5].tolist() or values.tolist()
-    raise BadVideoError(
-        path, f"mask values must be {{0, 1}} or {{0, 255}}; found {bad} (values {values[:8]}). "
-        "Store mask videos losslessly (e.g. FFV1, gray)."
-    )
+    if mask.dtype == np.uint8:
+        top = int(mask.max()) if mask.size else 0
+        if top <= 1:
+            return mask.astype(np.uint8, copy=False)
+        public = mask == 255
+        if top == 255 and np.all(public | (mask == 0)):
+            return public.astype(np.uint8)
+    values = np.unique(mask)
+    found = set(values.tolist())
+    if not (found <= {0, 1} or found <= {0, 255}):
+        stray = values[~np.isin(values, (0, 1, 255))]
+        wrong = f"{stray[:5].tolist()}" if stray.size else "both 1 and 255"
+        raise BadVideoError(
+            path, "mask values must be binary, {0, 1} or {0, 255} (1/255 = public); found "
+            f"{values[:10].tolist()}{' ...' if values.size > 10 else ''}. Which are wrong: mask "
+            f"values must be {{0, 1}} or {{0, 255}}; found {wrong}. Store mask videos losslessly "
+            "(e.g. FFV1, gray)."
+        )
+    raise BadVideoError(path, f"mask dtype must be uint8 or bool; got {mask.dtype}.")
 
 
 def _load_npz(path: str) -> np.ndarray:

@@ -155,22 +155,32 @@ class SyntheticMaskedActions:
           ``video [n, K, T, S, S, 3]`` float32, ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
         """
         indices = np.asarray(indices)
-        span = self.frames.shape[1] - self.clip_frames
-        if seed is None:
-            starts = np.broadcast_to(
-                np.round(np.linspace(0, span, num_clips + 2)[1:-1]).astype(int)
-                if num_clips > 1 else np.array([span // 2]),
-                (len(indices), num_clips),
-            )
-        else:
-            starts = np.random.default_rng(seed).integers(0, span + 1, (len(indices), num_clips))
-        offsets = starts[..., None] + np.arange(self.clip_frames)
+        offsets = self._frame_offsets(len(indices), num_clips=num_clips, seed=seed)
         rows = indices[:, None, None]
         return {
             "video": normalize(self.frames[rows, offsets]),
             "mask": self.masks[rows, offsets],
             "label": self.labels[indices],
         }
+
+    def get_masks(self, indices: np.ndarray) -> np.ndarray:
+        """Masks of the centre evaluation clip: uint8 ``[n, T, S, S]``, 1 = public."""
+        indices = np.asarray(indices)
+        offsets = self._frame_offsets(len(indices), num_clips=1, seed=None)[:, 0]
+        return self.masks[indices[:, None], offsets]
+
+    def _frame_offsets(self, n: int, *, num_clips: int, seed: int | None) -> np.ndarray:
+        """``[n, K, T]`` frame indices of the clips (see :meth:`get_batch`)."""
+        span = self.frames.shape[1] - self.clip_frames
+        if seed is None:
+            starts = np.broadcast_to(
+                np.round(np.linspace(0, span, num_clips + 2)[1:-1]).astype(int)
+                if num_clips > 1 else np.array([span // 2]),
+                (n, num_clips),
+            )
+        else:
+            starts = np.random.default_rng(seed).integers(0, span + 1, (n, num_clips))
+        return starts[..., None] + np.arange(self.clip_frames)
 
 
 def make_splits(

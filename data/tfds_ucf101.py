@@ -74,6 +74,13 @@ class TfdsUcf101:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    def get_masks(self, indices: np.ndarray) -> np.ndarray:
+        """Refused: this source has no masks (``has_masks`` is False, see the module docstring)."""
+        raise ValueError(
+            f"{self.name} has no masks: the TFDS ucf101 elements carry no key to join mask files "
+            "on; use the 'ucf101' folder layout with input.mask_dir for masks."
+        )
+
     def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int) -> np.ndarray:
         spec = self.options.clip
         frames = np.asarray(self._source[i]["video"])  # [F, H, W, 3] uint8

@@ -189,8 +189,20 @@ class VideoDataset:
 
     def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int):
         """Clips of video ``i``: normalised float32 ``[V, T, c, c, 3]``, uint8 ``[V, T, c, c]``."""
-        spec = self.options.clip
-        info, record, mask_path = self._info[i], self.records[i], self._masks[i]
+        wanted, sel, size = self._view_frames(i, plan, num_clips)
+        frames = decode.read_video(self.records[i].path, wanted, size=size,
+                                   decoder=self.options.decoder)
+        masks = self._read_masks(i, wanted, size)
+        crop = self.options.clip.crop_size
+        out_v = _crop_views(frames, sel, plan, crop_size=crop)
+        out_m = _crop_views(masks, sel, plan, crop_size=crop)
+        # Normalised here, on the decoding thread, so that it runs in parallel too.
+        return clips.normalize(out_v, mean=self.options.mean, std=self.options.std), out_m
+
+    def _view_frames(self, i: int, plan: clips.ViewPlan, num_clips: int):
+        """``(wanted, sel, (h, w))`` for the views of video ``i``: the distinct source frames
+        ``wanted`` to read, ``sel [V, T]`` indexing them per view, and the resized frame size."""
+        spec, info = self.options.clip, self._info[i]
         starts = plan.starts(num_video_frames=info.num_frames, span=spec.span, num_clips=num_clips)
         idx = np.stack([
             clips.frame_indices(
@@ -199,27 +211,18 @@ class VideoDataset:
             ) for s in starts
         ])  # [V, T]
         wanted, inverse = np.unique(idx, return_inverse=True)
-        h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
-        frames = decode.read_video(record.path, wanted, size=(h, w), decoder=self.options.decoder)
-        if mask_path is not None:
-            raw, minfo = decode.load_mask(mask_path, wanted)
-            _check_mask_shape(mask_path, minfo, info)
-            masks = clips.resize_mask(raw, (h, w))
-        else:
-            masks = np.zeros(frames.shape[:3], np.uint8)
-        c = spec.crop_size
-        out_v = np.empty((len(starts), spec.num_frames, c, c, 3), np.uint8)
-        out_m = np.empty((len(starts), spec.num_frames, c, c), np.uint8)
-        for v, (pos, flip) in enumerate(zip(plan.positions, plan.flips, strict=True)):
-            y, x = clips.crop_box(h, w, crop_size=c, position=float(pos))
-            sel = inverse.reshape(idx.shape)[v]
-            fv = frames[sel, y:y + c, x:x + c]
-            fm = masks[sel, y:y + c, x:x + c]
-            if flip:
-                fv, fm = fv[:, :, ::-1], fm[:, :, ::-1]
-            out_v[v], out_m[v] = fv, fm
-        # Normalised here, on the decoding thread, so that it runs in parallel too.
-        return clips.normalize(out_v, mean=self.options.mean, std=self.options.std), out_m
+        size = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
+        return wanted, inverse.reshape(idx.shape), size
+
+    def _read_masks(self, i: int, wanted: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """Frames ``wanted`` of video ``i``'s mask resized (conservatively) to ``size``: uint8
+        ``[n, h, w]``; all zeros (everything private) without mask files."""
+        mask_path = self._masks[i]
+        if mask_path is None:
+            return np.zeros((len(wanted), *size), np.uint8)
+        raw, minfo = decode.load_mask(mask_path, wanted)
+        _check_mask_shape(mask_path, minfo, self._info[i])
+        return clips.resize_mask(raw, size)
 
     def get_batch(
         self, indices: np.ndarray, *, num_clips: int = 1, seed=None
@@ -241,25 +244,33 @@ class VideoDataset:
         }
 
     def get_masks(self, indices: np.ndarray) -> np.ndarray:
-        """Masks only of the centre evaluation view: uint8 ``[n, T, c, c]`` (no video decoding)."""
+        """Masks only of the centre evaluation view: uint8 ``[n, T, c, c]`` (no video decoding),
+        ``get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]`` when ``eval_crops=1``."""
         if not self.has_masks:
             raise ValueError(f"{self.name} has no masks.")
-        spec = self.options.clip
+        plan = clips.plan_views(None, num_clips=1)
 
         def one(i):
-            info, path = self._info[i], self._masks[i]
-            (start,) = clips.eval_starts(num_video_frames=info.num_frames, span=spec.span,
-                                         num_views=1)
-            idx = clips.frame_indices(num_video_frames=info.num_frames,
-                                      num_frames=spec.num_frames, stride=spec.stride, start=start)
-            raw, minfo = decode.load_mask(path, idx)
-            _check_mask_shape(path, minfo, info)
-            h, w = clips.resized_shape(info.height, info.width, short_side=spec.resize_size)
-            y, x = clips.crop_box(h, w, crop_size=spec.crop_size, position=0.5)
-            c = spec.crop_size
-            return clips.resize_mask(raw, (h, w))[:, y:y + c, x:x + c]
+            wanted, sel, size = self._view_frames(i, plan, 1)
+            masks = self._read_masks(i, wanted, size)
+            return _crop_views(masks, sel, plan, crop_size=self.options.clip.crop_size)[0]
 
         return np.stack(list(self._pool.map(one, [int(i) for i in indices])))
+
+
+def _crop_views(frames: np.ndarray, sel: np.ndarray, plan: clips.ViewPlan, *, crop_size: int):
+    """The views of one video cut from its resized frames (video ``[n, h, w, 3]`` or mask
+    ``[n, h, w]``): ``[V, T, c, c, ...]``, view ``v`` being frames ``sel[v]`` cropped at
+    ``plan.positions[v]`` and flipped if ``plan.flips[v]``, so a mask stays aligned with its video.
+    """
+    h, w = frames.shape[1:3]
+    c = crop_size
+    out = np.empty((*sel.shape, c, c, *frames.shape[3:]), frames.dtype)
+    for v, (pos, flip) in enumerate(zip(plan.positions, plan.flips, strict=True)):
+        y, x = clips.crop_box(h, w, crop_size=c, position=float(pos))
+        view = frames[sel[v], y:y + c, x:x + c]
+        out[v] = view[:, :, ::-1] if flip else view
+    return out
 
 
 def _check_mask_shape(path: str, mask: decode.VideoInfo, video: decode.VideoInfo) -> None:

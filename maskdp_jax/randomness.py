@@ -129,20 +129,21 @@ def draw_secret() -> int:
     return int.from_bytes(words.astype("<u4").tobytes(), "little")
 
 
-def for_run(config, *, restored: Mapping[str, Any] | None) -> Randomness:
-    """The randomness of a run: seeded from ``config.seed``, restored from a checkpoint's meta,
-    or (secret mode, fresh run) freshly drawn.
+def for_run(*, mode: str, seed: int, restored: Mapping[str, Any] | None) -> Randomness:
+    """The randomness of a run: seeded from ``seed``, restored from a checkpoint, or (secret
+    mode, fresh run) freshly drawn.
 
     Args:
-      config: the run's config (``seed``, ``privacy.randomness``).
-      restored: meta of the checkpoint being resumed, or None. A checkpoint without a secret
-        (written in seeded mode) gives a fresh secret here; resuming it is then refused by
-        :func:`maskdp_jax.checkpoint.validate_meta` (the config differs).
+      mode: ``"secret"`` or ``"seeded"`` (``config.privacy.randomness``).
+      seed: the public seed (``config.seed``).
+      restored: the ``randomness`` entry (:meth:`Randomness.to_meta`) of the checkpoint being
+        resumed, or None. A checkpoint without a secret (written in seeded mode) gives a fresh
+        secret here; resuming it is then refused by :func:`run.guard.validate_meta` (the config
+        differs).
     """
-    mode = config.privacy.randomness
     if mode == "seeded":
-        return Randomness(mode="seeded", seed=config.seed)
-    saved = (restored or {}).get("randomness") or {}
+        return Randomness(mode="seeded", seed=seed)
+    saved = restored or {}
     if saved.get("mode") == "secret" and saved.get("secret"):
-        return Randomness(mode="secret", seed=config.seed, secret=int(saved["secret"], 16))
-    return Randomness(mode=mode, seed=config.seed, secret=draw_secret())
+        return Randomness(mode="secret", seed=seed, secret=int(saved["secret"], 16))
+    return Randomness(mode=mode, seed=seed, secret=draw_secret())

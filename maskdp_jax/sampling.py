@@ -28,11 +28,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from maskdp_jax.plan import Mode
+
 PUBLIC_STREAM = 0
 PRIVATE_STREAM = 1
-
-MODES = ("maskdp", "dp", "nonprivate")
-SAMPLING_SCHEMES = ("decoupled", "coupled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,17 +92,19 @@ class PoissonSampler:
 
         ``dp`` uses the private stream and ``nonprivate`` the public stream, so that ``dp`` equals
         ``maskdp`` with all-private masks under the same seed.
+
+        Args:
+          step: the logical step (the draws are a pure function of it and the seeds).
+          mode: a :class:`~maskdp_jax.plan.Mode` (or its string).
+          sampling: the requested scheme; it applies to ``maskdp`` only
+            (:meth:`~maskdp_jax.plan.Mode.sampling_scheme`).
         """
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-        if sampling not in SAMPLING_SCHEMES:
-            raise ValueError(f"sampling must be one of {SAMPLING_SCHEMES}; got {sampling!r}.")
-        if mode == "dp":
-            return LogicalBatch(public=None, private=self.draw(step, stream=PRIVATE_STREAM))
-        if mode == "nonprivate":
-            return LogicalBatch(public=self.draw(step, stream=PUBLIC_STREAM), private=None)
-        public = self.draw(step, stream=PUBLIC_STREAM)
-        private = public if sampling == "coupled" else self.draw(step, stream=PRIVATE_STREAM)
+        mode = Mode(mode)
+        coupled = mode.sampling_scheme(sampling) == "coupled"
+        public = self.draw(step, stream=PUBLIC_STREAM) if mode.has_public_pass else None
+        if not mode.has_private_pass:
+            return LogicalBatch(public=public, private=None)
+        private = public if coupled else self.draw(step, stream=PRIVATE_STREAM)
         return LogicalBatch(public=public, private=private)
 
 

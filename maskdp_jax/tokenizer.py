@@ -13,16 +13,22 @@ video's private pixels, never the mask. Hence
 * the private view may contain public pixels (those of mixed cells); that is harmless because public
   pixels are not protected.
 
-Everything here is written for one clip and is jit/vmap friendly. Host-side validation of masks
-coming from files lives in :func:`validate_pixel_mask`.
+This module owns the token-cell geometry (:func:`public_cells`, one erosion shared by the views
+and the host-side checks) and the degenerate-mask check (:func:`warn_degenerate_masks`, videos with
+no public or no private cell). The views are written for one clip and are jit/vmap friendly.
+Checking mask *files* (rank, shape, binary values) is the data loader's business:
+:func:`data.decode.binarize_mask`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import einops
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -70,10 +76,15 @@ def public_cells(pixel_mask: jnp.ndarray, *, patch_stride: tuple[int, int, int])
     [[[0, 1], [1, 1]], [[1, 1], [1, 1]]]
     """
     _check_divisible(tuple(pixel_mask.shape), patch_stride)
+    return _erode(jnp.asarray(pixel_mask) > 0, patch_stride=patch_stride)
+
+
+def _erode(public, *, patch_stride: tuple[int, int, int]):
+    """``[..., T, H, W]`` bool pixels -> ``[..., T', H', W']`` bool cells, True where every pixel
+    of the cell is public. einops keeps the array library: JAX in the views, NumPy on the host."""
     st, sh, sw = patch_stride
-    public = jnp.asarray(pixel_mask) > 0
     return einops.reduce(
-        public, "(t st) (h sh) (w sw) -> t h w", "min", st=st, sh=sh, sw=sw
+        public, "... (t st) (h sh) (w sw) -> ... t h w", "min", st=st, sh=sh, sw=sw
     )
 
 
@@ -113,67 +124,77 @@ def make_views(
     )
 
 
-def validate_pixel_mask(
-    mask: np.ndarray, *, video_shape: tuple[int, ...], source: str = "mask"
-) -> np.ndarray:
-    """Check a mask loaded on the host and return it as ``uint8`` in {0, 1}.
+@dataclasses.dataclass(frozen=True)
+class Tokenizer:
+    """The tokeniser of one model: its token-cell geometry and the fill value of hidden cells.
 
-    Accepted values are {0, 1} (bool or integer) or {0, 255} (8-bit mask images/videos).
-
-    Args:
-      mask: ``[T, H, W]`` array as read from disk.
-      video_shape: ``(T, H, W[, C])`` of the video it belongs to.
-      source: file or dataset name, used in error messages.
-
-    Returns:
-      ``[T, H, W]`` uint8 with 1 = public, 0 = private.
-
-    Raises:
-      ValueError: wrong rank, shape different from the video's, or values outside {0,1}/{0,255}.
+    Attributes:
+      patch_stride: ``(st, sh, sw)``, the stride of the model's patch embedding (one cell).
+      fill_value: value written where a view hides a cell (a constant: it carries no
+        information about either part).
     """
-    mask = np.asarray(mask)
-    if mask.ndim != 3:
-        raise ValueError(f"{source}: mask must be [T, H, W]; got shape {mask.shape}.")
-    if tuple(mask.shape) != tuple(video_shape[:3]):
-        raise ValueError(
-            f"{source}: mask shape {mask.shape} does not match the video's [T, H, W] "
-            f"{tuple(video_shape[:3])}."
-        )
-    values = np.unique(mask)
-    if mask.dtype == bool or set(values.tolist()) <= {0, 1}:
-        return mask.astype(np.uint8)
-    if set(values.tolist()) <= {0, 255}:
-        return (mask == 255).astype(np.uint8)
-    raise ValueError(
-        f"{source}: mask values must be binary, {{0, 1}} or {{0, 255}} (1/255 = public); "
-        f"found {values[:10].tolist()}{' ...' if values.size > 10 else ''}."
-    )
+
+    patch_stride: tuple[int, int, int]
+    fill_value: float = 0.0
+
+    def views(self, video: jnp.ndarray, pixel_mask: jnp.ndarray) -> Views:
+        """:func:`make_views` of every clip of a batch.
+
+        Args:
+          video: ``[..., T, H, W, C]`` float, any number of leading axes (e.g. ``[P, K]``).
+          pixel_mask: ``[..., T, H, W]`` with the same leading axes, 1 = public.
+
+        Returns:
+          :class:`Views` with the leading axes of ``video`` (``has_*`` of shape ``[...]``).
+        """
+        lead = video.shape[:-4]
+        flat = video.reshape(-1, *video.shape[-4:])
+        mask = pixel_mask.reshape(-1, *pixel_mask.shape[-3:])
+        views = jax.vmap(lambda v, m: make_views(
+            v, m, patch_stride=tuple(self.patch_stride), fill_value=self.fill_value))(flat, mask)
+        return Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
 
 
 def warn_degenerate_masks(
-    masks: np.ndarray, *, patch_stride: tuple[int, int, int], source: str = "dataset"
+    masks: np.ndarray | Iterable[np.ndarray],
+    *,
+    patch_stride: tuple[int, int, int],
+    source: str = "dataset",
 ) -> tuple[int, int]:
-    """Warn about videos with no private or no public token cells.
+    """Warn, once with the totals, about videos with no private or no public token cell.
+
+    Host side (NumPy), with the erosion of :func:`public_cells`. A video is counted over all its
+    clips: all-public if every cell of every clip is public, all-private if none is.
 
     Args:
-      masks: ``[N, T, H, W]`` (or ``[N, K, T, H, W]``) pixel masks, 1 = public.
+      masks: ``[N, T, H, W]`` or ``[N, K, T, H, W]`` pixel masks (1 = public), or an iterable of
+        such chunks, so that a video dataset's masks can be streamed
+        (``data.mask_chunks(dataset)``) instead of held in memory.
       patch_stride: the patch-embedding stride.
       source: dataset name for the message.
 
     Returns:
       ``(num_all_public, num_all_private)`` counts of videos.
+
+    >>> m = np.zeros((2, 2, 4, 4), np.uint8); m[:, :, :2, :2] = 1  # one public cell each
+    >>> warn_degenerate_masks([m[:1], m[1:]], patch_stride=(2, 2, 2))  # two chunks, no warning
+    (0, 0)
     """
-    masks = np.asarray(masks) > 0
-    n = masks.shape[0]
-    flat = masks.reshape(n, -1, *masks.shape[-3:])
-    st, sh, sw = patch_stride
-    t, h, w = flat.shape[-3:]
-    _check_divisible((t, h, w), patch_stride)
-    cells = flat.reshape(n, flat.shape[1], t // st, st, h // sh, sh, w // sw, sw).min(
-        axis=(3, 5, 7)
-    )
-    all_public = int(np.sum(cells.all(axis=(1, 2, 3, 4))))
-    all_private = int(np.sum(~cells.any(axis=(1, 2, 3, 4))))
+    chunks = [masks] if hasattr(masks, "shape") else masks
+    n = all_public = all_private = 0
+    for chunk in chunks:
+        public = np.asarray(chunk) > 0
+        if public.ndim not in (4, 5):
+            raise ValueError(
+                f"{source}: masks must be [N, (K,) T, H, W]; got shape {public.shape}."
+            )
+        _check_divisible(public.shape[-3:], patch_stride)
+        if not len(public):
+            continue
+        cells = _erode(public, patch_stride=patch_stride).reshape(len(public), -1)
+        n += len(public)
+        all_public += int(np.sum(cells.all(axis=1)))
+        all_private += int(np.sum(~cells.any(axis=1)))
     if all_public:
         warnings.warn(
             f"{source}: {all_public}/{n} videos have no private token cell. They train without "

@@ -44,7 +44,7 @@ import optax
 from flax import struct
 
 from maskdp_jax import clipping, noise, parallel, partition, tokenizer
-from maskdp_jax.sampling import MODES
+from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
 Batch = dict[str, jnp.ndarray]
@@ -78,52 +78,6 @@ class TrainState(struct.PyTreeNode):
     @property
     def params(self) -> dict:
         return partition.merge(self.trainable, self.frozen)
-
-
-@dataclasses.dataclass(frozen=True)
-class DPConfig:
-    """Static settings of the step (hashable, closed over by the jitted functions).
-
-    Attributes:
-      mode: ``maskdp`` | ``dp`` | ``nonprivate``.
-      l2_clip_norm: C, per-example clip norm of the private pass.
-      noise_multiplier: sigma; the noise std is ``sigma * C`` on the *sum*.
-      expected_batch_size: B, the divisor of the update (never the sampled size).
-      patch_stride: token-cell size ``(st, sh, sw)`` of the model's patch embedding.
-      fill_value: value of hidden cells in each view.
-      microbatch_size: per-example gradients of the private pass are computed ``m`` at a time
-        (``None``: the whole physical batch at once); bounds memory for full fine-tuning, same
-        update (see :func:`maskdp_jax.clipping.clipped_grad_sum`).
-    """
-
-    mode: str
-    l2_clip_norm: float
-    noise_multiplier: float
-    expected_batch_size: int
-    patch_stride: tuple[int, int, int]
-    fill_value: float = 0.0
-    microbatch_size: int | None = None
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {self.mode!r}.")
-        if self.expected_batch_size <= 0:
-            raise ValueError(f"expected_batch_size must be > 0; got {self.expected_batch_size}.")
-        if self.mode != "nonprivate":
-            if self.l2_clip_norm <= 0:
-                raise ValueError(f"l2_clip_norm must be > 0; got {self.l2_clip_norm}.")
-            if self.noise_multiplier < 0:
-                raise ValueError(f"noise_multiplier must be >= 0; got {self.noise_multiplier}.")
-        if self.microbatch_size is not None and self.microbatch_size <= 0:
-            raise ValueError(f"microbatch_size must be > 0 or None; got {self.microbatch_size}.")
-
-    @property
-    def has_public_pass(self) -> bool:
-        return self.mode != "dp"
-
-    @property
-    def has_private_pass(self) -> bool:
-        return self.mode != "nonprivate"
 
 
 class Accumulator(NamedTuple):
@@ -167,13 +121,9 @@ def video_loss(apply_fn: ApplyFn, params: PyTree, clips: jnp.ndarray, label: jnp
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
 
-def batch_views(batch: Batch, cfg: DPConfig) -> tokenizer.Views:
-    """Views of a physical batch; video-level flags reduce over the K clips."""
-    views = jax.vmap(jax.vmap(
-        lambda v, m: tokenizer.make_views(
-            v, m, patch_stride=cfg.patch_stride, fill_value=cfg.fill_value
-        )
-    ))(batch["video"], batch["mask"])
+def batch_views(batch: Batch, tokens: tokenizer.Tokenizer) -> tokenizer.Views:
+    """Views of a physical batch ``[P, K, ...]``; video-level flags reduce over the K clips."""
+    views = tokens.views(batch["video"], batch["mask"])
     return views._replace(
         has_public=jnp.any(views.has_public, axis=1),
         has_private=jnp.any(views.has_private, axis=1),
@@ -182,16 +132,16 @@ def batch_views(batch: Batch, cfg: DPConfig) -> tokenizer.Views:
 
 def accumulate_public(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, cfg: DPConfig,
+    apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
 ) -> Accumulator:
     """Add one physical batch's public gradient ``sum_i w_i grad L(view_pu_i)`` (no clipping).
 
     The gradient depends only on public pixels, the masks and the labels.
     """
-    if cfg.mode == "nonprivate":
+    if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:
-        views = batch_views(batch, cfg)
+        views = batch_views(batch, tokens)
         video, weights = views.public, batch["weight"] * views.has_public
 
     # A weight-0 row (padding, or nothing public) may hold anything, inf/NaN included, and
@@ -220,13 +170,19 @@ def accumulate_public(
 
 def accumulate_private(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, cfg: DPConfig,
+    apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
+    microbatch_size: int | None = None,
 ) -> Accumulator:
-    """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``."""
-    if cfg.mode == "dp":
+    """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``.
+
+    ``microbatch_size``: per-example gradients are computed ``m`` at a time (None: the whole
+    physical batch at once); bounds memory for full fine-tuning, same sum
+    (:func:`maskdp_jax.clipping.clipped_grad_sum`).
+    """
+    if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:
-        views = batch_views(batch, cfg)
+        views = batch_views(batch, tokens)
         video, weights = views.private, batch["weight"] * views.has_private
 
     def one_video_loss(tr, example):
@@ -235,7 +191,7 @@ def accumulate_private(
 
     grads, stats = clipping.clipped_grad_sum(
         one_video_loss, trainable, (video, batch["label"]), weights,
-        l2_clip_norm=cfg.l2_clip_norm, microbatch_size=cfg.microbatch_size,
+        l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size,
     )
     return acc._replace(
         private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),
@@ -245,7 +201,7 @@ def accumulate_private(
 
 def finalize(
     state: TrainState, acc: Accumulator, key: jax.Array, *,
-    tx: optax.GradientTransformation, cfg: DPConfig,
+    tx: optax.GradientTransformation, plan: PrivacyPlan,
 ) -> tuple[TrainState, dict[str, jnp.ndarray]]:
     """Noise the private sum once, divide by the expected batch size, apply the optimiser.
 
@@ -255,14 +211,14 @@ def finalize(
       key: base PRNG key of the run, identical on every replica.
     """
     total = acc.public_sum
-    if cfg.has_private_pass:
+    if plan.mode.has_private_pass:
         step_key = jax.random.fold_in(key, state.step)
         private = noise.add_gaussian_noise(
             acc.private_sum, step_key,
-            noise_multiplier=cfg.noise_multiplier, l2_clip_norm=cfg.l2_clip_norm,
+            noise_multiplier=plan.noise_multiplier, l2_clip_norm=plan.l2_clip_norm,
         )
         total = jax.tree.map(jnp.add, total, private)
-    grad = jax.tree.map(lambda g: g / cfg.expected_batch_size, total)
+    grad = jax.tree.map(lambda g: g / plan.batch_size, total)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
     metrics = {
@@ -288,7 +244,8 @@ class LogicalBatchData:
 
 
 def make_train_step(
-    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, cfg: DPConfig,
+    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, plan: PrivacyPlan,
+    tokens: tokenizer.Tokenizer, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None,
 ) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
     """Build ``train_step(state, batch, key) -> (state, metrics)``.
@@ -296,7 +253,11 @@ def make_train_step(
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
       tx: optax optimiser over the trainable subtree.
-      cfg: the step's :class:`DPConfig`.
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`; the step reads the mode, C, σ and
+        the expected batch size B from it.
+      tokens: the model's :class:`~maskdp_jax.tokenizer.Tokenizer` (cell geometry, fill value).
+      microbatch_size: per-example gradients of the private pass ``m`` at a time (None: the
+        whole physical batch); same update, bounded memory.
       mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.parallel.make_mesh`):
         physical batches are split over its devices, each device clips the per-example gradients
         of its own examples, the sums are all-reduced, and the replicated finalisation adds one
@@ -310,21 +271,26 @@ def make_train_step(
       pure: the same inputs give the same outputs.
     """
 
-    def build(accumulate):
-        fn = functools.partial(accumulate, apply_fn=apply_fn, cfg=cfg)
+    if microbatch_size is not None and microbatch_size <= 0:
+        raise ValueError(f"microbatch_size must be > 0 or None; got {microbatch_size}.")
+
+    def build(fn):
         if mesh is not None:
             fn = parallel.shard_accumulation(fn, zeros_accumulator, mesh)
         return jax.jit(fn, donate_argnums=0)
 
-    public = build(accumulate_public)
-    private = build(accumulate_private)
-    final = jax.jit(lambda s, a, k: finalize(s, a, k, tx=tx, cfg=cfg))
+    public = build(functools.partial(accumulate_public, apply_fn=apply_fn, plan=plan,
+                                     tokens=tokens))
+    private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
+                                      tokens=tokens, microbatch_size=microbatch_size))
+    final = jax.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
+    mode = plan.mode
 
     def train_step(state: TrainState, batch: LogicalBatchData, key: jax.Array):
-        if batch.public and not cfg.has_public_pass:
-            raise ValueError(f"mode {cfg.mode!r} has no public pass; got public batches.")
-        if batch.private and not cfg.has_private_pass:
-            raise ValueError(f"mode {cfg.mode!r} has no private pass; got private batches.")
+        if batch.public and not mode.has_public_pass:
+            raise ValueError(f"mode {mode.value!r} has no public pass; got public batches.")
+        if batch.private and not mode.has_private_pass:
+            raise ValueError(f"mode {mode.value!r} has no private pass; got private batches.")
         acc = zeros_accumulator(state.trainable)
         for b in batch.public:
             acc = public(acc, state.trainable, state.frozen, b)

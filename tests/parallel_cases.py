@@ -34,15 +34,20 @@ def setup(mode: str, microbatch_size: int | None = None):
     import optax
     from conftest import PATCH_STRIDE, TinyVideoNet
 
-    from maskdp_jax.train_step import DPConfig, TrainState
+    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.tokenizer import Tokenizer
+    from maskdp_jax.train_step import TrainState
 
     model = TinyVideoNet()
     params = model.init(jax.random.key(0), np.zeros((1, 4, 16, 16, 3), np.float32))["params"]
     tx = optax.sgd(0.2, momentum=0.9)
     # A small clip norm so that nearly every private example is clipped: mixing per-example
     # gradients across devices before clipping would change the result.
-    cfg = DPConfig(mode=mode, l2_clip_norm=0.05, noise_multiplier=0.7, expected_batch_size=12,
-                   patch_stride=PATCH_STRIDE, microbatch_size=microbatch_size)
+    plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=12, steps=STEPS,
+                       l2_clip_norm=0.05, noise_multiplier=0.7 if mode != "nonprivate" else 0.0,
+                       delta=1e-7)
+    cfg = {"plan": plan, "tokens": Tokenizer(patch_stride=PATCH_STRIDE),
+           "microbatch_size": microbatch_size}
     state = TrainState.create(trainable=params, frozen={}, tx=tx)
     return (lambda p, x: model.apply({"params": p}, x)), tx, cfg, state
 
@@ -73,7 +78,7 @@ def run(mode: str, mesh=None, *, batch_fn=lambda b: b, physical: int = PHYSICAL,
     from maskdp_jax.train_step import LogicalBatchData, make_train_step
 
     apply_fn, tx, cfg, state = setup(mode, microbatch_size)
-    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=cfg, mesh=mesh)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg, mesh=mesh)
     if mesh is not None:
         state = parallel.replicate(state, mesh)
     key = jax.random.key(3)
@@ -105,7 +110,7 @@ def private_sum_trap(mesh):
 
     apply_fn, _, cfg, state = setup("maskdp")
     batch = logical_batches("maskdp")[0].private[0]
-    fn = functools.partial(accumulate_private, apply_fn=apply_fn, cfg=cfg)
+    fn = functools.partial(accumulate_private, apply_fn=apply_fn, **cfg)
     ref = jax.jit(fn)(zeros_accumulator(state.trainable), state.trainable, state.frozen, batch)
     out = {}
     for cast in (True, False):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from configs import default
-from maskdp_jax import results
+from reporting import results
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")

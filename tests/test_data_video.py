@@ -15,7 +15,7 @@ import pytest
 import data
 from configs import ucf101_maskdp
 from data import clips, decode, layouts, testing
-from maskdp_jax import evaluation
+from run import evaluation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -390,6 +390,29 @@ def test_empty_class(ucf, tmp_path):
     open(split, "w").write("\n".join(kept))
     with pytest.raises(layouts.LayoutError, match=r"class\(es\) have no video: \['Biking'\]"):
         data.get_datasets(_input(paths))
+
+
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (np.ones((4, 8)), r"must be \[T, H, W\]"),
+        (np.ones((4, 8, 9)), "does not match"),
+        (np.full((4, 8, 8), 7), "must be binary"),
+    ],
+)
+def test_bad_masks_are_rejected(mask, match):
+    with pytest.raises(ValueError, match=match):
+        decode.binarize_mask(mask, video_shape=(4, 8, 8, 3), path="clip.npz")
+
+
+def test_mask_value_conventions():
+    m = np.zeros((2, 4, 4), np.uint8)
+    m[0] = 255
+    out = decode.binarize_mask(m, video_shape=(2, 4, 4), path="m")
+    assert out.dtype == np.uint8 and out.max() == 1 and out[0].all() and not out[1].any()
+    np.testing.assert_array_equal(
+        decode.binarize_mask(m > 0, video_shape=(2, 4, 4), path="m"), out
+    )
 
 
 def test_npz_with_two_arrays_is_refused(tmp_path):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from conftest import CLIP_SHAPE, PATCH_STRIDE, random_batch
 
-from maskdp_jax import evaluation, tokenizer
+from maskdp_jax import tokenizer
+from run import evaluation
 
 
 class _Clips:
@@ -44,7 +45,7 @@ def _views(batch):
 def test_each_view_is_the_tokenisers_view(setup):
     params, apply_fn, batch = setup
     views = _views(batch)
-    kw = dict(batch_size=4, patch_stride=PATCH_STRIDE)
+    kw = dict(batch_size=4, tokens=tokenizer.Tokenizer(PATCH_STRIDE))
     ds = _Clips(batch)
     full = evaluation.predict(apply_fn, params, ds, batch_size=4)
     public = evaluation.predict(apply_fn, params, ds, view="public", **kw)
@@ -61,7 +62,7 @@ def test_each_view_is_the_tokenisers_view(setup):
 def test_public_view_ignores_private_pixels(setup):
     params, apply_fn, batch = setup
     changed = dict(batch, video=np.where(batch["mask"][..., None] == 0, 5.0, batch["video"]))
-    kw = dict(batch_size=4, view="public", patch_stride=PATCH_STRIDE)
+    kw = dict(batch_size=4, view="public", tokens=tokenizer.Tokenizer(PATCH_STRIDE))
     np.testing.assert_array_equal(
         evaluation.predict(apply_fn, params, _Clips(batch), **kw),
         evaluation.predict(apply_fn, params, _Clips(changed), **kw),
@@ -76,4 +77,4 @@ def test_bad_view_requests_fail_clearly(setup):
         evaluation.predict(apply_fn, params, _Clips(batch), view="public")
     with pytest.raises(ValueError, match="needs per-video masks"):
         evaluation.predict(apply_fn, params, _Clips(batch, with_masks=False), view="two_view",
-                           patch_stride=PATCH_STRIDE)
+                           tokens=tokenizer.Tokenizer(PATCH_STRIDE))

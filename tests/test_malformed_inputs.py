@@ -28,7 +28,10 @@ import data
 import train
 from configs import default
 from data import decode, labels, layouts, preprocess, testing
-from maskdp_jax import checkpoint, randomness, tokenizer, validation
+from maskdp_jax import randomness, tokenizer
+from maskdp_jax.plan import PrivacyPlan
+from run import checkpoint, guard, identity, journal
+from run import config as run_config
 
 
 class Case(NamedTuple):
@@ -58,11 +61,11 @@ def _set(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.C
 
 
 # ---------------------------------------------------------------------------------------------
-# Configs: maskdp_jax.validation.check_config, the first thing train_and_evaluate does
+# Configs: maskdp_jax.run_config.check_config, the first thing train_and_evaluate does
 # ---------------------------------------------------------------------------------------------
 def config_case(id: str, overrides: dict, match: str, *, num_devices: int = 1) -> Case:
     def call(_):
-        validation.check_config(_set(default.get_config(), overrides), num_devices=num_devices)
+        run_config.check_config(_set(default.get_config(), overrides), num_devices=num_devices)
 
     return Case(f"config-{id}", call, ValueError, match)
 
@@ -173,14 +176,14 @@ def test_every_shipped_config_passes_the_checks():
     for config in configs:
         for mode in ("maskdp", "dp", "nonprivate"):
             config.mode = mode
-            validation.check_config(config)
+            run_config.check_config(config)
     config = _set(default.get_config(), {"privacy.microbatch_size": 10})
-    validation.check_config(config, num_devices=8)  # 80 / 8 = 10 per device
+    run_config.check_config(config, num_devices=8)  # 80 / 8 = 10 per device
 
 
 def test_rdp_with_replace_is_fine_when_sigma_is_given():
     """The accountant setting is only used to calibrate; with σ given, replace runs (PLD)."""
-    validation.check_config(_set(default.get_config(), {
+    run_config.check_config(_set(default.get_config(), {
         "privacy.accountant": "rdp", "privacy.adjacency": "replace",
         "privacy.noise_multiplier": 1.0}))
 
@@ -240,7 +243,7 @@ def test_train_refuses_before_the_model_is_built(case, tmp_path, no_model):
 
 
 def test_batch_equal_to_dataset_is_fine_without_privacy():
-    validation.check_dataset_size(tiny_config({"mode": "nonprivate", "batch_size": 32}),
+    run_config.check_dataset_size(tiny_config({"mode": "nonprivate", "batch_size": 32}),
                                   num_examples=32)
 
 
@@ -251,8 +254,8 @@ VIDEO_SHAPE = (4, 8, 8, 3)
 
 
 def mask_case(id: str, mask, match: str, error: type[Exception] = ValueError) -> Case:
-    return Case(f"mask-{id}", lambda _: tokenizer.validate_pixel_mask(
-        np.asarray(mask), video_shape=VIDEO_SHAPE, source="clip.npz"), error, match)
+    return Case(f"mask-{id}", lambda _: decode.binarize_mask(
+        np.asarray(mask), video_shape=VIDEO_SHAPE, path="clip.npz"), error, match)
 
 
 def file_mask_case(id: str, mask, match: str) -> Case:
@@ -525,15 +528,23 @@ def _folder_input_blank():
 # Checkpoints, the privacy ledger and its journal, the budget
 # ---------------------------------------------------------------------------------------------
 def write_checkpoint(workdir, config, ledger: accounting.Ledger, *, topology=None) -> None:
-    rand = randomness.for_run(config, restored=None)
+    meta = checkpoint_meta(config, ledger.to_dict(), step=ledger.steps, topology=topology)
     ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
     try:
-        ckpt.save({"step": np.int32(ledger.steps)}, step=ledger.steps, ledger=ledger,
-                  config=config, noise_key_data=jax.random.key_data(rand.noise_key()),
-                  sampler=train.sampler_meta(config, num_examples=N_TRAIN),
-                  randomness=rand.to_meta(), topology=topology or checkpoint.current_topology())
+        ckpt.save({"step": np.int32(ledger.steps)}, step=ledger.steps, meta=meta)
     finally:
         ckpt.close()
+
+
+def for_run(config, restored=None) -> randomness.Randomness:
+    """The randomness a run of ``config`` gets (restored from a checkpoint's ``meta``)."""
+    return randomness.for_run(mode=config.privacy.randomness, seed=config.seed,
+                              restored=(restored or {}).get("randomness"))
+
+
+def sampler_meta(config) -> dict:
+    return guard.sampler_meta(run_config.privacy_plan(config, num_examples=N_TRAIN),
+                              seed=config.seed)
 
 
 def ledger_of(steps: int, sigma: float = 1.0) -> accounting.Ledger:
@@ -588,21 +599,21 @@ def test_resume_with_a_corrupt_checkpoint_ledger_is_refused(ledger, match):
 
 def checkpoint_meta(config, ledger: dict, *, step: int = 3, topology=None) -> dict:
     """A checkpoint's meta as it comes back from disk (JSON)."""
-    rand = randomness.for_run(config, restored=None)
+    rand = for_run(config)
     meta = {"step": step, "ledger": ledger, "config": config.to_dict(),
             "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
-            "sampler": train.sampler_meta(config, num_examples=N_TRAIN),
-            "randomness": rand.to_meta(), "topology": topology or checkpoint.current_topology()}
+            "sampler": sampler_meta(config),
+            "randomness": rand.to_meta(), "topology": topology or identity.current_topology()}
     return json.loads(json.dumps(meta))
 
 
 def validate(meta: dict, config) -> accounting.Ledger:
-    """validate_meta as train.py calls it on resume (the randomness restored from ``meta``)."""
-    rand = randomness.for_run(config, restored=meta)
-    return checkpoint.validate_meta(
-        meta, config=config, where="ckpt", noise_key_data=jax.random.key_data(rand.noise_key()),
-        sampler=train.sampler_meta(config, num_examples=N_TRAIN), randomness=rand.to_meta(),
-        topology=checkpoint.current_topology())
+    """validate_meta as the privacy guard calls it on resume (randomness restored from ``meta``)."""
+    rand = for_run(config, meta)
+    return guard.validate_meta(
+        meta, config=config.to_dict(), where="ckpt",
+        noise_key_data=jax.random.key_data(rand.noise_key()), sampler=sampler_meta(config),
+        randomness=rand.to_meta(), topology=identity.current_topology())
 
 
 @pytest.mark.parametrize("saved,match", [
@@ -650,21 +661,21 @@ def test_log_private_metrics_cannot_change_on_resume(saved, now, tmp_path, no_mo
 def test_corrupt_journal_is_refused(content, match, tmp_path, no_model):
     workdir = tmp_path / "run"
     workdir.mkdir()
-    (workdir / checkpoint.JOURNAL).write_text(content)
+    (workdir / journal.JOURNAL).write_text(content)
     full = match + r".*training cannot continue here without under-counting: restore the file " \
                    r"from a backup, or start over in a fresh --workdir"
     with pytest.raises(ValueError, match=full):
         train.train_and_evaluate(tiny_config(), str(workdir))
     with pytest.raises(ValueError, match=match):
-        checkpoint.read_ledger_journal(str(workdir))
-    assert (workdir / checkpoint.JOURNAL).read_text() == content  # loses nothing
+        journal.read_ledger_journal(str(workdir))
+    assert (workdir / journal.JOURNAL).read_text() == content  # loses nothing
 
 
 def journal_run(config, *, randomness_id: str | None = None, topology=None) -> dict:
     """The run identity train.py writes into the journal for ``config`` (a fresh run)."""
-    randomness_id = randomness_id or randomness.for_run(config, restored=None).public_id()
-    return checkpoint.run_identity(config, randomness_id=randomness_id,
-                                   topology=topology or checkpoint.current_topology())
+    randomness_id = randomness_id or for_run(config).public_id()
+    return identity.run_identity(config.to_dict(), randomness_id=randomness_id,
+                                 topology=topology or identity.current_topology())
 
 
 SEEDED = {"privacy.randomness": "seeded"}
@@ -679,7 +690,7 @@ SEEDED = {"privacy.randomness": "seeded"}
     ({}, 1.0, {"model.name": "mvit_cpu"}, r"config fingerprint: journal"),
     ({}, 1.0, {"id": "secret:sha256:00"}, r"randomness: journal secret:sha256:00 != now "
                                           r"seeded:0 \(the journal's steps used noise and batches"),
-    ({}, 1.0, {"topology": {**checkpoint.current_topology(), "process_count": 2}},
+    ({}, 1.0, {"topology": {**identity.current_topology(), "process_count": 2}},
      r"topology: journal \{'process_count': 2, 'device_count': 1, .*\} != now \{'process_"),
 ], ids=["other-delta", "other-sigma", "other-seed", "other-lr", "other-model",
         "other-randomness", "other-topology"])
@@ -692,7 +703,7 @@ def test_journal_of_another_run_is_refused(privacy, sigma, run, match, tmp_path,
     run = dict(run)
     journal_config = tiny_config({**SEEDED, **{k: v for k, v in run.items()
                                                if k not in ("id", "topology")}})
-    checkpoint.write_ledger_journal(
+    journal.write_ledger_journal(
         str(workdir), ledger_of(4, sigma), privacy={**meta, **privacy},
         run=journal_run(journal_config, randomness_id=run.get("id"), topology=run.get("topology")))
     before = _snapshot(workdir)
@@ -709,7 +720,7 @@ def test_journal_of_a_secret_run_without_checkpoint_is_refused(tmp_path, no_mode
     workdir.mkdir()
     config = tiny_config()
     meta = {"delta": 1e-3, "adjacency": "special", "sampling": "decoupled", "mode": "maskdp"}
-    checkpoint.write_ledger_journal(str(workdir), ledger_of(4), privacy=meta,
+    journal.write_ledger_journal(str(workdir), ledger_of(4), privacy=meta,
                                     run=journal_run(config))
     with pytest.raises(ValueError, match=r"randomness: journal secret:sha256:[0-9a-f]{32} != now "
                                          r"secret:sha256:[0-9a-f]{32}"):
@@ -738,19 +749,21 @@ def test_resume_past_the_target_epsilon_is_refused(tmp_path, no_model):
 
 
 def test_budget_checks_pass_within_the_plan_and_refuse_beyond():
-    checkpoint.check_budget(steps_done=STEPS - 1, planned_steps=STEPS)
-    checkpoint.check_budget(steps_done=STEPS, planned_steps=STEPS, next_steps=0)  # finished run
+    guard.check_budget(steps_done=STEPS - 1, planned_steps=STEPS)
+    guard.check_budget(steps_done=STEPS, planned_steps=STEPS, next_steps=0)  # finished run
     with pytest.raises(RuntimeError, match=r"Refusing to train past the planned 6 steps \(6 done, "
                                            r"1 more requested\).*Start a new run"):
-        checkpoint.check_budget(steps_done=STEPS, planned_steps=STEPS)
+        guard.check_budget(steps_done=STEPS, planned_steps=STEPS)
 
-    kw = dict(q=Q, delta=1e-3, method="rdp", adjacency="special", sampling="decoupled")
-    sigma = accounting.calibrate_noise_multiplier(target_epsilon=2.0, steps=STEPS, **kw)
+    plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=N_TRAIN, batch_size=BATCH,
+                                 epochs=STEPS * BATCH / N_TRAIN, l2_clip_norm=0.1, delta=1e-3,
+                                 accountant="rdp", target_epsilon=2.0)
+    sigma = plan.noise_multiplier
+    assert (plan.q, plan.steps) == (Q, STEPS)
     for done in (0, 3, STEPS):  # a ledger on the plan: every prefix is within the target
-        eps = checkpoint.check_epsilon_budget(
-            ledger_of(done, sigma) if done else accounting.Ledger(),
-            remaining_steps=STEPS - done, noise_multiplier=sigma, target_epsilon=2.0, **kw)
+        eps = guard.check_epsilon_budget(
+            ledger_of(done, sigma) if done else accounting.Ledger(), plan)
         assert eps <= 2.0
     with pytest.raises(RuntimeError, match=r"would spend ε = .* > target ε = 2"):
-        checkpoint.check_epsilon_budget(ledger_of(3, sigma), remaining_steps=STEPS,
-                                        noise_multiplier=sigma, target_epsilon=2.0, **kw)
+        # 3 steps more than planned (the old call: a 3-step ledger plus STEPS remaining steps)
+        guard.check_epsilon_budget(ledger_of(3 + STEPS, sigma), plan)

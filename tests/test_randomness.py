@@ -1,8 +1,8 @@
 """The run's privacy randomness (maskdp_jax.randomness): secret by default, restored on resume,
 never in what the run publishes; seeded mode reproducible and labelled as such in the report.
 
-Nothing here compiles a model: the keys and the samplers are built as train.py builds them
-(``randomness.for_run``) and the reports and journal are written by the functions train.py calls.
+Nothing here compiles a model: the keys and the samplers are built as the privacy guard builds
+them (``randomness.for_run``) and the reports and journal are written by the functions it calls.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import accounting
-import train
 from configs import default
-from maskdp_jax import checkpoint, randomness, report, sampling
+from maskdp_jax import randomness, sampling
+from reporting import run_report as report
+from run import checkpoint, guard, identity, journal
 
 N, B = 64, 16
 
@@ -26,6 +27,12 @@ def _config(mode: str, seed: int = 0):
     config.seed = seed
     config.privacy.randomness = mode
     return config
+
+
+def _for_run(config, restored=None) -> randomness.Randomness:
+    """The randomness a run of ``config`` gets (restored from a checkpoint's ``meta``)."""
+    return randomness.for_run(mode=config.privacy.randomness, seed=config.seed,
+                              restored=(restored or {}).get("randomness"))
 
 
 def _key_words(rand: randomness.Randomness) -> list[int]:
@@ -39,14 +46,14 @@ def _private_batches(rand: randomness.Randomness, steps: int = 3) -> list[list[i
 
 def test_secret_runs_with_the_same_seed_draw_different_noise_and_batches():
     """The published config.seed no longer determines the noise or the private batches."""
-    a = randomness.for_run(_config("secret"), restored=None)
-    b = randomness.for_run(_config("secret"), restored=None)
+    a = _for_run(_config("secret"))
+    b = _for_run(_config("secret"))
     assert a.mode == b.mode == "secret" and a.seed == b.seed == 0
     assert _key_words(a) != _key_words(b)
     assert _private_batches(a) != _private_batches(b)
     assert a.public_id() != b.public_id()
     # Not the seeded key / batches either (what anyone with report.json could recompute).
-    seeded = randomness.for_run(_config("seeded"), restored=None)
+    seeded = _for_run(_config("seeded"))
     assert _key_words(a) != _key_words(seeded)
     assert _private_batches(a) != _private_batches(seeded)
 
@@ -54,7 +61,7 @@ def test_secret_runs_with_the_same_seed_draw_different_noise_and_batches():
 def test_secret_streams_are_derived_separately():
     """A public batch (revealed by the noise-free public gradient) is drawn from a seed of its
     own, so recovering it says nothing about the private stream's seed."""
-    s = randomness.for_run(_config("secret"), restored=None).sampler(
+    s = _for_run(_config("secret")).sampler(
         num_examples=N, expected_batch_size=B)
     assert s.private_seed is not None and s.private_seed != s.seed
     assert s.seed >= 2**32 or s.private_seed >= 2**32  # 128-bit, not a 32-bit seed
@@ -62,8 +69,8 @@ def test_secret_streams_are_derived_separately():
 
 def test_seeded_mode_reproduces_the_earlier_seeded_runs():
     """Seeded runs draw exactly what earlier versions drew (committed results stay reproducible)."""
-    rand = randomness.for_run(_config("seeded", seed=5), restored=None)
-    assert rand == randomness.for_run(_config("seeded", seed=5), restored=None)
+    rand = _for_run(_config("seeded", seed=5))
+    assert rand == _for_run(_config("seeded", seed=5))
     assert _key_words(rand) == np.asarray(jax.random.key_data(
         jax.random.key(5 + 1_000_003))).tolist()
     old = sampling.PoissonSampler(num_examples=N, expected_batch_size=B, seed=5)
@@ -76,33 +83,36 @@ def test_secret_is_restored_from_the_checkpoint(tmp_path):
     """Resume in secret mode: the checkpoint's secret gives the same noise key and batches, so
     re-executed steps are identical; validate_meta accepts it."""
     config = _config("secret")
-    rand = randomness.for_run(config, restored=None)
+    rand = _for_run(config)
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=2)
-    sampler = train.sampler_meta(config, num_examples=N)
+    sampler = {"num_examples": N, "expected_batch_size": config.batch_size,
+               "seed": config.seed, "sampling": config.sampling}
     ckpt = checkpoint.Checkpointer(str(tmp_path), keep=1)
     try:
-        ckpt.save({"step": np.int32(2)}, step=2, ledger=ledger, config=config,
-                  noise_key_data=jax.random.key_data(rand.noise_key()), sampler=sampler,
-                  randomness=rand.to_meta(), topology=checkpoint.current_topology())
+        ckpt.save({"step": np.int32(2)}, step=2, meta={
+            "step": 2, "ledger": ledger.to_dict(), "config": config.to_dict(),
+            "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
+            "sampler": sampler, "randomness": rand.to_meta(),
+            "topology": identity.current_topology()})
     finally:
         ckpt.close()
     meta = checkpoint.read_latest_meta(str(tmp_path))
-    resumed = randomness.for_run(config, restored=meta)
+    resumed = _for_run(config, meta)
     assert resumed == rand
     assert _key_words(resumed) == _key_words(rand)
     assert _private_batches(resumed) == _private_batches(rand)
-    restored_ledger = checkpoint.validate_meta(
-        meta, config=config, noise_key_data=jax.random.key_data(resumed.noise_key()),
-        sampler=sampler, randomness=resumed.to_meta(), topology=checkpoint.current_topology(),
+    restored_ledger = guard.validate_meta(
+        meta, config=config.to_dict(), noise_key_data=jax.random.key_data(resumed.noise_key()),
+        sampler=sampler, randomness=resumed.to_meta(), topology=identity.current_topology(),
         where="ckpt")
     assert restored_ledger.steps == 2
     # A fresh draw (e.g. a secret lost with its checkpoint) is refused.
-    other = randomness.for_run(config, restored=None)
+    other = _for_run(config)
     with pytest.raises(ValueError, match=r"its randomness \(mode 'secret'\) cannot be restored"):
-        checkpoint.validate_meta(
-            meta, config=config, noise_key_data=jax.random.key_data(other.noise_key()),
-            sampler=sampler, randomness=other.to_meta(), topology=checkpoint.current_topology(),
+        guard.validate_meta(
+            meta, config=config.to_dict(), noise_key_data=jax.random.key_data(other.noise_key()),
+            sampler=sampler, randomness=other.to_meta(), topology=identity.current_topology(),
             where="ckpt")
 
 
@@ -118,8 +128,8 @@ def test_multi_host_secret_is_process_0s(monkeypatch):
 
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     monkeypatch.setattr(multihost_utils, "broadcast_one_to_all", broadcast_one_to_all)
-    a = randomness.for_run(_config("secret"), restored=None)
-    b = randomness.for_run(_config("secret"), restored=None)
+    a = _for_run(_config("secret"))
+    b = _for_run(_config("secret"))
     assert len(sent) == 2 and sent[0].dtype == np.uint32 and sent[0].shape == (4,)
     assert a == b and a.secret == 1 + (2 << 32) + (3 << 64) + (4 << 96)
 
@@ -138,7 +148,7 @@ def test_published_artefacts_hold_no_secret(tmp_path):
     """What a secret-mode run writes outside its checkpoints (privacy report, run report,
     journal) and prints (the Randomness repr) holds neither the secret nor its derived keys."""
     config = _config("secret")
-    rand = randomness.for_run(config, restored=None)
+    rand = _for_run(config)
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=3)
     privacy = accounting.privacy_report(mode="maskdp", ledger=ledger, delta=1e-3,
@@ -151,12 +161,12 @@ def test_published_artefacts_hold_no_secret(tmp_path):
         class_names=["a"], train_class_counts=[2], parameters={"trainable": 1, "total": 1},
         timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 3})
     report.write(run, str(tmp_path))
-    checkpoint.write_ledger_journal(
+    journal.write_ledger_journal(
         str(tmp_path), ledger, privacy={"mode": "maskdp"},
-        run=checkpoint.run_identity(config, randomness_id=rand.public_id(),
-                                    topology=checkpoint.current_topology()))
+        run=identity.run_identity(config.to_dict(), randomness_id=rand.public_id(),
+                                  topology=identity.current_topology()))
     texts = {name: (tmp_path / name).read_text()
-             for name in ("report.json", "report.md", checkpoint.JOURNAL)}
+             for name in ("report.json", "report.md", journal.JOURNAL)}
     texts["repr"] = repr(rand) + str(rand)
     for name, text in texts.items():
         for form in _secret_forms(rand):

@@ -19,7 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from maskdp_jax import checkpoint
+from run import checkpoint
+from run import journal as journal_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 6
@@ -94,7 +95,7 @@ def test_kill9_and_resume_equals_uninterrupted(tmp_path, cache):
     kill_at = int(rng.integers(step_term + 1, STEPS))  # a random later step, logged
     assert _run_until(broken, cache, kill_at, signal.SIGKILL) == -signal.SIGKILL
     logged = _logged_steps(broken)
-    journal = checkpoint.read_ledger_journal(str(broken))
+    journal = journal_lib.read_ledger_journal(str(broken))
     # Every released step (logged line, checkpoint) is in the journal written before it.
     assert journal is not None and journal.steps >= max(logged) >= kill_at
 
@@ -107,7 +108,7 @@ def test_kill9_and_resume_equals_uninterrupted(tmp_path, cache):
         np.testing.assert_array_equal(a, b)  # bit-exact: same batches, same noise keys
     # The ledger counts every executed step once (re-executed steps are identical).
     assert meta_b["ledger"] == meta_a["ledger"]
-    assert checkpoint.read_ledger_journal(str(broken)).steps == STEPS
+    assert journal_lib.read_ledger_journal(str(broken)).steps == STEPS
     report_a = json.loads((clean / "report.json").read_text())["privacy"]
     report_b = json.loads((broken / "report.json").read_text())["privacy"]
     assert report_b == report_a
@@ -138,7 +139,7 @@ def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
 
     kill_at = int(rng.integers(step_term + 1, STEPS))
     assert _run_until(broken, cache, kill_at, signal.SIGKILL, "secret") == -signal.SIGKILL
-    assert checkpoint.read_ledger_journal(str(broken)).steps >= kill_at
+    assert journal_lib.read_ledger_journal(str(broken)).steps >= kill_at
     out_broken = subprocess.run(_cmd(broken, cache, "secret"), env=_env(), check=True,
                                 capture_output=True, text=True, timeout=300)
 
@@ -149,12 +150,12 @@ def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
     for a, b in zip(jax_leaves(params_a), jax_leaves(params_b), strict=True):
         np.testing.assert_array_equal(a, b)
     assert meta_b["ledger"] == meta_a["ledger"]
-    assert checkpoint.read_ledger_journal(str(broken)).steps == STEPS
+    assert journal_lib.read_ledger_journal(str(broken)).steps == STEPS
 
     # The secret is in the checkpoints only: not in the report, metrics, journal or output.
     forms = [secret, secret.upper(), str(int(secret, 16)), json.dumps(meta_b["noise_key"])]
     published = [out_clean.stdout + out_clean.stderr, out_broken.stdout + out_broken.stderr]
-    for name in ("report.json", "report.md", "metrics.jsonl", checkpoint.JOURNAL):
+    for name in ("report.json", "report.md", "metrics.jsonl", journal_lib.JOURNAL):
         published.append((broken / name).read_text())
     for text in published:
         for form in forms:
@@ -173,9 +174,9 @@ def test_secret_mode_kill9_before_the_first_periodic_checkpoint_resumes(tmp_path
         == -signal.SIGKILL
     step0, _, meta0 = _final_params(workdir)
     assert step0 == 0 and meta0["randomness"]["mode"] == "secret"
-    assert checkpoint.read_ledger_journal(str(workdir)).steps >= kill_at
+    assert journal_lib.read_ledger_journal(str(workdir)).steps >= kill_at
     subprocess.run(_cmd(workdir, cache, "secret", every_steps=STEPS), env=_env(), check=True,
                    capture_output=True, timeout=300)
     step, _, meta = _final_params(workdir)
     assert step == STEPS and meta["randomness"] == meta0["randomness"]
-    assert checkpoint.read_ledger_journal(str(workdir)).steps == STEPS
+    assert journal_lib.read_ledger_journal(str(workdir)).steps == STEPS

@@ -55,29 +55,6 @@ def test_indivisible_clip_is_rejected():
         tokenizer.public_cells(np.ones((3, 8, 8)), patch_stride=STRIDE)
 
 
-@pytest.mark.parametrize(
-    "mask, match",
-    [
-        (np.ones((4, 8)), r"must be \[T, H, W\]"),
-        (np.ones((4, 8, 9)), "does not match"),
-        (np.full((4, 8, 8), 7), "must be binary"),
-    ],
-)
-def test_bad_masks_are_rejected(mask, match):
-    with pytest.raises(ValueError, match=match):
-        tokenizer.validate_pixel_mask(mask, video_shape=(4, 8, 8, 3), source="clip.npz")
-
-
-def test_mask_value_conventions():
-    m = np.zeros((2, 4, 4), np.uint8)
-    m[0] = 255
-    out = tokenizer.validate_pixel_mask(m, video_shape=(2, 4, 4), source="m")
-    assert out.dtype == np.uint8 and out.max() == 1 and out[0].all() and not out[1].any()
-    np.testing.assert_array_equal(
-        tokenizer.validate_pixel_mask(m > 0, video_shape=(2, 4, 4), source="m"), out
-    )
-
-
 def test_degenerate_masks_warn_and_say_what_dp_means():
     masks = np.zeros((3, 4, 8, 8), np.uint8)
     masks[0] = 1  # all public

@@ -8,6 +8,7 @@ import pytest
 
 import train
 from configs import default
+from run import config as run_config
 
 
 def _tiny_config(mode: str):
@@ -56,19 +57,19 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
 
 def test_plan_privacy_divides_by_expected_batch_and_counts_steps():
     config = _tiny_config("maskdp")
-    plan = train.plan_privacy(config, num_examples=64)
-    assert plan["q"] == 16 / 64 and plan["steps"] == 2
-    assert plan["noise_multiplier"] > 0
+    plan = run_config.privacy_plan(config, num_examples=64)
+    assert plan.q == 16 / 64 and plan.steps == 2
+    assert plan.noise_multiplier > 0
     config.privacy.noise_multiplier = 1.5
-    assert train.plan_privacy(config, num_examples=64)["noise_multiplier"] == 1.5
-    assert np.isfinite(plan["noise_multiplier"])
+    assert run_config.privacy_plan(config, num_examples=64).noise_multiplier == 1.5
+    assert np.isfinite(plan.noise_multiplier)
 
 
 def test_private_metrics_are_off_by_default_and_labelled_non_dp():
     """Metrics computed from private data are not DP: never logged unless opted in, then named
     ``(non-DP)``; the run report says which kind was logged."""
     from configs import hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp
-    from maskdp_jax import report
+    from reporting import run_report as report
 
     for module in (default, hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp):
         assert module.get_config().log_private_metrics is False

@@ -1,6 +1,5 @@
 """The MaskDP step: invariants of the two-view update (on the tiny test model)."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +9,9 @@ import pytest
 from conftest import PATCH_STRIDE, random_batch
 
 from maskdp_jax import partition
+from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import (
-    DPConfig,
     LogicalBatchData,
     TrainState,
     accumulate_private,
@@ -24,8 +24,10 @@ KEY = jax.random.key(42)
 
 
 def _cfg(mode="maskdp", sigma=0.0, b=8, c=0.5):
-    return DPConfig(mode=mode, l2_clip_norm=c, noise_multiplier=sigma, expected_batch_size=b,
-                    patch_stride=PATCH_STRIDE)
+    """The step's collaborators: a privacy plan (mode, C, σ, expected B) and the tokeniser."""
+    plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=b, steps=1, l2_clip_norm=c,
+                       noise_multiplier=sigma, delta=1e-7)
+    return {"plan": plan, "tokens": Tokenizer(patch_stride=PATCH_STRIDE)}
 
 
 def _state(params, tx, trainable_names=None):
@@ -38,13 +40,13 @@ def _state(params, tx, trainable_names=None):
 
 def _public(state, batch, apply_fn, cfg):
     acc = zeros_accumulator(state.trainable)
-    return jax.jit(lambda a, t, f, b: accumulate_public(a, t, f, b, apply_fn=apply_fn, cfg=cfg))(
+    return jax.jit(lambda a, t, f, b: accumulate_public(a, t, f, b, apply_fn=apply_fn, **cfg))(
         acc, state.trainable, state.frozen, batch)
 
 
 def _private(state, batch, apply_fn, cfg, acc=None):
     acc = zeros_accumulator(state.trainable) if acc is None else acc
-    return jax.jit(lambda a, t, f, b: accumulate_private(a, t, f, b, apply_fn=apply_fn, cfg=cfg))(
+    return jax.jit(lambda a, t, f, b: accumulate_private(a, t, f, b, apply_fn=apply_fn, **cfg))(
         acc, state.trainable, state.frozen, batch)
 
 
@@ -95,7 +97,7 @@ def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model):
     tx = optax.sgd(0.1, momentum=0.9)
     results = {}
     for mode in ("dp", "maskdp"):
-        step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg(mode, sigma=1.3))
+        step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(mode, sigma=1.3))
         batch = LogicalBatchData(public=[public_batch] if mode == "maskdp" else [],
                                  private=[private_batch])
         results[mode], _ = step(_state(params, tx), batch, KEY)
@@ -158,7 +160,7 @@ def test_noise_is_added_once_per_logical_batch_and_divided_by_expected_batch_siz
     padding = random_batch(rng, size=4)
     padding["weight"][:] = 0.0  # contributes nothing: the update is pure noise
     tx = optax.sgd(1.0)
-    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("dp", sigma=sigma, b=b, c=c))
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("dp", sigma=sigma, b=b, c=c))
     updates = []
     for num_physical in (1, 3):
         state = _state(params, tx)
@@ -178,7 +180,7 @@ def test_update_divides_by_expected_batch_size_not_sampled_size(tiny_model):
     tx = optax.sgd(1.0)
     grads = {}
     for b in (4, 12):
-        step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("maskdp", b=b))
+        step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("maskdp", b=b))
         state = _state(params, tx)
         new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
         grads[b] = jax.tree.map(lambda o, n: o - n, state.trainable, new.trainable)
@@ -199,7 +201,7 @@ def test_frozen_parameters_never_change_and_gradients_hold_only_trainable_leaves
     assert set(state.trainable) == {"head"} and "head" not in state.frozen
     acc = _private(state, random_batch(rng, size=4), apply_fn, _cfg())
     assert jax.tree.structure(acc.private_sum) == jax.tree.structure(state.trainable)
-    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg(sigma=1.0))
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0))
     batch = random_batch(rng, size=4)
     new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
     _assert_tree_equal(new.frozen, state.frozen)
@@ -211,7 +213,7 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
     _, params, apply_fn = tiny_model
     batch = random_batch(np.random.default_rng(9), size=2)
     tx = optax.sgd(1.0)
-    step = make_train_step(apply_fn=apply_fn, tx=tx, cfg=_cfg("nonprivate"))
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("nonprivate"))
     with pytest.raises(ValueError, match="no private pass"):
         step(_state(params, tx), LogicalBatchData(public=[batch], private=[batch]), KEY)
     with pytest.raises(ValueError, match="mode must be one of"):
@@ -219,17 +221,17 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
 
 
 def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
-    """config.privacy.microbatch_size reaches the clipper through DPConfig: same clipped sum."""
+    """config.privacy.microbatch_size reaches the clipper through the step: same clipped sum."""
     _, params, apply_fn = tiny_model
     batch = random_batch(np.random.default_rng(5), size=6, clips=2)
     state = _state(params, optax.sgd(1.0))
     whole = _private(state, batch, apply_fn, _cfg(c=0.05))
-    chunked = _private(state, batch, apply_fn, dataclasses.replace(_cfg(c=0.05), microbatch_size=2))
+    chunked = _private(state, batch, apply_fn, {**_cfg(c=0.05), "microbatch_size": 2})
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
                  chunked, whole)
     assert int(whole.clip.num_clipped) > 0
     with pytest.raises(ValueError, match="microbatch_size must be > 0"):
-        dataclasses.replace(_cfg(), microbatch_size=0)
+        make_train_step(apply_fn=apply_fn, tx=optax.sgd(1.0), **_cfg(), microbatch_size=0)
 
 
 @pytest.mark.parametrize("mode", ["maskdp", "nonprivate"])
@@ -251,6 +253,6 @@ def test_public_pass_ignores_non_finite_padding_rows(tiny_model, mode):
     assert np.isfinite(float(got.public_loss_sum)) and _leaves_norm(got.public_sum) > 0
     _assert_tree_equal(got.public_sum, want.public_sum)
     _assert_tree_equal(got.public_loss_sum, want.public_loss_sum)
-    step = make_train_step(apply_fn=apply_fn, tx=optax.sgd(0.1), cfg=_cfg(mode))
+    step = make_train_step(apply_fn=apply_fn, tx=optax.sgd(0.1), **_cfg(mode))
     new_state, _ = step(state, LogicalBatchData(public=[bad], private=[]), KEY)
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(new_state.trainable))

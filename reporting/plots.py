@@ -1,4 +1,8 @@
-"""Figures a person reads: accuracy vs ε, per-class accuracy, training curves (PNG)."""
+"""Figures a person reads: accuracy vs ε, per-class accuracy, training curves (PNG).
+
+The one module of the library packages that imports matplotlib (with the non-interactive Agg
+backend, so it runs on machines without a display).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from maskdp_jax.report import COUNTS_HIDDEN  # noqa: E402
-from maskdp_jax.results import MODE_ORDER, summarize  # noqa: E402
+from reporting.results import MODE_ORDER, summarize  # noqa: E402
+from reporting.run_report import COUNTS_HIDDEN  # noqa: E402
 
 _STYLE = {
     "nonprivate": dict(color="black", label="non-private"),

@@ -9,7 +9,7 @@ import pytest
 
 import sweep
 from configs import sweep_synthetic
-from maskdp_jax import results
+from reporting import results
 
 
 def _fake_run(root, mode, eps, seed, top1, per_class):

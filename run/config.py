@@ -1,15 +1,21 @@
-"""Up-front checks of a training config: a bad config fails before any data, compile or step.
+"""A training config, read once: up-front checks, then the typed objects the library takes.
+
+The run layer is where ``ml_collections`` config dicts end: the library below
+(:mod:`maskdp_jax`, :mod:`accounting`, :mod:`models`, :mod:`data`'s sources) takes typed keyword
+arguments, built here from the config.
 
 ``train.train_and_evaluate`` calls :func:`check_config` first (nothing is read, built or written
 before it), then :func:`check_dataset_size` once the training split is loaded, so a mistyped
 option costs seconds and loses nothing. Each error names the config key (as a
-``--config.<key>`` flag) and the accepted values.
+``--config.<key>`` flag) and the accepted values. :func:`privacy_plan` then builds the run's
+:class:`~maskdp_jax.plan.PrivacyPlan` (which validates the privacy numbers once more, with N
+known: δ < 1/N, q < 1) and calibrates σ.
 
 What is checked here is only what the config alone decides. Checks that need the data or the
-model live with them: masks in :mod:`maskdp_jax.tokenizer` and :mod:`data.decode`, labels in
-:mod:`data.labels`, dataset layouts in :mod:`data.layouts`, the privacy numbers (δ < 1/N, q, σ,
-ε targets) in :mod:`accounting.inputs`, the resume of a checkpoint in :mod:`maskdp_jax.checkpoint`.
-The same checks are repeated where the values are used (e.g. ``DPConfig``); here they run early.
+model live with them: masks in :mod:`maskdp_jax.tokenizer` and :mod:`data`, labels in
+:mod:`data.labels`, dataset layouts in :mod:`data.layouts`, the privacy numbers in
+:class:`~maskdp_jax.plan.PrivacyPlan` (:mod:`accounting.inputs`), the resume of a checkpoint in
+:mod:`run.guard`.
 
 >>> from configs import default
 >>> config = default.get_config()
@@ -32,7 +38,8 @@ import ml_collections
 import data
 import models
 from accounting import accountant, inputs
-from maskdp_jax import randomness, sampling
+from maskdp_jax import randomness
+from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -85,8 +92,8 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     Raises:
       ValueError: naming the key, the accepted values and the value given.
     """
-    _choice("mode", config.mode, sampling.MODES)
-    _choice("sampling", config.sampling, sampling.SAMPLING_SCHEMES)
+    _choice("mode", config.mode, MODES)
+    _choice("sampling", config.sampling, inputs.SAMPLINGS)
     _choice("input.dataset", config.input.dataset, data.DATASETS)
     _integer("seed", config.seed, minimum=0)
     _choice("privacy.randomness", config.privacy.get("randomness"), randomness.MODES)
@@ -150,7 +157,7 @@ def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> No
               f"privacy.target_epsilon; got {p.noise_multiplier!r}.")
     if p.noise_multiplier < 0:  # calibrated: the target and the accountant are used
         _real("privacy.target_epsilon", p.target_epsilon, minimum=0.0, strict=True)
-        scheme = config.sampling if config.mode == "maskdp" else "decoupled"
+        scheme = Mode(config.mode).sampling_scheme(config.sampling)
         try:
             accountant.check_combination(p.accountant, p.adjacency, scheme)
         except ValueError as e:
@@ -185,3 +192,22 @@ def check_dataset_size(config: ml_collections.ConfigDict, *, num_examples: int) 
             f"{num_examples} (q = B/N = {b / num_examples:.3g}); lower the batch size or use a "
             "larger training set."
         )
+
+
+def privacy_plan(config: ml_collections.ConfigDict, *, num_examples: int) -> PrivacyPlan:
+    """The run's privacy plan: σ from ``privacy.noise_multiplier`` (>= 0) or calibrated to
+    ``privacy.target_epsilon`` (``noise_multiplier < 0``) over the planned steps.
+
+    Args:
+      config: a checked training config (:func:`check_config`).
+      num_examples: N, training videos.
+    """
+    p = config.privacy
+    calibrate = p.noise_multiplier < 0
+    return PrivacyPlan.calibrate(
+        mode=config.mode, num_examples=num_examples, batch_size=config.batch_size,
+        epochs=config.num_epochs, l2_clip_norm=p.l2_clip_norm, delta=p.delta,
+        adjacency=p.adjacency, sampling=config.sampling, accountant=p.accountant,
+        target_epsilon=p.target_epsilon if calibrate else None,
+        noise_multiplier=None if calibrate else p.noise_multiplier,
+    )

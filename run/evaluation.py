@@ -1,4 +1,8 @@
-"""Evaluation on a held-out split: multi-view logits and accuracy metrics."""
+"""Evaluation on a held-out split: multi-view logits and accuracy metrics.
+
+Evaluation is not private: it reads the (held-out) test videos in the clear and its numbers are
+published as they are, so it runs after training, outside the privacy guard's ledger.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from data import Dataset
 from maskdp_jax import tokenizer
 
 PyTree = Any
@@ -18,22 +23,21 @@ VIEWS = ("full", "public", "private", "two_view")
 def predict(
     apply_fn: Callable[[PyTree, jnp.ndarray], jnp.ndarray],
     params: PyTree,
-    dataset: Any,
+    dataset: Dataset,
     *,
     num_clips: int = 1,
     batch_size: int = 64,
     view: str = "full",
-    patch_stride: tuple[int, int, int] | None = None,
-    fill_value: float = 0.0,
+    tokens: tokenizer.Tokenizer | None = None,
 ) -> np.ndarray:
     """Logits for every video of ``dataset``, averaged over its ``num_clips`` evaluation views.
 
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``.
       params: full parameter tree.
-      dataset: has ``__len__`` and ``get_batch(indices, num_clips=K, seed=None)`` returning
-        ``video [n, V, T, H, W, C]`` with V fixed views (V = K, or K temporal x S spatial crops
-        for real videos).
+      dataset: a :class:`data.Dataset` (``__len__`` and ``get_batch(indices, num_clips=K,
+        seed=None)`` are read) returning ``video [n, V, T, H, W, C]`` with V fixed views (V = K,
+        or K temporal x S spatial crops for real videos).
       num_clips: K, temporal views per video; the logits of all V views are averaged.
       batch_size: videos per device call (the last call is padded to keep one compiled shape).
       view: what the model sees of each test clip. ``"full"`` (the evaluation of every mode): the
@@ -41,21 +45,21 @@ def predict(
         masks and the training tokeniser: ``"public"`` / ``"private"``: that view only;
         ``"two_view"``: the sum of the two views' log-probabilities (the model's two training
         inputs, combined as a product of experts).
-      patch_stride / fill_value: the tokeniser's settings, needed for every view but ``"full"``.
+      tokens: the training :class:`~maskdp_jax.tokenizer.Tokenizer` (cell geometry, fill value),
+        needed for every view but ``"full"``.
 
     Returns:
       ``[N, classes]`` float32 logits (log-probabilities for ``"two_view"``).
     """
     if view not in VIEWS:
         raise ValueError(f"view must be one of {VIEWS}; got {view!r}.")
-    if view != "full" and patch_stride is None:
-        raise ValueError(f"view {view!r} needs the tokeniser's patch_stride.")
+    if view != "full" and tokens is None:
+        raise ValueError(f"view {view!r} needs the tokeniser (tokens=Tokenizer(patch_stride=...)).")
 
     def views_forward(params, video, mask):
         if view == "full":
             return apply_fn(params, video)
-        split = jax.vmap(lambda v, m: tokenizer.make_views(
-            v, m, patch_stride=patch_stride, fill_value=fill_value))(video, mask)
+        split = tokens.views(video, mask)
         if view != "two_view":
             return apply_fn(params, getattr(split, view))
         return (jax.nn.log_softmax(apply_fn(params, split.public))

@@ -1,5 +1,8 @@
 """Training metrics to JSON Lines (``metrics.jsonl``) and TensorBoard scalars (``tb/``).
 
+A row reaches the writer only through :meth:`run.guard.PrivacyGuard.release`, i.e. after the
+journal covers the steps it was computed from.
+
 Only metrics that the trainer has already judged printable are written here: by default those
 computed from public data (public-view loss) and the accountant's ε. Metrics computed from private
 data are not differentially private; they reach this writer only when the user opts in, and their

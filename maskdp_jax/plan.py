@@ -1,0 +1,283 @@
+"""The privacy plan of a run: one frozen object that the step, the guard and the report read.
+
+A :class:`PrivacyPlan` bundles everything that decides the run's (ε, δ) guarantee: the training
+:class:`Mode`, the adjacency relation, the *effective* sampling scheme (what the accountant
+composes), the sampling rate ``q = B / N``, the number of logical steps, δ, the clip norm C, the
+noise multiplier σ and the accountant that set σ. It is built and validated once
+(:meth:`PrivacyPlan.calibrate`); nothing downstream re-derives or re-checks these numbers. In the
+spirit of jax_privacy's ``DPExecutionPlan`` (a calibrated bundle of the mechanism's settings), but
+for one fixed mechanism, the (Masked) DP-SGD step of :mod:`maskdp_jax.train_step`.
+
+Privacy meaning of the fields:
+
+* ``mode``: what is protected. ``maskdp``: the private tokens of one video (labels, masks and
+  public tokens are not); ``dp``: one whole video; ``nonprivate``: nothing (ε = ∞).
+* ``sampling``: ``decoupled`` (independent public and private Poisson draws: the private pass
+  keeps its amplification by subsampling) or ``coupled`` (one draw, revealed by the noise-free
+  public gradient: accounted with the revealed-sample bound). Only ``maskdp`` has a public pass
+  that could reveal the batch, so ``dp`` and ``nonprivate`` always run and account ``decoupled``
+  (:meth:`Mode.sampling_scheme`).
+* ``batch_size``: the *expected* batch size B, the divisor of the update (never the sampled size).
+
+>>> plan = PrivacyPlan.calibrate(
+...     mode="maskdp", num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delta=1e-5,
+...     noise_multiplier=1.0)
+>>> plan.mode, plan.q, plan.steps, plan.sampling
+(<Mode.MASKDP: 'maskdp'>, 0.0625, 64, 'decoupled')
+>>> PrivacyPlan.calibrate(mode="dp", num_examples=1024, batch_size=64, epochs=4,
+...     l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0, sampling="coupled").sampling
+'decoupled'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from typing import Any
+
+from dp_accounting import dp_event
+
+import accounting
+from accounting import accountant, events, inputs
+
+
+class Mode(enum.StrEnum):
+    """The training mode: which passes run and what the guarantee protects.
+
+    A ``str`` enum, so ``Mode("dp") == "dp"`` and configs, reports and JSON keep plain strings.
+    """
+
+    MASKDP = "maskdp"
+    DP = "dp"
+    NONPRIVATE = "nonprivate"
+
+    @classmethod
+    def _missing_(cls, value):
+        raise ValueError(f"mode must be one of {tuple(m.value for m in cls)}; got {value!r}.")
+
+    @property
+    def has_public_pass(self) -> bool:
+        """An unclipped, noise-free pass (public views in ``maskdp``, full videos in
+        ``nonprivate``)."""
+        return self is not Mode.DP
+
+    @property
+    def has_private_pass(self) -> bool:
+        """A clipped, noised pass (private views in ``maskdp``, full videos in ``dp``)."""
+        return self is not Mode.NONPRIVATE
+
+    @property
+    def is_private(self) -> bool:
+        """Whether the run has a finite ε (it adds noise)."""
+        return self.has_private_pass
+
+    @property
+    def uses_views(self) -> bool:
+        """Whether the passes see token views of a video (needs masks) rather than the video."""
+        return self is Mode.MASKDP
+
+    def sampling_scheme(self, requested: str) -> str:
+        """The sampling scheme this mode runs and is accounted with, given the requested one.
+
+        Only ``maskdp`` has both a noise-free public pass that could reveal its batch and a
+        private pass; ``dp`` (no public pass) and ``nonprivate`` (no private pass) always draw
+        one independent Poisson batch per pass, i.e. ``decoupled``.
+        """
+        inputs.check_choice("sampling", requested, inputs.SAMPLINGS)
+        return requested if self is Mode.MASKDP else "decoupled"
+
+
+MODES = tuple(m.value for m in Mode)
+
+
+def num_steps(*, num_examples: int, batch_size: int, epochs: float) -> int:
+    """Logical steps of a run of ``epochs`` epochs with expected batch B over N videos.
+
+    One epoch is ``N / B`` Poisson steps in expectation; the total is rounded to the nearest step
+    (at least 1).
+
+    >>> num_steps(num_examples=1024, batch_size=64, epochs=16)
+    256
+    """
+    return max(1, round(epochs * num_examples / batch_size))
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyPlan:
+    """The calibrated, validated privacy settings of one run (hashable: jitted code closes over it).
+
+    Attributes:
+      mode: :class:`Mode`.
+      num_examples: N, training videos (the number the unit of privacy is counted in).
+      batch_size: B, the expected Poisson batch size and the divisor of the update.
+      steps: planned logical steps; training refuses to run past them.
+      l2_clip_norm: C, per-example clip norm of the private pass.
+      noise_multiplier: σ; the noise on the clipped sum has std ``σ C``. 0 for ``nonprivate``.
+      delta: δ of the guarantee (``0 < δ < 1/N`` in private modes).
+      adjacency: ``"special"`` (private part replaced by absent; add/remove numbers) or
+        ``"replace"`` (the papers' Definition 2 read literally).
+      sampling: the *effective* scheme (:meth:`Mode.sampling_scheme`), what the sampler draws
+        and the accountant composes.
+      accountant: ``"pld"`` or ``"rdp"``: the accountant that calibrated σ and that the ε budget
+        is checked with.
+      target_epsilon: the ε σ was calibrated to, or None when σ was given (no ε budget to
+        enforce beyond the planned steps) or the mode is ``nonprivate``.
+    """
+
+    mode: Mode
+    num_examples: int
+    batch_size: int
+    steps: int
+    l2_clip_norm: float
+    noise_multiplier: float
+    delta: float
+    adjacency: str = "special"
+    sampling: str = "decoupled"
+    accountant: str = "pld"
+    target_epsilon: float | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", Mode(self.mode))
+        if isinstance(self.num_examples, bool) or not isinstance(self.num_examples, int) \
+                or self.num_examples < 1:
+            raise ValueError(f"num_examples must be an integer >= 1; got {self.num_examples!r}.")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
+                or not 0 < self.batch_size <= self.num_examples:
+            raise ValueError(f"batch_size (expected B) must be an integer in [1, N="
+                             f"{self.num_examples}]; got {self.batch_size!r}.")
+        inputs.check_steps(self.steps, minimum=1)
+        if self.sampling != self.mode.sampling_scheme(self.sampling):
+            raise ValueError(f"mode {self.mode.value!r} runs decoupled sampling only; got "
+                             f"{self.sampling!r} (use Mode.sampling_scheme).")
+        inputs.check_choice("adjacency", self.adjacency, inputs.ADJACENCIES)
+        inputs.check_choice("accountant", self.accountant, inputs.METHODS)
+        if not self.mode.is_private:
+            if self.noise_multiplier != 0.0 or self.target_epsilon is not None:
+                raise ValueError("a nonprivate plan has noise_multiplier 0 and no target ε.")
+            return
+        inputs.check_delta(delta=self.delta, num_examples=self.num_examples)
+        inputs.check_q(self.q)
+        if not (math.isfinite(self.l2_clip_norm) and self.l2_clip_norm > 0):
+            raise ValueError(f"l2_clip_norm (C) must be finite and > 0; got {self.l2_clip_norm}.")
+        inputs.check_noise_multiplier(self.noise_multiplier, allow_zero=True)
+        if self.target_epsilon is not None:
+            inputs.check_epsilon_target(self.target_epsilon)
+            accountant.check_combination(self.accountant, self.adjacency, self.sampling)
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def calibrate(
+        cls, *, mode: str, num_examples: int, batch_size: int, epochs: float,
+        l2_clip_norm: float, delta: float, adjacency: str = "special",
+        sampling: str = "decoupled", accountant: str = "pld",
+        target_epsilon: float | None = None, noise_multiplier: float | None = None,
+    ) -> PrivacyPlan:
+        """The plan of a run: steps from the epochs, σ given or calibrated to ``target_epsilon``.
+
+        Args:
+          mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
+          num_examples: N, training videos.
+          batch_size: B, expected batch size (``q = B / N``).
+          epochs: planned epochs (:func:`num_steps`).
+          l2_clip_norm: C.
+          delta: δ (refused unless ``0 < δ < 1/N`` in private modes).
+          adjacency / accountant: as :class:`PrivacyPlan`.
+          sampling: the *requested* scheme (``config.sampling``); the plan holds the effective
+            one.
+          target_epsilon: calibrate σ to reach this ε at δ over the planned steps
+            (smallest such σ, :func:`accounting.calibrate_noise_multiplier`).
+          noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
+            the two in private modes; neither for ``nonprivate``.
+
+        Raises:
+          ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.
+        """
+        mode = Mode(mode)
+        steps = num_steps(num_examples=num_examples, batch_size=batch_size, epochs=epochs)
+        scheme = mode.sampling_scheme(sampling)
+        common = dict(mode=mode, num_examples=num_examples, batch_size=batch_size, steps=steps,
+                      l2_clip_norm=float(l2_clip_norm), delta=float(delta), adjacency=adjacency,
+                      sampling=scheme, accountant=accountant)
+        if not mode.is_private:
+            return cls(noise_multiplier=0.0, **common)
+        if (target_epsilon is None) == (noise_multiplier is None):
+            raise ValueError("give exactly one of target_epsilon (calibrate σ) and "
+                             "noise_multiplier (fixed σ).")
+        if noise_multiplier is not None:
+            return cls(noise_multiplier=float(noise_multiplier), **common)
+        # Validate everything the accountant does not (C, N, B) before the costly search.
+        cls(noise_multiplier=1.0, target_epsilon=float(target_epsilon), **common)
+        sigma = accounting.calibrate_noise_multiplier(
+            target_epsilon=target_epsilon, delta=delta, q=batch_size / num_examples,
+            steps=steps, method=accountant, adjacency=adjacency, sampling=scheme,
+            num_examples=num_examples,
+        )
+        return cls(noise_multiplier=sigma, target_epsilon=float(target_epsilon), **common)
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def q(self) -> float:
+        """Poisson sampling rate ``B / N`` of both draws."""
+        return self.batch_size / self.num_examples
+
+    def dp_event(self, steps: int | None = None) -> dp_event.DpEvent:
+        """The dp-accounting event of ``steps`` (default: the planned) steps of this plan.
+
+        Decoupled: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``;
+        the public pass adds nothing (its batch is independent of the private one). Nonprivate:
+        ``NonPrivateDpEvent``. Coupled sampling has no dp-accounting event (the revealed-sample
+        bound is :mod:`accounting.coupled`): refused.
+        """
+        steps = self.steps if steps is None else inputs.check_steps(steps, minimum=0)
+        if not self.mode.is_private:
+            return dp_event.NonPrivateDpEvent()
+        if self.sampling == "coupled":
+            raise ValueError("coupled sampling has no dp-accounting event; its ε comes from the "
+                             "revealed-sample bound (accounting.coupled).")
+        return dp_event.SelfComposedDpEvent(
+            events.step_event(q=self.q, noise_multiplier=self.noise_multiplier), steps)
+
+    def record_step(self, ledger: accounting.Ledger) -> None:
+        """Add one executed logical step of this plan to ``ledger``."""
+        ledger.record(q=self.q, noise_multiplier=self.noise_multiplier)
+
+    def epsilon(self, ledger: accounting.Ledger, *, method: str | None = None) -> float:
+        """ε of the steps in ``ledger`` under this plan's δ, adjacency and sampling.
+
+        Args:
+          ledger: the executed steps.
+          method: ``"pld"`` / ``"rdp"``; default the plan's accountant. ∞ for ``nonprivate``.
+        """
+        if not self.mode.is_private:
+            return math.inf
+        return ledger.epsilon(delta=self.delta, method=method or self.accountant,
+                              adjacency=self.adjacency, sampling=self.sampling)
+
+    def epsilon_after_plan(self, ledger: accounting.Ledger) -> float:
+        """ε once the steps still planned after ``ledger`` have run (the ledger's history plus
+        ``steps - ledger.steps`` steps of this plan), by the plan's accountant."""
+        planned = accounting.Ledger(ledger.segments)
+        if self.steps > ledger.steps:
+            planned.record(q=self.q, noise_multiplier=self.noise_multiplier,
+                           steps=self.steps - ledger.steps)
+        return self.epsilon(planned)
+
+    def accounting_meta(self) -> dict[str, Any]:
+        """How a ledger of this plan is accounted (δ, adjacency, sampling, mode): stored with
+        the journal, so that its readers can recompute ε."""
+        return {"delta": self.delta, "adjacency": self.adjacency, "sampling": self.sampling,
+                "mode": self.mode.value}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields plus ``q`` (for reports)."""
+        out = dataclasses.asdict(self)
+        out["mode"] = self.mode.value
+        out["q"] = self.q
+        return out
+
+    def summary(self) -> str:
+        """One line for people: mode, N, B, q, steps, σ, C."""
+        return (f"Mode {self.mode.value}: N={self.num_examples}, B={self.batch_size}, "
+                f"q={self.q:.5f}, steps={self.steps}, noise multiplier σ="
+                f"{self.noise_multiplier:.4f}, C={self.l2_clip_norm}.")

@@ -1,0 +1,69 @@
+"""The Dataset protocol: every source satisfies it; get_masks / mask_chunks read the centre view."""
+
+import types
+
+import numpy as np
+import pytest
+
+import data
+from data import clips, layouts, synthetic, testing, tfds_ucf101
+from data.video_dataset import VideoDataset, VideoOptions
+
+
+def _options(**overrides) -> VideoOptions:
+    spec = clips.ClipSpec(num_frames=4, stride=2, resize_size=32, crop_size=32)
+    return VideoOptions(clip=spec, mean=(0.5,) * 3, std=(0.25,) * 3, num_workers=1, **overrides)
+
+
+def test_synthetic_is_a_dataset_and_get_masks_is_its_centre_view():
+    train, _ = synthetic.make_splits(num_train=8, num_test=8, frames=12, clip_frames=4, size=32)
+    assert isinstance(train, data.Dataset)
+    indices = np.array([5, 0, 3])
+    masks = train.get_masks(indices)
+    start = (12 - 4) // 2
+    np.testing.assert_array_equal(masks, train.masks[indices, start:start + 4])
+    assert masks.dtype == np.uint8 and masks.shape == (3, 4, 32, 32)
+    np.testing.assert_array_equal(
+        masks, train.get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]
+    )
+    chunks = list(data.mask_chunks(train, chunk=3))
+    assert [len(c) for c in chunks] == [3, 3, 2]
+    np.testing.assert_array_equal(np.concatenate(chunks), train.get_masks(np.arange(8)))
+
+
+def test_video_dataset_is_a_dataset_and_get_masks_is_its_centre_view(tmp_path):
+    paths = testing.make_ucf101_folder(str(tmp_path), train_per_class=1)
+    layout = layouts.ucf101(video_dir=paths["video_dir"], split_dir=paths["split_dir"],
+                            split=1, subset="train")
+    ds = VideoDataset(layout, _options(mask_dir=paths["mask_dir"]), name="ucf101/train")
+    try:
+        assert isinstance(ds, data.Dataset) and ds.has_masks
+        indices = np.arange(len(ds))
+        np.testing.assert_array_equal(
+            ds.get_masks(indices), ds.get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]
+        )
+    finally:
+        ds.close()
+
+
+def _fake_tfds(num_videos: int = 3) -> types.SimpleNamespace:
+    """Just enough of tensorflow_datasets for TfdsUcf101 to be built without TensorFlow."""
+    elements = [{"video": np.zeros((8, 16, 16, 3), np.uint8), "label": i % 2}
+                for i in range(num_videos)]
+    label = types.SimpleNamespace(names=["a", "b"])
+    return types.SimpleNamespace(
+        builder=lambda name, data_dir: types.SimpleNamespace(
+            info=types.SimpleNamespace(features={"label": label})),
+        data_source=lambda name, split, data_dir, decoders=None: elements,
+        decode=types.SimpleNamespace(SkipDecoding=lambda: None),
+    )
+
+
+def test_tfds_ucf101_is_a_dataset_without_masks(monkeypatch):
+    monkeypatch.setattr(tfds_ucf101, "_tfds", _fake_tfds)
+    ds = tfds_ucf101.TfdsUcf101(data_dir="", config_name="ucf101_1_256", split="train",
+                                options=_options())
+    assert isinstance(ds, data.Dataset)
+    assert not ds.has_masks and len(ds) == 3 and ds.num_classes == 2
+    with pytest.raises(ValueError, match="has no masks"):
+        ds.get_masks(np.array([0]))
