@@ -31,13 +31,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 from tqdm import tqdm
 
-import accounting
 import data
 import models
 from maskdp_jax import parallel, partition, sampling, tokenizer
 from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
 from reporting import plots, run_report
+from reporting import privacy as privacy_lib
 from run import config as run_config
 from run import evaluation
 from run import metrics as metrics_lib
@@ -258,7 +258,7 @@ def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, trai
                  metrics, view_metrics, history, timing, parameters) -> run_report.RunReport:
     """The run report: the accuracy, the privacy statement of the guard's ledger and plan."""
     plan = guard.plan
-    privacy = accounting.privacy_report(
+    privacy = privacy_lib.privacy_report(
         mode=plan.mode, ledger=guard.ledger, delta=plan.delta, num_examples=plan.num_examples,
         adjacency=plan.adjacency, sampling=plan.sampling, randomness=guard.randomness.mode,
     )

@@ -16,6 +16,7 @@ import pytest
 import accounting
 from configs import default
 from maskdp_jax import randomness, sampling
+from reporting import privacy as privacy_lib
 from reporting import run_report as report
 from run import checkpoint, guard, identity, journal
 
@@ -151,7 +152,7 @@ def test_published_artefacts_hold_no_secret(tmp_path):
     rand = _for_run(config)
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=3)
-    privacy = accounting.privacy_report(mode="maskdp", ledger=ledger, delta=1e-3,
+    privacy = privacy_lib.privacy_report(mode="maskdp", ledger=ledger, delta=1e-3,
                                         num_examples=N, randomness="secret")
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(),
@@ -180,7 +181,7 @@ def test_published_artefacts_hold_no_secret(tmp_path):
 def test_seeded_report_carries_the_warning(mode):
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=3)
-    seeded = accounting.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
+    seeded = privacy_lib.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
                                        randomness="seeded")
     warning = ("randomness seeded from config.seed (published in this report): noise and batches "
                "can be recomputed — the ε holds only if the seed is kept secret; for "
@@ -188,7 +189,7 @@ def test_seeded_report_carries_the_warning(mode):
     assert warning in seeded.statement and warning in seeded.to_markdown()
     assert seeded.to_dict()["randomness"] == "seeded"
     assert "| randomness | seeded |" in seeded.to_markdown()
-    secret = accounting.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
+    secret = privacy_lib.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
                                        randomness="secret")
     assert warning not in secret.statement
     assert "seed 0 (also the noise and the batches" in report.RunReport(

@@ -1,5 +1,10 @@
 """Privacy reports: the ε of a run together with what exactly it protects.
 
+The statement a person reads next to ε. It belongs to the reporting layer (not to
+:mod:`accounting`, which computes ε): it reads the training :class:`~maskdp_jax.plan.Mode` (what
+is protected) and the run's randomness policy (:mod:`maskdp_jax.randomness`), and the trainer
+fills it from the run's :class:`~maskdp_jax.plan.PrivacyPlan` and the guard's ledger.
+
 Every report names the mode, the adjacency relation and the sampling scheme next
 to ε, and states in plain English what is and is not protected. JSON convention:
 an infinite ε is written as the string ``"inf"`` (strict JSON has no infinity);
@@ -12,10 +17,9 @@ import dataclasses
 import math
 from typing import Any
 
-from accounting import inputs
-from accounting.ledger import Ledger
-
-MODES = ("maskdp", "dp", "nonprivate")
+from accounting import Ledger, inputs
+from maskdp_jax import randomness as randomness_lib
+from maskdp_jax.plan import Mode
 
 
 def _unit(mode: str, adjacency: str) -> str:
@@ -64,8 +68,6 @@ def _sampling_sentence(sampling: str) -> str:
         "(no amplification by subsampling)."
     )
 
-
-RANDOMNESS = ("secret", "seeded")
 
 SEEDED_WARNING = (
     "randomness seeded from config.seed (published in this report): noise and batches can be "
@@ -183,11 +185,11 @@ def privacy_report(
     Returns:
       A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
     """
-    inputs.check_choice("mode", mode, MODES)
+    mode = Mode(mode).value
     inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
     inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
     if randomness is not None:
-        inputs.check_choice("randomness", randomness, RANDOMNESS)
+        inputs.check_choice("randomness", randomness, randomness_lib.MODES)
     inputs.check_delta(delta=delta, num_examples=num_examples)
     segments = ledger.segments
     q = segments[0].q if segments and all(s.q == segments[0].q for s in segments) else None
