@@ -33,6 +33,7 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 import train
+from maskdp_jax.plan import Mode
 from reporting import plots, results
 
 
@@ -60,12 +61,13 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
 
     for seed in s.seeds:
         for mode in s.modes:
-            epsilons = [math.inf] if mode == "nonprivate" else list(s.epsilons)
+            private = Mode(mode).is_private
+            epsilons = list(s.epsilons) if private else [math.inf]
             for eps in epsilons:
                 add(mode, eps, seed, 1)
             for clips in s.clips:
                 if clips != 1:
-                    add(mode, math.inf if mode == "nonprivate" else s.clips_epsilon, seed, clips)
+                    add(mode, s.clips_epsilon if private else math.inf, seed, clips)
     return runs
 
 
@@ -90,7 +92,8 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     for mode in config.sweep.modes:
         chosen = [r for r in reports if r["config"]["mode"] == mode
                   and r["config"]["input"]["clips_per_video"] == 1
-                  and (mode == "nonprivate" or r["config"]["privacy"]["target_epsilon"] == eps)]
+                  and (not Mode(mode).is_private
+                       or r["config"]["privacy"]["target_epsilon"] == eps)]
         if chosen:
             with warnings.catch_warnings():  # a class absent from every test split stays NaN
                 warnings.simplefilter("ignore", RuntimeWarning)

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
+from maskdp_jax.plan import Mode  # noqa: E402
 from reporting.results import MODE_ORDER, summarize  # noqa: E402
 from reporting.run_report import COUNTS_HIDDEN  # noqa: E402
 
@@ -34,7 +35,7 @@ def privacy_utility(
     stats = summarize(table_rows)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     for (mode, k, _), (mean, std, _) in sorted(stats.items()):
-        if mode == "nonprivate":
+        if not Mode(mode).is_private:
             clips = f" K={k}" if k > 1 else ""
             ax.axhline(100 * mean, color="black", lw=1.5,
                        label=f"non-private{clips} ({100 * mean:.1f}%)")
@@ -57,7 +58,7 @@ def privacy_utility(
         ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
     ax.set_xscale("log")
     # One labelled tick per swept ε (log-axis minor labels like "3×10⁻¹" collide).
-    swept = sorted({e for (m, _, e) in stats if m != "nonprivate" and math.isfinite(e)})
+    swept = sorted({e for (m, _, e) in stats if Mode(m).is_private and math.isfinite(e)})
     if swept:
         ax.set_xticks(swept, [f"{e:g}" for e in swept])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

@@ -22,8 +22,8 @@ from maskdp_jax import randomness as randomness_lib
 from maskdp_jax.plan import Mode
 
 
-def _unit(mode: str, adjacency: str) -> str:
-    if mode == "maskdp":
+def _unit(mode: Mode, adjacency: str) -> str:
+    if mode.uses_views:  # the unit is a video's private tokens
         if adjacency == "special":
             return (
                 "masked adjacency (special): two datasets are neighbours if the private "
@@ -46,8 +46,8 @@ def _unit(mode: str, adjacency: str) -> str:
     )
 
 
-def _protected(mode: str) -> str:
-    if mode == "maskdp":
+def _protected(mode: Mode) -> str:
+    if mode.uses_views:
         return (
             "The private tokens of any one video are protected. Its label and its "
             "public tokens are NOT protected."
@@ -185,7 +185,7 @@ def privacy_report(
     Returns:
       A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
     """
-    mode = Mode(mode).value
+    mode = Mode(mode)
     inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
     inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
     if randomness is not None:
@@ -197,9 +197,9 @@ def privacy_report(
     sigma = segments[0].noise_multiplier if len(sigmas) == 1 else None
     notes: list[str] = []
 
-    if mode == "nonprivate":
+    if not mode.is_private:
         return PrivacyReport(
-            mode=mode,
+            mode=mode.value,
             adjacency=adjacency,
             sampling=sampling,
             delta=float(delta),
@@ -225,7 +225,7 @@ def privacy_report(
         eps_rdp = ledger.epsilon(delta=delta, method="rdp", adjacency=adjacency, sampling=sampling)
     if not ledger.is_private():
         notes.append("At least one recorded step had noise_multiplier = 0, so epsilon = inf.")
-    if mode == "dp" and sampling == "coupled":
+    if not mode.has_public_pass and sampling == "coupled":
         notes.append(
             "Mode 'dp' has no public pass, so nothing reveals the batch; the coupled "
             "(revealed-sample) epsilon is a valid but pessimistic bound here."
@@ -234,7 +234,7 @@ def privacy_report(
         notes.append(
             f"Heterogeneous history of {len(segments)} segments; epsilon composes them exactly."
         )
-    guarantee = "MaskDP" if mode == "maskdp" else "DP"
+    guarantee = "MaskDP" if mode.uses_views else "DP"
     eps_text = "inf" if math.isinf(eps_pld) else f"{eps_pld:.4g}"
     statement = (
         f"({eps_text}, {delta:g})-{guarantee} under {_unit(mode, adjacency)}. "
@@ -247,7 +247,7 @@ def privacy_report(
     elif randomness == "secret":
         statement += " " + SECRET_SENTENCE
     return PrivacyReport(
-        mode=mode,
+        mode=mode.value,
         adjacency=adjacency,
         sampling=sampling,
         delta=float(delta),

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from maskdp_jax.plan import Mode
+
 MODE_ORDER = ("nonprivate", "dp", "maskdp")
 
 
@@ -33,7 +35,7 @@ def load_reports(root: str) -> list[dict[str, Any]]:
 
 def _epsilon_label(report: dict[str, Any]) -> float:
     """The ε a run was calibrated to (∞ for non-private)."""
-    if report["config"]["mode"] == "nonprivate":
+    if not Mode(report["config"]["mode"]).is_private:
         return math.inf
     return float(report["config"]["privacy"]["target_epsilon"])
 
@@ -94,7 +96,7 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
     for mode, k in keys:
         cells = []
         for e in [*epsilons, math.inf]:
-            if mode == "nonprivate":
+            if not Mode(mode).is_private:
                 s = stats.get((mode, k, math.inf))
             else:
                 s = stats.get((mode, k, e))

@@ -8,6 +8,8 @@ import math
 import os
 from typing import Any
 
+from maskdp_jax.plan import Mode
+
 COUNTS_HIDDEN = "not shown: labels are private in dp mode"
 
 
@@ -115,9 +117,10 @@ def seed_note(config: dict[str, Any]) -> str:
 
 def logged_metrics_note(config: dict[str, Any]) -> str:
     """What the logged training metrics (metrics.jsonl, TensorBoard, curve) are computed from."""
-    if config["mode"] == "nonprivate":
+    mode = Mode(config["mode"])
+    if not mode.is_private:
         return "training loss on full videos (the run is not private)"
-    public = "the public-view loss and " if config["mode"] == "maskdp" else ""
+    public = "the public-view loss and " if mode.uses_views else ""
     if config.get("log_private_metrics", False):
         return (f"{public}ε, plus metrics computed from private data, named `(non-DP)`: they "
                 "are **NOT differentially private** and not covered by the guarantee above "

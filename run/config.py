@@ -139,7 +139,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     if not (_is_real(o.momentum) and 0.0 <= o.momentum < 1.0):
         _fail("optimizer.momentum", f"must be in [0, 1) (0 = plain SGD); got {o.momentum!r}.")
 
-    if config.mode == "nonprivate":
+    if not Mode(config.mode).is_private:
         return
     _check_privacy(config, num_devices=num_devices)
 
@@ -184,7 +184,7 @@ def check_dataset_size(config: ml_collections.ConfigDict, *, num_examples: int) 
         account for; :func:`accounting.inputs.check_q`).
     """
     b = config.batch_size
-    private = config.mode != "nonprivate"
+    private = Mode(config.mode).is_private
     if b > num_examples or (private and b == num_examples):
         bound = "smaller than" if private else "at most"
         raise ValueError(
