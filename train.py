@@ -111,6 +111,16 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
 # ----------------------------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------------------------
+def data_parallel_mesh(config: ml_collections.ConfigDict):
+    """A data mesh over every device of every process when there is more than one, else None."""
+    if jax.device_count() == 1:
+        return None
+    mesh = parallel.make_mesh()
+    parallel.check_divisible(config.physical_batch_size, mesh)
+    print(f"Data parallel over {mesh.size} devices ({jax.process_count()} process(es)).")
+    return mesh
+
+
 def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
                        config: ml_collections.ConfigDict, step: int, mesh=None):
     """Physical batches of one logical step. Clip offsets are seeded per step.
@@ -310,7 +320,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                             patch_stride=tokens.patch_stride)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
-        mesh = parallel.make_mesh() if jax.device_count() > 1 else None
+        mesh = data_parallel_mesh(config)
         train_step = make_train_step(
             apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
             microbatch_size=config.privacy.get("microbatch_size", 0) or None)
