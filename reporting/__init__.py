@@ -1,5 +1,6 @@
 """What a person reads after runs: run reports, sweep tables and figures.
 
+* :mod:`reporting.privacy`: the privacy statement of a run: ε with what exactly it protects.
 * :mod:`reporting.run_report`: :class:`~reporting.run_report.RunReport`, one run's
   ``report.json`` (for machines) and ``report.md`` (for people).
 * :mod:`reporting.results`: a sweep's runs aggregated into the papers' tables (CSV, Markdown),

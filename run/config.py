@@ -12,7 +12,8 @@ option costs seconds and loses nothing. Each error names the config key (as a
 known: δ < 1/N, q < 1) and calibrates σ.
 
 What is checked here is only what the config alone decides. Checks that need the data or the
-model live with them: masks in :mod:`maskdp_jax.tokenizer` and :mod:`data`, labels in
+model live with them: masks from files in :func:`data.decode.binarize_mask` (their token
+cells in :mod:`maskdp_jax.tokenizer`), labels in
 :mod:`data.labels`, dataset layouts in :mod:`data.layouts`, the privacy numbers in
 :class:`~maskdp_jax.plan.PrivacyPlan` (:mod:`accounting.inputs`), the resume of a checkpoint in
 :mod:`run.guard`.
