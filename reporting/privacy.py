@@ -196,22 +196,15 @@ def privacy_report(
     sigmas = {s.noise_multiplier for s in segments}
     sigma = segments[0].noise_multiplier if len(sigmas) == 1 else None
     notes: list[str] = []
+    run = dict(mode=mode.value, adjacency=adjacency, sampling=sampling, delta=float(delta),
+               num_examples=int(num_examples), steps=ledger.steps, q=q, noise_multiplier=sigma,
+               randomness=randomness)
 
     if not mode.is_private:
         return PrivacyReport(
-            mode=mode.value,
-            adjacency=adjacency,
-            sampling=sampling,
-            delta=float(delta),
-            num_examples=int(num_examples),
-            steps=ledger.steps,
-            q=q,
-            noise_multiplier=sigma,
-            epsilon_rdp=math.inf,
-            epsilon_pld=math.inf,
+            epsilon_rdp=math.inf, epsilon_pld=math.inf,
             statement="Non-private training: epsilon = inf; nothing is protected.",
-            notes=("Mode 'nonprivate' adds no noise and clips nothing.",),
-            randomness=randomness,
+            notes=("Mode 'nonprivate' adds no noise and clips nothing.",), **run,
         )
 
     eps_pld = ledger.epsilon(delta=delta, method="pld", adjacency=adjacency, sampling=sampling)
@@ -247,17 +240,6 @@ def privacy_report(
     elif randomness == "secret":
         statement += " " + SECRET_SENTENCE
     return PrivacyReport(
-        mode=mode.value,
-        adjacency=adjacency,
-        sampling=sampling,
-        delta=float(delta),
-        num_examples=int(num_examples),
-        steps=ledger.steps,
-        q=q,
-        noise_multiplier=sigma,
-        epsilon_rdp=eps_rdp,
-        epsilon_pld=eps_pld,
-        statement=statement,
-        notes=tuple(notes),
-        randomness=randomness,
+        epsilon_rdp=eps_rdp, epsilon_pld=eps_pld, statement=statement, notes=tuple(notes),
+        **run,
     )
