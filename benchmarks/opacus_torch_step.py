@@ -1,6 +1,6 @@
 """The MaskDP step written the way a careful Opacus user would write it (PyTorch side of issue 7).
 
-Used by ``benchmarks/opacus_maskdp.py`` and ``tests/test_opacus_equivalence.py``; needs
+Used by ``benchmarks/opacus_maskdp.py`` and ``tests/test_benchmarks_opacus_equivalence.py``; needs
 ``requirements-bench.txt`` (torch, torchvision, opacus), which CI does not install.
 
 The model (built by ``benchmarks/opacus_maskdp.py`` with the parity fixture's ``torchvision_mvit``

@@ -1,7 +1,8 @@
 """Shared fixtures: a tiny convolutional video model with the same surface as ``models``.
 
 Core DP properties (clipping, noise, views, sampling) are tested on this model because it compiles
-in a second; the MViTv2 presets are exercised by the end-to-end tests.
+in a second; the MViTv2 presets are exercised by the end-to-end tests. ``no_model`` is for the
+catalogue of malformed inputs (``tests/malformed.py``): input refused before the model is built.
 """
 
 from __future__ import annotations
@@ -29,6 +30,26 @@ class TinyVideoNet(nn.Module):
         x = nn.LayerNorm(name="norm")(nn.gelu(x))
         x = jnp.mean(x, axis=(1, 2, 3))
         return nn.Dense(self.num_classes, name="head")(x)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """``--doctest-modules`` (pyproject.toml) is for the library packages: the files here hold no
+    examples, and importing them again would import tests/fixtures' torch-only generator and skip
+    the torch-only tests twice."""
+    collectors = yield
+    return [c for c in collectors if type(c).__name__ != "DoctestModule"]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Replaces ``train.build_model`` by a function that fails the test."""
+    import train
+
+    def build_model(*args, **kwargs):
+        raise AssertionError("the bad input was not refused before the model was built")
+
+    monkeypatch.setattr(train, "build_model", build_model)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Scenarios for tests/test_parallel.py, run in subprocesses that own several CPU devices.
+"""Scenarios for tests/test_maskdp_jax_parallel.py, run in subprocesses owning several CPU devices.
 
     python tests/parallel_cases.py devices OUT.json
         (with XLA_FLAGS=--xla_force_host_platform_device_count=8): for each mode, the same steps on

@@ -212,7 +212,8 @@ def checkpoints(fixture, tmp_path_factory):
 
 
 def test_cli_checkpoint_restores_the_converted_parameters(fixture, checkpoints, like):
-    """What the CLI wrote is what the converter produces (whose logits test_mvit_parity checks)."""
+    """What the CLI wrote is what the converter produces (whose logits test_models_mvit_parity
+    checks)."""
     state, _ = fixture
     expected, _ = convert.convert_state_dict(state, like=like)
     model = models.get_model("mvit_parity", num_classes=NUM_CLASSES)

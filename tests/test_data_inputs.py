@@ -1,0 +1,230 @@
+"""Malformed masks, labels, videos and datasets on disk (the catalogue of malformed inputs,
+issue 6; helpers in tests/malformed.py): ``data`` (and the tokenizer, for masks) refuse them.
+
+Each row names the input, the call that must refuse it, the exception type and a fragment of the
+message: the key or file at fault and what to do about it. Every row fails if its check is removed
+(the call would return, or fail later with another error).
+
+The rows that go through ``train.train_and_evaluate`` run with ``train.build_model`` replaced by
+a function that fails the test (the ``no_model`` fixture): their input must be refused before the
+model is built (no compile), and what is already in the workdir must be left as it was ("bad input
+loses nothing").
+"""
+
+from __future__ import annotations
+
+import ml_collections
+import numpy as np
+import pytest
+from malformed import Case, assert_refused, set_keys, table, tiny_config
+
+import data
+import train
+from data import decode, labels, layouts, preprocess, testing
+from maskdp_jax import tokenizer
+
+# ---------------------------------------------------------------------------------------------
+# Masks (public information, but they decide what is protected)
+# ---------------------------------------------------------------------------------------------
+VIDEO_SHAPE = (4, 8, 8, 3)
+
+
+def mask_case(id: str, mask, match: str, error: type[Exception] = ValueError) -> Case:
+    return Case(f"mask-{id}", lambda _: decode.binarize_mask(
+        np.asarray(mask), video_shape=VIDEO_SHAPE, path="clip.npz"), error, match)
+
+
+def file_mask_case(id: str, mask, match: str) -> Case:
+    def call(tmp_path):
+        path = str(tmp_path / "m.npy")
+        np.save(path, np.asarray(mask))
+        return decode.load_mask(path)
+
+    return Case(f"mask-file-{id}", call, decode.BadVideoError, match)
+
+
+@table(
+    mask_case("rank-2", np.ones((8, 8)),
+              r"clip\.npz: mask must be \[T, H, W\]; got shape \(8, 8\)"),
+    mask_case("shape-not-video", np.ones((4, 8, 6)),
+              r"mask shape \(4, 8, 6\) does not match the video's \[T, H, W\] \(4, 8, 8\)"),
+    mask_case("fewer-frames", np.ones((3, 8, 8)), r"does not match the video's \[T, H, W\]"),
+    mask_case("non-binary", np.arange(4 * 64).reshape(4, 8, 8) % 3,
+              r"mask values must be binary, \{0, 1\} or \{0, 255\} \(1/255 = public\); "
+              r"found \[0, 1, 2\]"),
+    mask_case("lossy-255", np.full((4, 8, 8), 254), r"must be binary.*found \[254\]"),
+    mask_case("float-nan", np.full((4, 8, 8), np.nan), r"must be binary.*found \[nan\]"),
+    Case("mask-not-divisible-by-patch", lambda _: tokenizer.public_cells(
+        np.ones((3, 8, 8)), patch_stride=(2, 4, 4)), ValueError,
+         r"mask T=3 is not divisible by the patch stride 2 .*resize or crop clips to a multiple"),
+    file_mask_case("float-dtype", np.ones((4, 8, 8), np.float32),
+                   r"m\.npy: mask dtype must be uint8 or bool; got float32"),
+    file_mask_case("rank-4", np.ones((4, 8, 8, 3), np.uint8),
+                   r"m\.npy: mask .*must be \[T, H, W\]"),
+    file_mask_case("non-binary", np.full((4, 8, 8), 7, np.uint8), r"m\.npy: .*\{0, 1\}"),
+)
+def test_bad_mask(case, tmp_path):
+    assert_refused(case, tmp_path)
+
+
+@pytest.mark.parametrize("value,match", [
+    (1, r"1/2 videos have no private token cell.*nothing protected \(their content is treated "
+        r"as public\)"),
+    (0, r"1/2 videos have no public token cell.*MaskDP is ordinary DP-SGD on the whole video"),
+], ids=["all-public-mask", "all-private-mask"])
+def test_degenerate_mask_warns_what_dp_then_means(value, match):
+    masks = np.zeros((2, 4, 8, 8), np.uint8)
+    masks[1, :, :4, :4] = 1  # a normal video: one public cell, the rest private
+    masks[0] = value
+    with pytest.warns(UserWarning, match=match):
+        counts = tokenizer.warn_degenerate_masks(masks, patch_stride=(2, 4, 4), source="ds")
+    assert counts == ((1, 0) if value else (0, 1))
+
+
+def test_maskdp_without_masks_is_refused(tmp_path, no_model):
+    """A video dataset without mask files trains dp / nonprivate; maskdp refuses it."""
+    video_dir = tmp_path / "videos" / "a"
+    video_dir.mkdir(parents=True)
+    frames, _ = testing.square_video(num_frames=8, height=32, width=32)
+    testing.write_video(str(video_dir / "v.avi"), frames)
+    (tmp_path / "train.txt").write_text("a/v.avi\n")
+    (tmp_path / "test.txt").write_text("a/v.avi\n")
+    config = tiny_config()
+    config.input = _folder_input(tmp_path)
+    with pytest.raises(ValueError, match=r"mode 'maskdp' needs per-video masks.*--config\.mode="
+                                         r"dp / nonprivate"):
+        train.train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def _folder_input(root) -> ml_collections.ConfigDict:
+    from configs import video_paper
+
+    c = video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3).input
+    c.data_dir, c.split_dir = str(root / "videos"), str(root)
+    c.clip_frames, c.stride, c.resize_size, c.crop_size, c.num_workers = 8, 1, 32, 32, 1
+    return c
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels (public under masked adjacency, but they must be class indices)
+# ---------------------------------------------------------------------------------------------
+def label_case(id: str, values, error: type[Exception], match: str, **kw) -> Case:
+    return Case(f"labels-{id}", lambda _: labels.check_labels(
+        np.asarray(values), num_classes=3, source="train", **kw), error, match)
+
+
+def _empty_class_folder(tmp_path):
+    (tmp_path / "v" / "a").mkdir(parents=True)
+    (tmp_path / "v" / "b").mkdir()
+    (tmp_path / "v" / "a" / "x.avi").write_bytes(b"")
+    return layouts.folder(video_dir=str(tmp_path / "v"), split_dir="", subset="train")
+
+
+def _empty_class_in_split(tmp_path):
+    for c in ("a", "b"):
+        (tmp_path / "v" / c).mkdir(parents=True)
+        (tmp_path / "v" / c / "x.avi").write_bytes(b"")
+    (tmp_path / "train.txt").write_text("a/x.avi\n")
+    return layouts.folder(video_dir=str(tmp_path / "v"), split_dir=str(tmp_path), subset="train")
+
+
+@table(
+    label_case("out-of-range", [0, 1, 3], ValueError,
+               r"train: labels must be class indices in \[0, 3\); found 1 outside \(e\.g\. 3\)\. "
+               r"Check the class index"),
+    label_case("negative", [0, -1, 2], ValueError, r"class indices in \[0, 3\).*e\.g\. -1"),
+    label_case("float", [0.0, 1.0, 2.0], TypeError,
+               r"labels must be integer class indices; got dtype float64\. Map .* to int32"),
+    label_case("bool", [True, False], TypeError, r"integer class indices; got dtype bool"),
+    label_case("length-mismatch", [0, 1, 2], ValueError,
+               r"train: 3 labels for 5 videos; every video needs exactly one label",
+               num_examples=5),
+    label_case("two-dimensional", [[0, 1], [1, 2]], ValueError,
+               r"labels must be a 1-D array \[N\]"),
+    Case("labels-empty-class-folder", _empty_class_folder, layouts.LayoutError,
+         r"v/b: class folder has no video"),
+    Case("labels-empty-class-in-split", _empty_class_in_split, layouts.LayoutError,
+         r"train\.txt: 1 class\(es\) have no video: \['b'\]\. Remove them from the class index "
+         r"or add videos"),
+)
+def test_bad_labels(case, tmp_path):
+    assert_refused(case, tmp_path)
+
+
+def test_get_datasets_checks_labels(monkeypatch):
+    """get_datasets runs the label check on both splits of any source."""
+    original = data.synthetic.make_splits
+
+    def make_splits(**kw):
+        train_split, test_split = original(**kw)
+        test_split.labels = test_split.labels.astype(np.float32)
+        return train_split, test_split
+
+    monkeypatch.setattr(data.synthetic, "make_splits", make_splits)
+    with pytest.raises(TypeError, match=r"synthetic/test: labels must be integer class indices"):
+        data.get_datasets(tiny_config().input)
+
+
+# ---------------------------------------------------------------------------------------------
+# Videos and datasets on disk
+# ---------------------------------------------------------------------------------------------
+def _write_folder(root, *, bad: bool) -> ml_collections.ConfigDict:
+    frames, _ = testing.square_video(num_frames=8, height=32, width=32)
+    (root / "videos" / "a").mkdir(parents=True)
+    testing.write_video(str(root / "videos" / "a" / "good.avi"), frames)
+    keys = ["a/good.avi"]
+    if bad:
+        (root / "videos" / "a" / "bad.avi").write_bytes(b"this is not a video" * 10)
+        keys.append("a/bad.avi")
+    (root / "train.txt").write_text("\n".join(keys) + "\n")
+    (root / "test.txt").write_text("a/good.avi\n")
+    return _folder_input(root)
+
+
+def _unreadable_in_dataset(tmp_path):
+    return data.get_datasets(_write_folder(tmp_path, bad=True), mode="dp")
+
+
+def _empty_video_dir(tmp_path):
+    (tmp_path / "videos").mkdir()
+    return data.get_datasets(_folder_input(tmp_path), mode="dp")
+
+
+def _missing_video_dir(tmp_path):
+    return data.get_datasets(_folder_input(tmp_path), mode="dp")
+
+
+def _unreadable_file(tmp_path):
+    path = tmp_path / "broken.mp4"
+    path.write_bytes(b"\x00" * 1000)
+    return decode.probe_video(str(path))
+
+
+@table(
+    Case("video-unreadable", _unreadable_file, decode.BadVideoError, r"broken\.mp4: "),
+    Case("video-missing", lambda p: decode.probe_video(str(p / "nope.avi")), decode.BadVideoError,
+         r"nope\.avi: file not found"),
+    Case("video-unreadable-in-dataset", _unreadable_in_dataset, decode.BadVideoError,
+         r"a/bad\.avi: .*\[1 bad video\(s\) in folder/train; fix them, or set "
+         r"--config\.input\.skip_bad_videos=True"),
+    Case("video-wrong-dtype", lambda _: preprocess.k400_transform(
+        np.zeros((4, 32, 32, 3), np.int16), resize_size=32, crop_size=32), ValueError,
+         r"video must be uint8 \(0\.\.255\) or float in \[0, 1\]; got int16\. Convert"),
+    Case("video-wrong-rank", lambda _: preprocess.k400_transform(
+        np.zeros((32, 32, 3), np.uint8)), ValueError, r"video must be \[T, H, W, C\]"),
+    Case("dataset-empty-directory", _empty_video_dir, layouts.LayoutError,
+         r"videos: no class folders"),
+    Case("dataset-missing-directory", _missing_video_dir, layouts.LayoutError,
+         r"videos: video directory not found"),
+    Case("dataset-without-data-dir", lambda _: data.get_datasets(
+        set_keys(_folder_input_blank(), {"data_dir": ""}), mode="dp"), ValueError,
+         r"dataset 'folder' needs --config\.input\.data_dir=<video root>"),
+)
+def test_bad_videos(case, tmp_path):
+    assert_refused(case, tmp_path)
+
+
+def _folder_input_blank():
+    from configs import video_paper
+
+    return video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3).input

@@ -1,0 +1,272 @@
+"""Malformed checkpoints, privacy ledgers and journals, and budgets (the catalogue of malformed
+inputs, issue 6; helpers in tests/malformed.py): ``run.guard`` and ``run.journal`` refuse to
+resume from them, or to train past the plan.
+
+Each row names the input, the call that must refuse it, the exception type and a fragment of the
+message: the key or file at fault and what to do about it. Every row fails if its check is removed
+(the call would return, or fail later with another error).
+
+The rows that go through ``train.train_and_evaluate`` run with ``train.build_model`` replaced by
+a function that fails the test (the ``no_model`` fixture): their input must be refused before the
+model is built (no compile), and what is already in the workdir must be left as it was ("bad input
+loses nothing").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+from malformed import BATCH, N_TRAIN, STEPS, Q, tiny_config
+
+import accounting
+import train
+from maskdp_jax import randomness
+from maskdp_jax.plan import PrivacyPlan
+from run import checkpoint, guard, identity, journal
+from run import config as run_config
+
+
+def write_checkpoint(workdir, config, ledger: accounting.Ledger, *, topology=None) -> None:
+    meta = checkpoint_meta(config, ledger.to_dict(), step=ledger.steps, topology=topology)
+    ckpt = checkpoint.Checkpointer(str(workdir), keep=2)
+    try:
+        ckpt.save({"step": np.int32(ledger.steps)}, step=ledger.steps, meta=meta)
+    finally:
+        ckpt.close()
+
+
+def for_run(config, restored=None) -> randomness.Randomness:
+    """The randomness a run of ``config`` gets (restored from a checkpoint's ``meta``)."""
+    return randomness.for_run(mode=config.privacy.randomness, seed=config.seed,
+                              restored=(restored or {}).get("randomness"))
+
+
+def sampler_meta(config) -> dict:
+    return guard.sampler_meta(run_config.privacy_plan(config, num_examples=N_TRAIN),
+                              seed=config.seed)
+
+
+def ledger_of(steps: int, sigma: float = 1.0) -> accounting.Ledger:
+    ledger = accounting.Ledger()
+    ledger.record(q=Q, noise_multiplier=sigma, steps=steps)
+    return ledger
+
+
+def _snapshot(workdir) -> dict[str, bytes]:
+    out = {}
+    for root, _, files in os.walk(workdir):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, workdir)] = f.read()
+    return out
+
+
+def test_resume_with_another_config_names_the_differing_keys(tmp_path, no_model):
+    workdir = tmp_path / "run"
+    write_checkpoint(workdir, tiny_config(), ledger_of(3))
+    before = _snapshot(workdir)
+    other = tiny_config({"optimizer.learning_rate": 0.1, "privacy.l2_clip_norm": 1.0,
+                         "log_every_steps": 5})  # log_every_steps may change on resume
+    with pytest.raises(ValueError, match=r"written with a different config") as info:
+        train.train_and_evaluate(other, str(workdir))
+    message = str(info.value)
+    assert "optimizer.learning_rate: checkpoint 0.003 != now 0.1" in message
+    assert "privacy.l2_clip_norm: checkpoint 0.1 != now 1.0" in message
+    assert "log_every_steps" not in message
+    assert "Use a fresh --workdir, or restore the original config values." in message
+    assert _snapshot(workdir) == before  # loses nothing
+
+
+@pytest.mark.parametrize("ledger,match", [
+    ({"version": 7, "segments": []}, r"its privacy ledger is corrupt .*Not a ledger dict of "
+                                     r"version 1.*Restore the checkpoint from a backup or start "
+                                     r"over in a fresh --workdir"),
+    ({"version": 1, "segments": [{"q": 0.25, "sigma": 1.0}]},
+     r"its privacy ledger is corrupt .*Bad ledger segment"),
+    ({"version": 1, "segments": [{"q": 2.0, "noise_multiplier": 1.0, "steps": 3}]},
+     r"its privacy ledger is corrupt .*q \(sampling rate B/N\) must be < 1"),
+    (ledger_of(2).to_dict(), r"its ledger counts 2 steps but the checkpoint is at step 3; "
+                             r"refusing to resume with an inconsistent privacy ledger"),
+], ids=["unknown-version", "segment-keys", "segment-values", "fewer-steps-than-checkpoint"])
+def test_resume_with_a_corrupt_checkpoint_ledger_is_refused(ledger, match):
+    config = tiny_config()
+    meta = checkpoint_meta(config, ledger)
+    with pytest.raises(ValueError, match=match):
+        validate(meta, config)
+
+
+def checkpoint_meta(config, ledger: dict, *, step: int = 3, topology=None) -> dict:
+    """A checkpoint's meta as it comes back from disk (JSON)."""
+    rand = for_run(config)
+    meta = {"step": step, "ledger": ledger, "config": config.to_dict(),
+            "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
+            "sampler": sampler_meta(config),
+            "randomness": rand.to_meta(), "topology": topology or identity.current_topology()}
+    return json.loads(json.dumps(meta))
+
+
+def validate(meta: dict, config) -> accounting.Ledger:
+    """validate_meta as the privacy guard calls it on resume (randomness restored from ``meta``)."""
+    rand = for_run(config, meta)
+    return guard.validate_meta(
+        meta, config=config.to_dict(), where="ckpt",
+        noise_key_data=jax.random.key_data(rand.noise_key()), sampler=sampler_meta(config),
+        randomness=rand.to_meta(), topology=identity.current_topology())
+
+
+@pytest.mark.parametrize("saved,match", [
+    ({"process_count": 2}, r"another topology \(process_count 2 then, 1 now\)"),
+    ({"device_count": 8}, r"another topology \(device_count 8 then, 1 now\)"),
+    ({"platform": "gpu"}, r"another topology \(platform 'gpu' then, 'cpu' now\)"),
+    ({"device_kind": "NVIDIA H100"}, r"another topology \(device_kind 'NVIDIA H100' then, "),
+    ({"jax_version": "0.4.30"}, r"another topology \(jax_version '0\.4\.30' then, "),
+], ids=["processes", "devices", "platform", "device-kind", "jax-version"])
+@pytest.mark.parametrize("mode", ["secret", "seeded"])
+def test_resume_on_another_topology_is_refused(saved, match, mode):
+    """Re-executed steps are bit-identical (counted once) only on the same topology."""
+    config = tiny_config({"privacy.randomness": mode})
+    meta = checkpoint_meta(config, ledger_of(3).to_dict())
+    validate(meta, config)  # the same topology resumes
+    meta["topology"] = {**meta["topology"], **saved}
+    with pytest.raises(ValueError, match=match + r".*Resume on the same topology, or start a new "
+                                                 r"run in a fresh --workdir"):
+        validate(meta, config)
+
+
+def test_resume_of_a_checkpoint_without_topology_is_refused():
+    config = tiny_config()
+    meta = checkpoint_meta(config, ledger_of(3).to_dict())
+    del meta["topology"]
+    with pytest.raises(ValueError, match=r"another topology \(process_count '<absent>' then"):
+        validate(meta, config)
+
+
+@pytest.mark.parametrize("saved,now", [(False, True), (True, False)], ids=["on", "off"])
+def test_log_private_metrics_cannot_change_on_resume(saved, now, tmp_path, no_model):
+    """Non-DP rows once in metrics.jsonl stay there: the report must not say none were logged."""
+    workdir = tmp_path / "run"
+    write_checkpoint(workdir, tiny_config({"log_private_metrics": saved}), ledger_of(3))
+    with pytest.raises(ValueError, match=rf"log_private_metrics: checkpoint {saved} != now {now}"):
+        train.train_and_evaluate(tiny_config({"log_private_metrics": now}), str(workdir))
+
+
+@pytest.mark.parametrize("content,match", [
+    ('{"ledger": {"version": 1, "segm', r"privacy-ledger journal is corrupt \(JSONDecodeError"),
+    ('{"steps": 3}', r"privacy-ledger journal is corrupt \(KeyError"),
+    ('{"ledger": {"version": 1, "segments": [{"q": 0.25, "noise_multiplier": -1.0, "steps": 3}]}'
+     ', "privacy": {}}', r"journal is corrupt .*noise_multiplier must be >= 0"),
+], ids=["truncated-json", "no-ledger", "negative-sigma"])
+def test_corrupt_journal_is_refused(content, match, tmp_path, no_model):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / journal.JOURNAL).write_text(content)
+    full = match + r".*training cannot continue here without under-counting: restore the file " \
+                   r"from a backup, or start over in a fresh --workdir"
+    with pytest.raises(ValueError, match=full):
+        train.train_and_evaluate(tiny_config(), str(workdir))
+    with pytest.raises(ValueError, match=match):
+        journal.read_ledger_journal(str(workdir))
+    assert (workdir / journal.JOURNAL).read_text() == content  # loses nothing
+
+
+def journal_run(config, *, randomness_id: str | None = None, topology=None) -> dict:
+    """The run identity train.py writes into the journal for ``config`` (a fresh run)."""
+    randomness_id = randomness_id or for_run(config).public_id()
+    return identity.run_identity(config.to_dict(), randomness_id=randomness_id,
+                                 topology=topology or identity.current_topology())
+
+
+SEEDED = {"privacy.randomness": "seeded"}
+
+
+@pytest.mark.parametrize("privacy,sigma,run,match", [
+    ({"delta": 1e-5}, 1.0, {}, r"delta: journal 1e-05 != now 0\.001"),
+    ({}, 2.0, {}, r"a segment of 4 step\(s\) at q=0\.25, sigma=2 != now q=0\.25, sigma=1"),
+    ({}, 1.0, {"seed": 1}, r"config fingerprint: journal [0-9a-f]{64} != now [0-9a-f]{64} "
+                           r"\(another config: seed, model"),
+    ({}, 1.0, {"optimizer.learning_rate": 0.1}, r"config fingerprint: journal"),
+    ({}, 1.0, {"model.name": "mvit_cpu"}, r"config fingerprint: journal"),
+    ({}, 1.0, {"id": "secret:sha256:00"}, r"randomness: journal secret:sha256:00 != now "
+                                          r"seeded:0 \(the journal's steps used noise and batches"),
+    ({}, 1.0, {"topology": {**identity.current_topology(), "process_count": 2}},
+     r"topology: journal \{'process_count': 2, 'device_count': 1, .*\} != now \{'process_"),
+], ids=["other-delta", "other-sigma", "other-seed", "other-lr", "other-model",
+        "other-randomness", "other-topology"])
+def test_journal_of_another_run_is_refused(privacy, sigma, run, match, tmp_path, no_model):
+    """A workdir whose journal (no checkpoint yet: the run was killed before its first one) was
+    written by a run with other settings, randomness or topology."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    meta = {"delta": 1e-3, "adjacency": "special", "sampling": "decoupled", "mode": "maskdp"}
+    run = dict(run)
+    journal_config = tiny_config({**SEEDED, **{k: v for k, v in run.items()
+                                               if k not in ("id", "topology")}})
+    journal.write_ledger_journal(
+        str(workdir), ledger_of(4, sigma), privacy={**meta, **privacy},
+        run=journal_run(journal_config, randomness_id=run.get("id"), topology=run.get("topology")))
+    before = _snapshot(workdir)
+    with pytest.raises(ValueError, match=r"(?s)holds the privacy ledger of another run.*" + match
+                       + r".*Use a fresh --workdir"):
+        train.train_and_evaluate(tiny_config(SEEDED), str(workdir))
+    assert _snapshot(workdir) == before
+
+
+def test_journal_of_a_secret_run_without_checkpoint_is_refused(tmp_path, no_model):
+    """Secret mode, same config: a rerun would draw a new secret, so the journal's steps cannot
+    be re-executed identically (they would have to be counted again): refused."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    config = tiny_config()
+    meta = {"delta": 1e-3, "adjacency": "special", "sampling": "decoupled", "mode": "maskdp"}
+    journal.write_ledger_journal(str(workdir), ledger_of(4), privacy=meta,
+                                    run=journal_run(config))
+    with pytest.raises(ValueError, match=r"randomness: journal secret:sha256:[0-9a-f]{32} != now "
+                                         r"secret:sha256:[0-9a-f]{32}"):
+        train.train_and_evaluate(config, str(workdir))
+
+
+def test_resume_past_the_planned_steps_is_refused(tmp_path, no_model):
+    workdir = tmp_path / "run"
+    write_checkpoint(workdir, tiny_config(), ledger_of(STEPS + 1))
+    with pytest.raises(RuntimeError, match=rf"Refusing to train past the planned {STEPS} steps "
+                                           rf"\({STEPS + 1} done, 0 more requested\)"):
+        train.train_and_evaluate(tiny_config(), str(workdir))
+
+
+def test_resume_past_the_target_epsilon_is_refused(tmp_path, no_model):
+    """σ calibrated to ε = 2; the checkpoint's ledger holds 3 steps at σ = 0.5 (e.g. written
+    with another accounting library version): the plan would end above the target."""
+    config = tiny_config({"privacy.noise_multiplier": -1.0, "privacy.accountant": "rdp",
+                          "privacy.target_epsilon": 2.0})
+    workdir = tmp_path / "run"
+    write_checkpoint(workdir, config, ledger_of(3, sigma=0.5))
+    with pytest.raises(RuntimeError, match=r"Refusing to train: the privacy ledger \(3 steps, "
+                                           r"ε = .*\) plus the 3 remaining planned steps would "
+                                           r"spend ε = .* > target ε = 2 at δ = 0\.001 \(rdp"):
+        train.train_and_evaluate(config, str(workdir))
+
+
+def test_budget_checks_pass_within_the_plan_and_refuse_beyond():
+    guard.check_budget(steps_done=STEPS - 1, planned_steps=STEPS)
+    guard.check_budget(steps_done=STEPS, planned_steps=STEPS, next_steps=0)  # finished run
+    with pytest.raises(RuntimeError, match=r"Refusing to train past the planned 6 steps \(6 done, "
+                                           r"1 more requested\).*Start a new run"):
+        guard.check_budget(steps_done=STEPS, planned_steps=STEPS)
+
+    plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=N_TRAIN, batch_size=BATCH,
+                                 epochs=STEPS * BATCH / N_TRAIN, l2_clip_norm=0.1, delta=1e-3,
+                                 accountant="rdp", target_epsilon=2.0)
+    sigma = plan.noise_multiplier
+    assert (plan.q, plan.steps) == (Q, STEPS)
+    for done in (0, 3, STEPS):  # a ledger on the plan: every prefix is within the target
+        eps = guard.check_epsilon_budget(
+            ledger_of(done, sigma) if done else accounting.Ledger(), plan)
+        assert eps <= 2.0
+    with pytest.raises(RuntimeError, match=r"would spend ε = .* > target ε = 2"):
+        # 3 steps more than planned (the old call: a 3-step ledger plus STEPS remaining steps)
+        guard.check_epsilon_budget(ledger_of(3 + STEPS, sigma), plan)
