@@ -39,6 +39,7 @@ from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
 from reporting import plots, run_report
 from reporting import privacy as privacy_lib
 from run import config as run_config
+from run import datasets as run_datasets
 from run import evaluation
 from run import metrics as metrics_lib
 from run.guard import PrivacyGuard
@@ -162,7 +163,7 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
 def load_data(config: ml_collections.ConfigDict):
     """``(train, test)`` :class:`data.Dataset` splits, refused early if they cannot serve the
     mode (no masks for ``maskdp``) or the batch size (B >= N)."""
-    train_ds, test_ds = data.get_datasets(config.input, mode=config.mode)
+    train_ds, test_ds = run_datasets.get_datasets(config.input, mode=config.mode)
     if Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
             f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "

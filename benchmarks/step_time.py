@@ -16,13 +16,13 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import data  # noqa: E402
 import train  # noqa: E402
 from configs import default  # noqa: E402
 from maskdp_jax import sampling  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
 from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
 from maskdp_jax.train_step import TrainState, make_train_step  # noqa: E402
+from run import datasets as run_datasets  # noqa: E402
 
 flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
 flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
@@ -33,7 +33,7 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     config = default.get_config()
     config.mode = mode = flags.FLAGS.mode
-    train_ds, _ = data.get_datasets(config.input, mode=mode)
+    train_ds, _ = run_datasets.get_datasets(config.input, mode=mode)
     input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
     model, trainable, frozen, apply_fn = train.build_model(
         config, num_classes=train_ds.num_classes, input_shape=input_shape, key=jax.random.key(0))

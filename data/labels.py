@@ -3,7 +3,7 @@
 JAX does not raise on a bad label: in the cross-entropy a label >= num_classes gives a NaN loss
 (whose per-example gradient the clipper then zeroes and merely counts), a label of -1 silently
 means the last class, and a float label is truncated. Each trains another task than the one
-reported, so :func:`check_labels` refuses them when a split is built (:func:`data.get_datasets`),
+reported, so :func:`check_labels` refuses them when a split is built (:func:`data.check_splits`),
 before any training. A class without training videos is refused by the folder layouts
 (:mod:`data.layouts`, naming the class); the synthetic dataset has every class in every split.
 

@@ -9,7 +9,7 @@ public information: masked adjacency (SPEC.md, paper Definition 2) changes only 
 video's private pixels, never the mask. Hence
 
 * the public view is a function of ``(video[r == 1], r)`` only: changing any private pixel leaves it
-  bit-identical (tested in ``tests/test_tokenizer.py``);
+  bit-identical (tested in ``tests/test_maskdp_jax_tokenizer.py``);
 * the private view may contain public pixels (those of mixed cells); that is harmless because public
   pixels are not protected.
 

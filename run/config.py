@@ -36,11 +36,11 @@ from typing import Any
 
 import ml_collections
 
-import data
 import models
 from accounting import accountant, inputs
 from maskdp_jax import randomness
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
+from run import datasets as run_datasets
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -95,7 +95,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     """
     _choice("mode", config.mode, MODES)
     _choice("sampling", config.sampling, inputs.SAMPLINGS)
-    _choice("input.dataset", config.input.dataset, data.DATASETS)
+    _choice("input.dataset", config.input.dataset, run_datasets.DATASETS)
     _integer("seed", config.seed, minimum=0)
     _choice("privacy.randomness", config.privacy.get("randomness"), randomness.MODES)
 

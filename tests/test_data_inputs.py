@@ -22,6 +22,7 @@ import data
 import train
 from data import decode, labels, layouts, preprocess, testing
 from maskdp_jax import tokenizer
+from run import datasets as run_datasets
 
 # ---------------------------------------------------------------------------------------------
 # Masks (public information, but they decide what is protected)
@@ -162,7 +163,7 @@ def test_get_datasets_checks_labels(monkeypatch):
 
     monkeypatch.setattr(data.synthetic, "make_splits", make_splits)
     with pytest.raises(TypeError, match=r"synthetic/test: labels must be integer class indices"):
-        data.get_datasets(tiny_config().input)
+        run_datasets.get_datasets(tiny_config().input)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,16 +183,16 @@ def _write_folder(root, *, bad: bool) -> ml_collections.ConfigDict:
 
 
 def _unreadable_in_dataset(tmp_path):
-    return data.get_datasets(_write_folder(tmp_path, bad=True), mode="dp")
+    return run_datasets.get_datasets(_write_folder(tmp_path, bad=True), mode="dp")
 
 
 def _empty_video_dir(tmp_path):
     (tmp_path / "videos").mkdir()
-    return data.get_datasets(_folder_input(tmp_path), mode="dp")
+    return run_datasets.get_datasets(_folder_input(tmp_path), mode="dp")
 
 
 def _missing_video_dir(tmp_path):
-    return data.get_datasets(_folder_input(tmp_path), mode="dp")
+    return run_datasets.get_datasets(_folder_input(tmp_path), mode="dp")
 
 
 def _unreadable_file(tmp_path):
@@ -216,7 +217,7 @@ def _unreadable_file(tmp_path):
          r"videos: no class folders"),
     Case("dataset-missing-directory", _missing_video_dir, layouts.LayoutError,
          r"videos: video directory not found"),
-    Case("dataset-without-data-dir", lambda _: data.get_datasets(
+    Case("dataset-without-data-dir", lambda _: run_datasets.get_datasets(
         set_keys(_folder_input_blank(), {"data_dir": ""}), mode="dp"), ValueError,
          r"dataset 'folder' needs --config\.input\.data_dir=<video root>"),
 )

@@ -15,6 +15,7 @@ import pytest
 import data
 from configs import ucf101_maskdp
 from data import clips, decode, layouts, testing
+from run import datasets as run_datasets
 from run import evaluation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -150,7 +151,7 @@ def test_masks_aligned_with_video_in_time_and_space(tmp_path, mask_videos):
     paths = testing.make_ucf101_folder(str(tmp_path), mask_videos=mask_videos,
                                        train_per_class=1)
     c = _input(paths)
-    train, _ = data.get_datasets(c, mode="maskdp")
+    train, _ = run_datasets.get_datasets(c, mode="maskdp")
     assert train.has_masks
     for seed in ([0], [1]):
         batch = train.get_batch(np.array([0, 1]), num_clips=3, seed=seed)
@@ -212,8 +213,8 @@ def test_resized_public_pixels_depend_on_public_source_pixels_only(tmp_path, pix
 def test_flip_augmentation_keeps_alignment_and_is_refused_under_dp(ucf):
     c = _input(ucf, augment=True)
     with pytest.raises(ValueError, match="augment=True is for mode 'nonprivate' only"):
-        data.get_datasets(c, mode="dp")
-    train, _ = data.get_datasets(c, mode="nonprivate")
+        run_datasets.get_datasets(c, mode="dp")
+    train, _ = run_datasets.get_datasets(c, mode="nonprivate")
     batch = train.get_batch(np.arange(6), num_clips=4, seed=[3])
     pixels, mask = _denormalize(batch, c).mean(-1), batch["mask"]
     assert pixels[mask == 1].min() > 0.6 and pixels[mask == 0].max() < 0.3
@@ -224,8 +225,8 @@ def test_flip_augmentation_keeps_alignment_and_is_refused_under_dp(ucf):
 
 
 def test_get_batch_deterministic_and_independent_of_threads(ucf):
-    one, _ = data.get_datasets(_input(ucf, num_workers=1, clip_frames=2, stride=1))
-    many, _ = data.get_datasets(_input(ucf, num_workers=4, clip_frames=2, stride=1))
+    one, _ = run_datasets.get_datasets(_input(ucf, num_workers=1, clip_frames=2, stride=1))
+    many, _ = run_datasets.get_datasets(_input(ucf, num_workers=4, clip_frames=2, stride=1))
     idx = np.array([5, 0, 3, 3, 1])
     a = one.get_batch(idx, num_clips=2, seed=[7, 1])
     b = many.get_batch(idx, num_clips=2, seed=[7, 1])
@@ -239,7 +240,7 @@ def test_dataset_without_masks_runs_dp_but_not_maskdp(ucf, tmp_path):
     import train
 
     c = _input(ucf, mask_dir="")
-    ds, _ = data.get_datasets(c, mode="dp")
+    ds, _ = run_datasets.get_datasets(c, mode="dp")
     assert not ds.has_masks
     assert not ds.get_batch(np.array([0]), seed=[0])["mask"].any()  # all private
     config = ucf101_maskdp.get_config()
@@ -251,7 +252,7 @@ def test_dataset_without_masks_runs_dp_but_not_maskdp(ucf, tmp_path):
 
 
 def test_evaluation_averages_logits_over_temporal_and_spatial_views(ucf):
-    _, test = data.get_datasets(_input(ucf, eval_crops=3, resize_size=40))
+    _, test = run_datasets.get_datasets(_input(ucf, eval_crops=3, resize_size=40))
 
     def apply_fn(params, x):  # "logits" = one pixel row of each frame: no rounding
         return x[:, :, 8, :, 0].reshape(x.shape[0], -1)
@@ -265,7 +266,7 @@ def test_evaluation_averages_logits_over_temporal_and_spatial_views(ucf):
 
 
 def test_step_prefetcher_gives_the_same_batches(ucf):
-    ds, _ = data.get_datasets(_input(ucf))
+    ds, _ = run_datasets.get_datasets(_input(ucf))
 
     def load(step):
         return ds.get_batch(np.array([step % 6, 2]), seed=[0, step])
@@ -300,7 +301,7 @@ def test_unreadable_or_truncated_video(ucf, tmp_path, how):
     paths = _copy(ucf, tmp_path)
     path = _corrupt_video(paths, how)
     with pytest.raises(decode.BadVideoError, match="unreadable video|truncated") as e:
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
     assert e.value.path == path and "skip_bad_videos" in str(e.value)
 
 
@@ -309,7 +310,7 @@ def test_skip_bad_videos_reports_a_count(ucf, tmp_path):
     path = _corrupt_video(paths, "junk")
     os.remove(_mask_path(paths, 1))
     with pytest.warns(UserWarning, match="skipped 2 bad video"):
-        train, _ = data.get_datasets(_input(paths, skip_bad_videos=True))
+        train, _ = run_datasets.get_datasets(_input(paths, skip_bad_videos=True))
     assert len(train) == 4 and len(train.skipped) == 2 and train.skipped[0][0] == path
     assert train.labels.tolist() == [0, 1, 1, 1]
 
@@ -317,21 +318,21 @@ def test_skip_bad_videos_reports_a_count(ucf, tmp_path):
 def test_short_video_policy(ucf):
     c = _input(ucf, clip_frames=8, stride=2)  # span 15 > 12 frames
     with pytest.warns(UserWarning, match="[62]/[62] videos are shorter than the clip span 15"):
-        padded, _ = data.get_datasets(c)
+        padded, _ = run_datasets.get_datasets(c)
     assert padded.num_short == len(padded)
     batch = padded.get_batch(np.array([0]), seed=[0])
     np.testing.assert_array_equal(batch["mask"][0, 0, -1], batch["mask"][0, 0, -2])  # repeated
     c.short_videos = "error"
     with pytest.raises(decode.BadVideoError, match=r"v_ApplyEyeMakeup_g01_c01.avi: video has 12 "
                        r"frames, fewer than the clip span 15"):
-        data.get_datasets(c)
+        run_datasets.get_datasets(c)
 
 
 def test_missing_mask(ucf, tmp_path):
     paths = _copy(ucf, tmp_path)
     os.remove(_mask_path(paths))
     with pytest.raises(decode.BadVideoError, match="mask file not found") as e:
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
     assert e.value.path == _mask_path(paths)
 
 
@@ -342,7 +343,7 @@ def test_mask_shape_mismatch(ucf, tmp_path, change):
     mask = mask[:-1] if change == "frames" else mask[:, :, :-2]
     np.savez(_mask_path(paths), mask=mask)
     with pytest.raises(decode.BadVideoError, match="must match its video") as e:
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
     assert e.value.path == _mask_path(paths)
     assert ("frames=11" if change == "frames" else "w=38") in str(e.value)
 
@@ -354,13 +355,13 @@ def test_mask_values_outside_0_1_or_0_255(ucf, tmp_path):
     # Found at construction with validate="full", else when the video is first loaded.
     with pytest.raises(decode.BadVideoError, match=r"mask values must be \{0, 1\} or \{0, 255\}; "
                        r"found \[128\]") as e:
-        data.get_datasets(_input(paths, validate="full"))
+        run_datasets.get_datasets(_input(paths, validate="full"))
     assert e.value.path == _mask_path(paths)
-    train, _ = data.get_datasets(_input(paths))
+    train, _ = run_datasets.get_datasets(_input(paths))
     with pytest.raises(decode.BadVideoError, match="found \\[128\\]"):
         train.get_batch(np.array([0]), seed=[0])
     np.savez(_mask_path(paths), mask=mask // 128 * 255)  # {0, 255}: fine
-    train, _ = data.get_datasets(_input(paths, validate="full"))
+    train, _ = run_datasets.get_datasets(_input(paths, validate="full"))
     assert train.get_batch(np.array([0]), seed=[0])["mask"].max() == 1
 
 
@@ -370,17 +371,17 @@ def test_unknown_class_and_contradicting_label(ucf, tmp_path):
     lines = open(split).read().splitlines()
     open(split, "w").write("\n".join(lines + ["Rowing/v_Rowing_g01_c01.avi 3"]))
     with pytest.raises(layouts.LayoutError, match=r"trainlist01.txt line 7: class 'Rowing'"):
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
     open(split, "w").write("\n".join([lines[0][:-1] + "2", *lines[1:]]))
     with pytest.raises(layouts.LayoutError, match="label 2 contradicts the class directory"):
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
 
 
 def test_split_file_naming_a_missing_video(ucf, tmp_path):
     paths = _copy(ucf, tmp_path)
     os.remove(os.path.join(paths["video_dir"], _key(paths, 2)))
     with pytest.raises(decode.BadVideoError, match=r"video not found \(.*trainlist01.txt line 3\)"):
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
 
 
 def test_empty_class(ucf, tmp_path):
@@ -389,7 +390,7 @@ def test_empty_class(ucf, tmp_path):
     kept = [line for line in open(split).read().splitlines() if "Biking" not in line]
     open(split, "w").write("\n".join(kept))
     with pytest.raises(layouts.LayoutError, match=r"class\(es\) have no video: \['Biking'\]"):
-        data.get_datasets(_input(paths))
+        run_datasets.get_datasets(_input(paths))
 
 
 @pytest.mark.parametrize(
@@ -435,7 +436,7 @@ def test_tfds_ucf101_with_mock_data(ucf):
     c = _input(ucf, dataset="tfds_ucf101", mask_dir="", tfds_config="ucf101_1_256",
                resize_size=40, crop_size=32)
     with tfds.testing.mock_data(num_examples=6):
-        train, test = data.get_datasets(c, mode="dp")
+        train, test = run_datasets.get_datasets(c, mode="dp")
         assert not train.has_masks and train.num_classes == 101 and len(train) == 6
         a = train.get_batch(np.array([1, 4]), num_clips=2, seed=[0])
         b = train.get_batch(np.array([1, 4]), num_clips=2, seed=[0])
@@ -444,7 +445,7 @@ def test_tfds_ucf101_with_mock_data(ucf):
         assert test.get_batch(np.array([0]), num_clips=2)["video"].shape[1] == 2
     c.mask_dir = ucf["mask_dir"]
     with pytest.raises(ValueError, match="no stable video key"):
-        data.get_datasets(c, mode="maskdp")
+        run_datasets.get_datasets(c, mode="maskdp")
 
 
 # ---------------------------------------------------------------------------------------------

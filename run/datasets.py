@@ -1,0 +1,106 @@
+"""The training and test splits a config names: ``config.input`` -> two :class:`data.Dataset`.
+
+This is where the data config ends: the sources of :mod:`data` take typed arguments
+(:func:`data.synthetic.make_splits`, :class:`data.video_dataset.VideoDataset` with a
+:class:`~data.layouts.Layout` and :class:`~data.video_dataset.VideoOptions`,
+:class:`data.tfds_ucf101.TfdsUcf101`), built here from the keys of ``config.input``.
+
+``config.input.dataset`` picks the source: ``synthetic``; the folder layouts ``ucf101``,
+``hmdb51``, ``ntu60``, ``toyota_smarthome``, ``folder`` (see :mod:`data.layouts`, read with
+:mod:`data.video_dataset`); ``tfds_ucf101`` (:mod:`data.tfds_ucf101`, no masks).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+import data
+from data import clips, layouts, synthetic
+from data.video_dataset import VideoDataset, VideoOptions
+from maskdp_jax.plan import Mode
+
+FOLDER_DATASETS = ("ucf101", "hmdb51", "ntu60", "toyota_smarthome", "folder")
+DATASETS = ("synthetic", *FOLDER_DATASETS, "tfds_ucf101")
+
+
+def get_datasets(
+    config: ml_collections.ConfigDict, *, mode: str | None = None
+) -> tuple[data.Dataset, data.Dataset]:
+    """``(train, test)`` splits for ``config.dataset`` (``config`` is ``config.input``; ``mode``
+    guards augmentation).
+
+    Raises:
+      ValueError: unknown dataset, or a split that is empty or whose labels are not valid class
+        indices (:func:`data.check_splits`).
+    """
+    train, test = _build_splits(config, mode=mode)
+    data.check_splits(train, test)
+    return train, test
+
+
+def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None) -> VideoOptions:
+    """:class:`VideoOptions` from ``config.input``; refuses augmentation outside ``nonprivate``."""
+    augment = bool(config.get("augment", False))
+    if augment and mode is not None and Mode(mode).is_private:
+        raise ValueError(
+            f"input.augment=True is for mode 'nonprivate' only; mode {mode!r} trains without "
+            "augmentation (the papers' choice under DP)."
+        )
+    spec = clips.ClipSpec(
+        num_frames=config.clip_frames, stride=config.stride, resize_size=config.resize_size,
+        crop_size=config.crop_size, short_videos=config.get("short_videos", "pad"),
+    )
+    return VideoOptions(
+        clip=spec, mean=tuple(config.mean), std=tuple(config.std),
+        mask_dir=config.get("mask_dir", ""), decoder=config.get("decoder", "decord"),
+        num_workers=config.get("num_workers", 4), eval_crops=config.get("eval_crops", 1),
+        augment=augment, validate=config.get("validate", "metadata"),
+        skip_bad_videos=config.get("skip_bad_videos", False),
+    )
+
+
+def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
+    name, video_dir = config.dataset, config.data_dir
+    split_dir = config.get("split_dir", "") or video_dir
+    if not video_dir:
+        raise ValueError(f"dataset {name!r} needs --config.input.data_dir=<video root>.")
+    if name == "ucf101":
+        return layouts.ucf101(video_dir=video_dir, split_dir=split_dir, split=config.split,
+                              subset=subset)
+    if name == "hmdb51":
+        return layouts.hmdb51(video_dir=video_dir, split_dir=split_dir, split=config.split,
+                              subset=subset)
+    if name == "ntu60":
+        return layouts.ntu60(video_dir=video_dir, protocol=config.protocol, subset=subset)
+    if name == "toyota_smarthome":
+        return layouts.toyota_smarthome(video_dir=video_dir, protocol=config.protocol,
+                                        subset=subset)
+    return layouts.folder(video_dir=video_dir, split_dir=config.get("split_dir", ""),
+                          subset=subset)
+
+
+def _build_splits(
+    config: ml_collections.ConfigDict, *, mode: str | None
+) -> tuple[data.Dataset, data.Dataset]:
+    if config.dataset == "synthetic":
+        return synthetic.make_splits(
+            num_train=config.num_train, num_test=config.num_test, frames=config.frames,
+            clip_frames=config.clip_frames, size=config.size, seed=config.get("data_seed", 0),
+        )
+    if config.dataset in FOLDER_DATASETS:
+        options = video_options(config, mode=mode)
+        test_subset = config.get("test_subset", "test")
+        return tuple(
+            VideoDataset(_layout(config, subset), options, name=f"{config.dataset}/{subset}")
+            for subset in ("train", test_subset)
+        )
+    if config.dataset == "tfds_ucf101":
+        from data import tfds_ucf101
+
+        options = video_options(config, mode=mode)
+        return tuple(
+            tfds_ucf101.TfdsUcf101(data_dir=config.data_dir, config_name=config.tfds_config,
+                                   split=split, options=options)
+            for split in ("train", "test")
+        )
+    raise ValueError(f"unknown dataset {config.dataset!r}; available: {DATASETS}.")
