@@ -272,6 +272,8 @@ def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, trai
     privacy = privacy_lib.privacy_report(
         mode=plan.mode, ledger=guard.ledger, delta=plan.delta, num_examples=plan.num_examples,
         adjacency=plan.adjacency, sampling=plan.sampling, randomness=guard.randomness.mode,
+        calibrated_by=plan.accountant if plan.target_epsilon is not None else None,
+        target_epsilon=plan.target_epsilon,
     )
     counts = None  # labels are private in dp mode: exact class counts are not DP
     if plan.mode is not Mode.DP:

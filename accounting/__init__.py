@@ -14,7 +14,7 @@ training mode, which this package does not know).
 
 from accounting.accountant import calibrate_noise_multiplier, epsilon, history_epsilon
 from accounting.coupled import coupled_step_rdp
-from accounting.events import Segment
+from accounting.events import Segment, steps_for_epochs
 from accounting.inputs import check_delta
 from accounting.ledger import Ledger
 from accounting.theorem41 import theorem41_epsilon, theorem41_rdp
@@ -27,6 +27,7 @@ __all__ = [
     "coupled_step_rdp",
     "epsilon",
     "history_epsilon",
+    "steps_for_epochs",
     "theorem41_epsilon",
     "theorem41_rdp",
 ]

@@ -20,12 +20,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Sequence
 
-from accounting import accountant, inputs, paper_settings
+from accounting import accountant, events, inputs, paper_settings
 
 
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +55,8 @@ def _run(args: argparse.Namespace) -> tuple[float, int]:
     if args.num_examples < 1 or args.batch_size < 1 or args.epochs <= 0:
         raise ValueError("--num-examples, --batch-size and --epochs must be positive")
     inputs.check_delta(delta=args.delta, num_examples=args.num_examples)
-    steps = math.ceil(args.epochs * math.ceil(args.num_examples / args.batch_size))
+    steps = events.steps_for_epochs(num_examples=args.num_examples,
+                                    batch_size=args.batch_size, epochs=args.epochs)
     return args.batch_size / args.num_examples, steps
 
 

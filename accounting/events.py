@@ -17,6 +17,7 @@ event vocabulary of dp-accounting.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import dp_accounting
@@ -37,6 +38,25 @@ class Segment(NamedTuple):
     q: float
     noise_multiplier: float
     steps: int
+
+
+def steps_for_epochs(*, num_examples: int, batch_size: int, epochs: float) -> int:
+    """Logical steps of ``epochs`` epochs with expected batch B over N videos: the one rule of
+    the trainer, the accounting CLI and the paper table.
+
+    An epoch is ``ceil(N / B)`` Poisson steps, what Opacus' Poisson data loader takes per epoch
+    (the papers' implementation); fractional epochs round the total up, so a run never takes
+    fewer steps than ``epochs · N / B``.
+
+    >>> steps_for_epochs(num_examples=9537, batch_size=128, epochs=300)
+    22500
+    >>> steps_for_epochs(num_examples=32, batch_size=8, epochs=1.5)
+    6
+    """
+    if num_examples < 1 or batch_size < 1 or not epochs > 0:
+        raise ValueError(f"num_examples, batch_size and epochs must be positive; got N="
+                         f"{num_examples}, B={batch_size}, epochs={epochs}.")
+    return math.ceil(epochs * math.ceil(num_examples / batch_size))
 
 
 def make_segment(*, q: float, noise_multiplier: float, steps: int) -> Segment:

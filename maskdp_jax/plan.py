@@ -91,18 +91,6 @@ class Mode(enum.StrEnum):
 MODES = tuple(m.value for m in Mode)
 
 
-def num_steps(*, num_examples: int, batch_size: int, epochs: float) -> int:
-    """Logical steps of a run of ``epochs`` epochs with expected batch B over N videos.
-
-    One epoch is ``N / B`` Poisson steps in expectation; the total is rounded to the nearest step
-    (at least 1).
-
-    >>> num_steps(num_examples=1024, batch_size=64, epochs=16)
-    256
-    """
-    return max(1, round(epochs * num_examples / batch_size))
-
-
 @dataclasses.dataclass(frozen=True)
 class PrivacyPlan:
     """The calibrated, validated privacy settings of one run (hashable: jitted code closes over it).
@@ -179,7 +167,7 @@ class PrivacyPlan:
           mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
           num_examples: N, training videos.
           batch_size: B, expected batch size (``q = B / N``).
-          epochs: planned epochs (:func:`num_steps`).
+          epochs: planned epochs (:func:`accounting.steps_for_epochs`).
           l2_clip_norm: C.
           delta: δ (refused unless ``0 < δ < 1/N`` in private modes).
           adjacency / accountant: as :class:`PrivacyPlan`.
@@ -194,7 +182,8 @@ class PrivacyPlan:
           ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.
         """
         mode = Mode(mode)
-        steps = num_steps(num_examples=num_examples, batch_size=batch_size, epochs=epochs)
+        steps = accounting.steps_for_epochs(num_examples=num_examples, batch_size=batch_size,
+                                            epochs=epochs)
         scheme = mode.sampling_scheme(sampling)
         common = dict(mode=mode, num_examples=num_examples, batch_size=batch_size, steps=steps,
                       l2_clip_norm=float(l2_clip_norm), delta=float(delta), adjacency=adjacency,

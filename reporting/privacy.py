@@ -100,6 +100,9 @@ class PrivacyReport:
       randomness: where the noise and the batches came from: ``"secret"``, ``"seeded"``
         (from the published seed: the ε does not hold for a released model), or None (not
         stated, e.g. a planned run).
+      calibrated_by: the accountant (``"pld"`` / ``"rdp"``) whose ε σ was calibrated to, or
+        None when σ was given.
+      target_epsilon: that calibration's target ε, or None.
     """
 
     mode: str
@@ -115,6 +118,8 @@ class PrivacyReport:
     statement: str
     notes: tuple[str, ...] = ()
     randomness: str | None = None
+    calibrated_by: str | None = None
+    target_epsilon: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; infinite values become the string ``"inf"``."""
@@ -152,6 +157,9 @@ class PrivacyReport:
         ]
         if self.randomness is not None:
             rows.append(("randomness", self.randomness))
+        if self.calibrated_by is not None:
+            rows.append(("σ calibrated by", f"{self.calibrated_by.upper()} to ε = "
+                                            f"{self.target_epsilon:g}"))
         lines = ["| quantity | value |", "| --- | --- |"]
         lines += [f"| {name} | {fmt(value)} |" for name, value in rows]
         lines += ["", self.statement]
@@ -168,6 +176,8 @@ def privacy_report(
     adjacency: str = "special",
     sampling: str = "decoupled",
     randomness: str | None = None,
+    calibrated_by: str | None = None,
+    target_epsilon: float | None = None,
 ) -> PrivacyReport:
     """Accounts ``ledger`` and states the resulting guarantee.
 
@@ -181,6 +191,8 @@ def privacy_report(
       sampling: ``"decoupled"`` or ``"coupled"``.
       randomness: ``"secret"``, ``"seeded"`` (the statement then says that the noise can be
         recomputed from the published seed) or None (not stated).
+      calibrated_by / target_epsilon: the accountant that set σ and its target ε (both None
+        when σ was given); shown next to the two ε's, which may differ.
 
     Returns:
       A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
@@ -198,7 +210,8 @@ def privacy_report(
     notes: list[str] = []
     run = dict(mode=mode.value, adjacency=adjacency, sampling=sampling, delta=float(delta),
                num_examples=int(num_examples), steps=ledger.steps, q=q, noise_multiplier=sigma,
-               randomness=randomness)
+               randomness=randomness, calibrated_by=calibrated_by,
+               target_epsilon=target_epsilon)
 
     if not mode.is_private:
         return PrivacyReport(

@@ -12,6 +12,8 @@ This is where the data config ends: the sources of :mod:`data` take typed argume
 
 from __future__ import annotations
 
+import os
+
 import ml_collections
 
 import data
@@ -79,6 +81,30 @@ def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
                           subset=subset)
 
 
+def check_held_out(train: layouts.Layout, test: layouts.Layout, *, name: str) -> None:
+    """Refuse a test split that shares videos with the training split.
+
+    Its accuracy would be measured partly on training videos and published as held-out, and
+    those numbers are computed from private training data without noise.
+
+    Raises:
+      ValueError: naming how many videos overlap, one of them and the split files it came from.
+    """
+    train_paths = {os.path.realpath(r.path): r for r in train.records}
+    shared = [r for r in test.records if os.path.realpath(r.path) in train_paths]
+    if shared:
+        r = shared[0]
+        r0 = train_paths[os.path.realpath(r.path)]
+        raise ValueError(
+            f"{name}: {len(shared)} test video(s) are also training videos (e.g. {r.key}: "
+            f"{r0.source} and {r.source}); the test split "
+            "must be held out. Fix the split files"
+            + (" (without a train.txt every video of the class folders is scanned as training; "
+               "list the training videos in train.txt)" if r0.source == "folder scan" else "")
+            + "."
+        )
+
+
 def _build_splits(
     config: ml_collections.ConfigDict, *, mode: str | None
 ) -> tuple[data.Dataset, data.Dataset]:
@@ -90,10 +116,17 @@ def _build_splits(
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)
         test_subset = config.get("test_subset", "test")
-        return tuple(
-            VideoDataset(_layout(config, subset), options, name=f"{config.dataset}/{subset}")
-            for subset in ("train", test_subset)
-        )
+        if test_subset == "train":
+            raise ValueError(
+                "--config.input.test_subset='train' evaluates on the training videos: the report "
+                "would publish accuracy measured on training data (not covered by the privacy "
+                "guarantee, and no measure of generalisation). Use a held-out subset "
+                "(e.g. 'test')."
+            )
+        train, test = (_layout(config, subset) for subset in ("train", test_subset))
+        check_held_out(train, test, name=config.dataset)
+        return tuple(VideoDataset(layout, options, name=f"{config.dataset}/{subset}")
+                     for layout, subset in ((train, "train"), (test, test_subset)))
     if config.dataset == "tfds_ucf101":
         from data import tfds_ucf101
 

@@ -88,8 +88,9 @@ def test_maskdp_without_masks_is_refused(tmp_path, no_model):
     video_dir.mkdir(parents=True)
     frames, _ = testing.square_video(num_frames=8, height=32, width=32)
     testing.write_video(str(video_dir / "v.avi"), frames)
+    testing.write_video(str(video_dir / "w.avi"), frames)
     (tmp_path / "train.txt").write_text("a/v.avi\n")
-    (tmp_path / "test.txt").write_text("a/v.avi\n")
+    (tmp_path / "test.txt").write_text("a/w.avi\n")
     config = tiny_config()
     config.input = _folder_input(tmp_path)
     with pytest.raises(ValueError, match=r"mode 'maskdp' needs per-video masks.*--config\.mode="
@@ -178,7 +179,8 @@ def _write_folder(root, *, bad: bool) -> ml_collections.ConfigDict:
         (root / "videos" / "a" / "bad.avi").write_bytes(b"this is not a video" * 10)
         keys.append("a/bad.avi")
     (root / "train.txt").write_text("\n".join(keys) + "\n")
-    (root / "test.txt").write_text("a/good.avi\n")
+    testing.write_video(str(root / "videos" / "a" / "held_out.avi"), frames)
+    (root / "test.txt").write_text("a/held_out.avi\n")
     return _folder_input(root)
 
 

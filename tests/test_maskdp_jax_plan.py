@@ -7,7 +7,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
 import accounting
-from maskdp_jax.plan import Mode, PrivacyPlan, num_steps
+from maskdp_jax.plan import Mode, PrivacyPlan
 
 COMMON = dict(num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delta=1e-5)
 
@@ -33,7 +33,8 @@ def test_the_plan_holds_the_effective_sampling_scheme(mode, requested, effective
 
 def test_calibrated_plan_reaches_its_target_with_the_smallest_sigma():
     plan = PrivacyPlan.calibrate(mode="maskdp", target_epsilon=2.0, accountant="rdp", **COMMON)
-    assert plan.steps == num_steps(num_examples=1024, batch_size=64, epochs=4) == 64
+    assert plan.steps == accounting.steps_for_epochs(num_examples=1024, batch_size=64,
+                                                     epochs=4) == 64
     assert plan.q == 64 / 1024 and plan.target_epsilon == 2.0
     ledger = accounting.Ledger()
     ledger.record(q=plan.q, noise_multiplier=plan.noise_multiplier, steps=plan.steps)
