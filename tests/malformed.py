@@ -5,10 +5,14 @@ The catalogue is one file per layer whose input it checks: ``test_run_config_inp
 config, the dataset size, the entry point), ``test_data_inputs.py`` (masks, labels, videos and
 datasets on disk), ``test_accounting_inputs.py`` (privacy numbers) and ``test_run_guard.py``
 (checkpoints, the privacy ledger and its journal, the budget). Each table row is a :class:`Case`:
-the input, the call that must refuse it, the exception type and a fragment of the message.
+the input, the call that must refuse it, the exception type and a fragment of the message: the
+key or file at fault and what to do about it. Every row fails if its check is removed (the call
+would return, or fail later with another error).
 
 Rows that go through ``train.train_and_evaluate`` take the ``no_model`` fixture
-(``tests/conftest.py``), which replaces ``train.build_model`` by a function that fails the test.
+(``tests/conftest.py``), which replaces ``train.build_model`` by a function that fails the test:
+their input must be refused before the model is built (no compile), and what is already in the
+workdir must be left as it was ("bad input loses nothing").
 """
 
 from __future__ import annotations

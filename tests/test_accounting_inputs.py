@@ -2,9 +2,7 @@
 issue 6; helpers in tests/malformed.py): ``accounting`` refuses them through its public API (the
 checks live in ``accounting.inputs``).
 
-Each row names the input, the call that must refuse it, the exception type and a fragment of the
-message: the key or file at fault and what to do about it. Every row fails if its check is removed
-(the call would return, or fail later with another error).
+The rules of every row are in ``tests/malformed.py``.
 """
 
 from __future__ import annotations

@@ -2,14 +2,7 @@
 ``run.config.check_config``, ``run.config.check_dataset_size`` and the entry point refuse them,
 before any compile.
 
-Each row names the input, the call that must refuse it, the exception type and a fragment of the
-message: the key or file at fault and what to do about it. Every row fails if its check is removed
-(the call would return, or fail later with another error).
-
-The rows that go through ``train.train_and_evaluate`` run with ``train.build_model`` replaced by
-a function that fails the test (the ``no_model`` fixture): their input must be refused before the
-model is built (no compile), and what is already in the workdir must be left as it was ("bad input
-loses nothing").
+The rules of every row are in ``tests/malformed.py``.
 """
 
 from __future__ import annotations

@@ -2,14 +2,7 @@
 inputs, issue 6; helpers in tests/malformed.py): ``run.guard`` and ``run.journal`` refuse to
 resume from them, or to train past the plan.
 
-Each row names the input, the call that must refuse it, the exception type and a fragment of the
-message: the key or file at fault and what to do about it. Every row fails if its check is removed
-(the call would return, or fail later with another error).
-
-The rows that go through ``train.train_and_evaluate`` run with ``train.build_model`` replaced by
-a function that fails the test (the ``no_model`` fixture): their input must be refused before the
-model is built (no compile), and what is already in the workdir must be left as it was ("bad input
-loses nothing").
+The rules of every row are in ``tests/malformed.py``.
 """
 
 from __future__ import annotations
