@@ -46,10 +46,11 @@ def _run(args: argparse.Namespace) -> tuple[float, int]:
     derived = any(v is not None for v in (args.num_examples, args.batch_size, args.epochs))
     if direct == derived:
         raise ValueError("give either --q and --steps, or --num-examples, --batch-size, --epochs")
+    inputs.check_delta_range(args.delta)
     if direct:
         if args.q is None or args.steps is None:
             raise ValueError("--q and --steps go together")
-        return args.q, args.steps
+        return inputs.check_q(args.q), inputs.check_steps(args.steps, minimum=0)
     if None in (args.num_examples, args.batch_size, args.epochs):
         raise ValueError("--num-examples, --batch-size and --epochs go together")
     if args.num_examples < 1 or args.batch_size < 1 or args.epochs <= 0:
@@ -71,9 +72,23 @@ def _header(args: argparse.Namespace, q: float, steps: int) -> str:
     )
 
 
+def _unavailable(method: str, name: str, err: ValueError, args: argparse.Namespace,
+                 failed: list[str]) -> None:
+    """With ``--method both`` one accountant may not cover a case (RDP with Poisson and replace):
+    print why and go on; if no accountant answers, the command fails (exit status 2)."""
+    if args.method != "both":
+        raise err
+    print(f"{name}[{method}] = n/a ({err})")
+    failed.append(str(err))
+    if len(failed) == len(_methods(args.method)):
+        raise ValueError("no accountant could answer: " + "; ".join(failed))
+
+
 def _cmd_epsilon(args: argparse.Namespace) -> None:
     q, steps = _run(args)
+    inputs.check_noise_multiplier(args.sigma, allow_zero=True)
     print(_header(args, q, steps) + f" sigma={args.sigma:g}")
+    failed: list[str] = []
     for method in _methods(args.method):
         start = time.perf_counter()
         try:
@@ -87,16 +102,16 @@ def _cmd_epsilon(args: argparse.Namespace) -> None:
                 sampling=args.sampling,
             )
         except ValueError as err:
-            if args.method != "both":
-                raise
-            print(f"epsilon[{method}] = n/a ({err})")
+            _unavailable(method, "epsilon", err, args, failed)
             continue
         print(f"epsilon[{method}] = {eps:.6g}  ({time.perf_counter() - start:.2f} s)")
 
 
 def _cmd_sigma(args: argparse.Namespace) -> None:
     q, steps = _run(args)
+    inputs.check_epsilon_target(args.epsilon)
     print(_header(args, q, steps) + f" target_epsilon={args.epsilon:g}")
+    failed: list[str] = []
     for method in _methods(args.method):
         start = time.perf_counter()
         try:
@@ -110,9 +125,7 @@ def _cmd_sigma(args: argparse.Namespace) -> None:
                 sampling=args.sampling,
             )
         except ValueError as err:
-            if args.method != "both":
-                raise
-            print(f"sigma[{method}] = n/a ({err})")
+            _unavailable(method, "sigma", err, args, failed)
             continue
         print(f"sigma[{method}] = {sigma:.6g}  ({time.perf_counter() - start:.2f} s)")
 

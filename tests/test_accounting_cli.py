@@ -92,3 +92,17 @@ def test_paper_settings():
     assert hmdb.num_examples == 3570 and toyota.num_examples == 10682
     for s in paper_settings.PAPER_SETTINGS:
         accounting.check_delta(delta=s.delta, num_examples=s.num_examples)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["epsilon", "--sigma", "1", "--q", "1.5", "--steps", "10"], r"q \(sampling rate B/N\) must "
+                                                                 r"be < 1, got 1\.5"),
+    (["epsilon", "--sigma", "-1", "--q", "0.1", "--steps", "10"], r"noise_multiplier must be >= 0"),
+    (["epsilon", "--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "0"],
+     r"delta must satisfy 0 < delta < 1"),
+    (["sigma", "--epsilon", "1e-9", "--q", "0.1", "--steps", "10"], r"no accountant could answer"),
+], ids=["q-above-1", "negative-sigma", "delta-zero", "unreachable-target"])
+def test_invalid_input_exits_2_with_the_message(args, message, capsys):
+    argv = args if "--delta" in args else [*args, "--delta", "1e-5"]
+    assert cli.main(argv) == 2
+    assert re.search(message, capsys.readouterr().err)
