@@ -13,11 +13,10 @@ standard SGD with identical parameters." Momentum is not stated in the papers; p
 
 Accountant: the papers account with RDP (seed 000, App. E: "we employ a variant of DP, called
 Renyi differential privacy (RDP) to analyze the privacy cost"; seed 003, Sec. 2), so these
-reproduction configs calibrate σ with ``privacy.accountant = "rdp"`` (5-9% more noise than PLD
-would calibrate for the same ε, e.g. NTU ε = 0.5: RDP σ 6.04 vs PLD 5.61, from ``python -m
-accounting sigma --epsilon 0.5 --num-examples 40320 --batch-size 128 --epochs 150 --delta
-1e-6``). The report gives
-both ε's and names the accountant that set σ. Our own runs (``configs/default.py``) calibrate
+reproduction configs calibrate σ with ``privacy.accountant = "rdp"``, which gives more noise
+than PLD would for the same ε: NTU ε = 0.5, RDP σ 6.04 vs PLD 5.61 (``python -m accounting sigma
+--epsilon 0.5 --num-examples 40320 --batch-size 128 --epochs 150 --delta 1e-6``). The report
+gives both ε's and names the accountant that set σ. Our own runs (``configs/default.py``) calibrate
 with PLD (tight).
 Clip sampling (16 frames every 4, short side 256, centre crop 224) and the normalisation follow
 torchvision's Kinetics-400 MViTv2-S weights; keep ``input.mean/std/resize_size/crop_size`` equal
