@@ -28,6 +28,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.input.clip_frames = 8        # T, frames per clip
     config.input.size = 32
     config.input.clips_per_video = 1    # K (multi-clip: per-video loss = mean over K clips)
+    # Where the K training clips start: uniform (independent offsets) | consecutive (K of the
+    # video's consecutive, non-overlapping clips, seed 003 Sec. 3.2; data/clips.py).
+    config.input.clip_sampling = "uniform"
     config.input.eval_clips = 1
 
     config.model = ml_collections.ConfigDict()
@@ -38,7 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
 
     config.batch_size = 64              # expected logical batch size B (Poisson, q = B / N)
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
-    config.num_epochs = 16.0            # steps = round(num_epochs * N / B)
+    config.num_epochs = 16.0            # steps = ceil(num_epochs * ceil(N / B))
     config.fill_value = 0.0             # hidden cells in each view (0 = mid-grey)
 
     config.privacy = ml_collections.ConfigDict()

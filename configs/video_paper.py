@@ -60,6 +60,7 @@ def paper_config(
         num_workers=8,          # decoding threads
         prefetch=2,             # logical steps prepared ahead
         clips_per_video=1,      # K training clips per video (Multi-Clip: the unit is the video)
+        clip_sampling="uniform",  # uniform | consecutive (seed 003: K of the non-overlapping clips)
         eval_clips=5,           # temporal evaluation views ...
         eval_crops=1,           # ... x spatial crops (1 or 3); logits averaged over all views
         augment=False,          # nonprivate only: random crop position + horizontal flip

@@ -9,9 +9,20 @@ pixel the video's resampling filter blends into it is public.
 
 Views:
 
-* training: K clips per video with start frames drawn uniformly from a seeded generator, spatial
-  centre crop (no augmentation; the papers' choice under DP). ``augment=True`` (``nonprivate`` only)
-  adds a random crop position and a random horizontal flip per clip;
+* training: K clips per video drawn from a seeded generator, spatial centre crop (no augmentation;
+  the papers' choice under DP). ``augment=True`` (``nonprivate`` only) adds a random crop position
+  and a random horizontal flip per clip. Where the K clips start (``ClipSpec.sampling``):
+
+  - ``"uniform"``: K independent start frames, each uniform over the video (clips may overlap);
+  - ``"consecutive"``: seed 003's model of a video (Sec. 3.2: "Each video can be temporally chunk
+    into N_i clips ... we assume that the clips are consecutive and non-overlapping"). The video is
+    cut into its N_i consecutive, non-overlapping clips (each owns ``T * stride`` frames; the grid
+    starts at a random phase so that no frame is always left over) and the K training clips are K
+    of them drawn without replacement. The paper does not say how K clips are drawn from the N_i
+    (nor what happens when K > N_i, e.g. K = 8 clips of 16 x 4 frames from a 7-second UCF-101
+    video, N_i = 2 or 3); we draw them without replacement and, when K > N_i, start over with a
+    new draw once all N_i are used, so every clip appears ``floor(K / N_i)`` or ``ceil(K / N_i)``
+    times (see :func:`consecutive_starts`);
 * evaluation: fixed views, ``K`` evenly spread temporal windows x ``S`` spatial crops (S = 1:
   centre; S = 3: both ends and the centre along the long side), ordered temporal-major
   ``[k * S + s]``. The evaluation averages the logits over the ``K * S`` views.
@@ -36,6 +47,7 @@ import dataclasses
 import numpy as np
 
 SHORT_VIDEO_POLICIES = ("pad", "error")
+CLIP_SAMPLINGS = ("uniform", "consecutive")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +60,8 @@ class ClipSpec:
       resize_size: short side after resizing (pixels), before cropping.
       crop_size: side of the square crop fed to the model.
       short_videos: ``"pad"`` (repeat the last frame) or ``"error"``.
+      sampling: where the K training clips of a video start, ``"uniform"`` or ``"consecutive"``
+        (module docstring).
     """
 
     num_frames: int
@@ -55,6 +69,7 @@ class ClipSpec:
     resize_size: int
     crop_size: int
     short_videos: str = "pad"
+    sampling: str = "uniform"
 
     def __post_init__(self):
         if min(self.num_frames, self.stride, self.resize_size, self.crop_size) < 1:
@@ -67,6 +82,7 @@ class ClipSpec:
             raise ValueError(
                 f"short_videos must be one of {SHORT_VIDEO_POLICIES}; got {self.short_videos!r}."
             )
+        check_sampling(self.sampling)
 
     @property
     def span(self) -> int:
@@ -89,6 +105,57 @@ def train_starts(uniforms: np.ndarray, *, num_video_frames: int, span: int) -> n
     return np.minimum((np.asarray(uniforms) * (room + 1)).astype(np.int64), room)
 
 
+def check_sampling(sampling: str) -> None:
+    """Raises ValueError unless ``sampling`` is one of :data:`CLIP_SAMPLINGS`."""
+    if sampling not in CLIP_SAMPLINGS:
+        raise ValueError(
+            f"clip sampling must be one of {CLIP_SAMPLINGS}; got {sampling!r}."
+        )
+
+
+def num_uniforms(sampling: str, num_clips: int) -> int:
+    """How many [0, 1) draws one video's K training clips use (drawn before it is opened)."""
+    return num_clips + 1 if sampling == "consecutive" else num_clips
+
+
+def consecutive_starts(
+    uniforms: np.ndarray, *, num_video_frames: int, num_frames: int, stride: int
+) -> np.ndarray:
+    """``[K]`` start frames of K of the video's consecutive, non-overlapping clips.
+
+    Clip ``j`` of the video starts at ``phase + j * T * stride`` and the grid holds every clip
+    whose span fits, ``N = (F - span) // (T * stride) + 1`` of them (1 if the video is shorter than
+    one span: that clip is padded). ``uniforms[0]`` draws the phase uniformly among the grid
+    offsets that keep all N clips inside the video; ``uniforms[1:]`` pick K of the N clips without
+    replacement, starting over once all N are used (K > N).
+
+    Args:
+      uniforms: ``[K + 1]`` in [0, 1).
+      num_video_frames: F.
+      num_frames: T, frames per clip.
+      stride: source frames between clip frames.
+
+    >>> consecutive_starts(np.array([0.0, 0.0, 0.0, 0.0]), num_video_frames=16, num_frames=4,
+    ...                    stride=2).tolist()  # N = 2 clips (8 frames each): both, then again
+    [0, 8, 0]
+    >>> consecutive_starts(np.array([0.99, 0.99]), num_video_frames=20, num_frames=4,
+    ...                    stride=2).tolist()  # phase in {0, ..., 20 - 7 - 8}; last clip
+    [13]
+    """
+    span = (num_frames - 1) * stride + 1
+    period = num_frames * stride
+    room = max(num_video_frames - span, 0)
+    num_chunks = room // period + 1
+    slack = room - (num_chunks - 1) * period
+    phase = min(int(uniforms[0] * (slack + 1)), slack)
+    chosen, pool = [], []
+    for u in uniforms[1:]:
+        if not pool:
+            pool = list(range(num_chunks))
+        chosen.append(pool.pop(min(int(u * len(pool)), len(pool) - 1)))
+    return phase + period * np.asarray(chosen, np.int64)
+
+
 def eval_starts(*, num_video_frames: int, span: int, num_views: int) -> np.ndarray:
     """``[K]`` fixed start frames: the centre for K = 1, else K evenly spread interior windows."""
     room = max(num_video_frames - span, 0)
@@ -102,35 +169,45 @@ class ViewPlan:
     """The random (training) or fixed (evaluation) choices for one video's views.
 
     Attributes:
-      uniforms: ``[K]`` in [0, 1) for training start frames; None for evaluation views.
+      uniforms: ``[K]`` (``"uniform"``) or ``[K + 1]`` (``"consecutive"``) in [0, 1) for training
+        start frames; None for evaluation views.
       positions: ``[V]`` crop positions (0.5 = centre).
       flips: ``[V]`` horizontal flips.
+      sampling: the :class:`ClipSpec` sampling the uniforms are for.
     """
 
     uniforms: np.ndarray | None
     positions: np.ndarray
     flips: np.ndarray
+    sampling: str = "uniform"
 
-    def starts(self, *, num_video_frames: int, span: int, num_clips: int) -> np.ndarray:
+    def starts(self, *, num_video_frames: int, clip: ClipSpec, num_clips: int) -> np.ndarray:
         """``[V]`` start frames (evaluation: each temporal window repeated for every crop)."""
+        if self.uniforms is not None and self.sampling == "consecutive":
+            return consecutive_starts(self.uniforms, num_video_frames=num_video_frames,
+                                      num_frames=clip.num_frames, stride=clip.stride)
         if self.uniforms is not None:
-            return train_starts(self.uniforms, num_video_frames=num_video_frames, span=span)
-        starts = eval_starts(num_video_frames=num_video_frames, span=span, num_views=num_clips)
+            return train_starts(self.uniforms, num_video_frames=num_video_frames, span=clip.span)
+        starts = eval_starts(num_video_frames=num_video_frames, span=clip.span,
+                             num_views=num_clips)
         return np.repeat(starts, len(self.positions) // num_clips)
 
 
 def plan_views(
-    rng: np.random.Generator | None, *, num_clips: int, eval_crops: int = 1, augment: bool = False
+    rng: np.random.Generator | None, *, num_clips: int, eval_crops: int = 1, augment: bool = False,
+    sampling: str = "uniform",
 ) -> ViewPlan:
-    """Views of one video: training (``rng`` given) K clips, centre crop unless ``augment``;
-    evaluation (``rng=None``) K temporal x ``eval_crops`` spatial views, temporal-major."""
+    """Views of one video: training (``rng`` given) K clips placed by ``sampling``, centre crop
+    unless ``augment``; evaluation (``rng=None``) K temporal x ``eval_crops`` spatial views,
+    temporal-major (``sampling`` does not apply)."""
     if rng is None:
         pos = np.tile(spatial_positions(eval_crops), num_clips)
         return ViewPlan(None, pos, np.zeros(len(pos), bool))
-    uniforms = rng.random(num_clips)
+    uniforms = rng.random(num_uniforms(sampling, num_clips))
     if augment:
-        return ViewPlan(uniforms, rng.uniform(0.0, 1.0, num_clips), rng.random(num_clips) < 0.5)
-    return ViewPlan(uniforms, np.full(num_clips, 0.5), np.zeros(num_clips, bool))
+        return ViewPlan(uniforms, rng.uniform(0.0, 1.0, num_clips), rng.random(num_clips) < 0.5,
+                        sampling)
+    return ViewPlan(uniforms, np.full(num_clips, 0.5), np.zeros(num_clips, bool), sampling)
 
 
 def resized_shape(height: int, width: int, *, short_side: int) -> tuple[int, int]:

@@ -32,6 +32,8 @@ import functools
 
 import numpy as np
 
+from data import clips
+
 MOTIONS = ("right", "left", "down", "up")
 CONTEXTS = ("horizontal stripes", "vertical stripes")
 CLASS_NAMES = tuple(f"{m} / {c}" for c in CONTEXTS for m in MOTIONS)
@@ -117,6 +119,8 @@ class SyntheticMaskedActions:
       labels: ``[N]`` int32 class indices.
       clip_frames: T, frames per clip.
       name: split name for messages.
+      clip_sampling: where training clips start (:data:`data.clips.CLIP_SAMPLINGS`): ``uniform``
+        offsets, or K of the video's consecutive, non-overlapping clips (stride 1).
     """
 
     frames: np.ndarray
@@ -124,6 +128,7 @@ class SyntheticMaskedActions:
     labels: np.ndarray
     clip_frames: int
     name: str = "synthetic"
+    clip_sampling: str = "uniform"
     class_names: tuple[str, ...] = CLASS_NAMES
     has_masks: bool = True
 
@@ -132,6 +137,7 @@ class SyntheticMaskedActions:
             raise ValueError(
                 f"clip_frames={self.clip_frames} exceeds the video length {self.frames.shape[1]}."
             )
+        clips.check_sampling(self.clip_sampling)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -148,8 +154,9 @@ class SyntheticMaskedActions:
         Args:
           indices: ``[n]`` video indices.
           num_clips: K clips per video.
-          seed: training draws clip offsets from ``default_rng(seed)``; ``None`` gives the fixed
-            evaluation views (K offsets evenly spread, the centre for K = 1).
+          seed: training draws clip offsets from ``default_rng(seed)`` (placed by
+            ``clip_sampling``); ``None`` gives the fixed evaluation views (K offsets evenly spread,
+            the centre for K = 1).
 
         Returns:
           ``video [n, K, T, S, S, 3]`` float32, ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
@@ -178,6 +185,13 @@ class SyntheticMaskedActions:
                 if num_clips > 1 else np.array([span // 2]),
                 (n, num_clips),
             )
+        elif self.clip_sampling == "consecutive":
+            uniforms = np.random.default_rng(seed).random((n, num_clips + 1))
+            starts = np.stack([
+                clips.consecutive_starts(u, num_video_frames=self.frames.shape[1],
+                                         num_frames=self.clip_frames, stride=1)
+                for u in uniforms
+            ])
         else:
             starts = np.random.default_rng(seed).integers(0, span + 1, (n, num_clips))
         return starts[..., None] + np.arange(self.clip_frames)
@@ -185,9 +199,10 @@ class SyntheticMaskedActions:
 
 def make_splits(
     *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
-    seed: int = 0,
+    seed: int = 0, clip_sampling: str = "uniform",
 ) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
-    """Generate the train and test splits (different seeds, same distribution)."""
+    """Generate the train and test splits (different seeds, same distribution); ``clip_sampling``
+    places the training clips (the test split's evaluation views are fixed)."""
     if min(num_train, num_test) < len(CLASS_NAMES):
         raise ValueError(
             f"need at least {len(CLASS_NAMES)} videos per split (one per class); "
@@ -195,7 +210,7 @@ def make_splits(
         )
     train = SyntheticMaskedActions(
         *_generate(num_train, frames=frames, size=size, seed=2 * seed),
-        clip_frames=clip_frames, name="synthetic/train",
+        clip_frames=clip_frames, name="synthetic/train", clip_sampling=clip_sampling,
     )
     test = SyntheticMaskedActions(
         *_generate(num_test, frames=frames, size=size, seed=2 * seed + 1),

@@ -89,7 +89,7 @@ class TfdsUcf101:
                 f"{self.name} element {i}: {len(frames)} frames, fewer than the clip span "
                 f"{spec.span} (short_videos='error')."
             )
-        starts = plan.starts(num_video_frames=len(frames), span=spec.span, num_clips=num_clips)
+        starts = plan.starts(num_video_frames=len(frames), clip=spec, num_clips=num_clips)
         height, width = frames.shape[1:3]
         h, w = clips.resized_shape(height, width, short_side=spec.resize_size)
         c = spec.crop_size
@@ -111,7 +111,7 @@ class TfdsUcf101:
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options
         plans = [clips.plan_views(rng, num_clips=num_clips, eval_crops=o.eval_crops,
-                                  augment=o.augment) for _ in indices]
+                                  augment=o.augment, sampling=o.clip.sampling) for _ in indices]
         video = np.stack(list(self._pool.map(
             lambda a: self._load_one(*a, num_clips),
             zip((int(i) for i in indices), plans, strict=True),

@@ -203,7 +203,7 @@ class VideoDataset:
         """``(wanted, sel, (h, w))`` for the views of video ``i``: the distinct source frames
         ``wanted`` to read, ``sel [V, T]`` indexing them per view, and the resized frame size."""
         spec, info = self.options.clip, self._info[i]
-        starts = plan.starts(num_video_frames=info.num_frames, span=spec.span, num_clips=num_clips)
+        starts = plan.starts(num_video_frames=info.num_frames, clip=spec, num_clips=num_clips)
         idx = np.stack([
             clips.frame_indices(
                 num_video_frames=info.num_frames, num_frames=spec.num_frames, stride=spec.stride,
@@ -232,7 +232,7 @@ class VideoDataset:
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options
         plans = [clips.plan_views(rng, num_clips=num_clips, eval_crops=o.eval_crops,
-                                  augment=o.augment) for _ in indices]
+                                  augment=o.augment, sampling=o.clip.sampling) for _ in indices]
         loaded = list(self._pool.map(
             lambda args: self._load_one(*args, num_clips),
             zip((int(i) for i in indices), plans, strict=True),

@@ -38,6 +38,7 @@ import ml_collections
 
 import models
 from accounting import accountant, inputs
+from data import clips
 from maskdp_jax import randomness
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from run import datasets as run_datasets
@@ -128,6 +129,8 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _integer("log_every_steps", config.log_every_steps, minimum=1)
     _integer("input.clips_per_video", config.input.clips_per_video, minimum=1)
     _integer("input.eval_clips", config.input.eval_clips, minimum=1)
+    _choice("input.clip_sampling", config.input.get("clip_sampling", "uniform"),
+            clips.CLIP_SAMPLINGS)
     _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
     _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
     _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)

@@ -51,6 +51,7 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
     spec = clips.ClipSpec(
         num_frames=config.clip_frames, stride=config.stride, resize_size=config.resize_size,
         crop_size=config.crop_size, short_videos=config.get("short_videos", "pad"),
+        sampling=config.get("clip_sampling", "uniform"),
     )
     return VideoOptions(
         clip=spec, mean=tuple(config.mean), std=tuple(config.std),
@@ -112,6 +113,7 @@ def _build_splits(
         return synthetic.make_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
             clip_frames=config.clip_frames, size=config.size, seed=config.get("data_seed", 0),
+            clip_sampling=config.get("clip_sampling", "uniform"),
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)

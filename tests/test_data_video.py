@@ -63,7 +63,8 @@ def test_clip_geometry():
     assert set(np.unique(r)) <= {0, 1} and r[0, :, 12:].all() and not r[0, :, :12].any()
     plan = clips.plan_views(None, num_clips=2, eval_crops=3)
     assert plan.positions.tolist() == [0.0, 0.5, 1.0, 0.0, 0.5, 1.0]
-    assert plan.starts(num_video_frames=40, span=16, num_clips=2).tolist() == [8] * 3 + [16] * 3
+    spec = clips.ClipSpec(num_frames=16, stride=1, resize_size=32, crop_size=32)  # span 16
+    assert plan.starts(num_video_frames=40, clip=spec, num_clips=2).tolist() == [8] * 3 + [16] * 3
 
 
 # ---------------------------------------------------------------------------------------------

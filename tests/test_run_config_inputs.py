@@ -90,6 +90,8 @@ ONE_OF = r"must be one of \("
                 r"--config\.privacy\.randomness must be one of \('secret', 'seeded'\)"),
     config_case("clips-per-video-zero", {"input.clips_per_video": 0},
                 r"--config\.input\.clips_per_video must be an integer >= 1"),
+    config_case("unknown-clip-sampling", {"input.clip_sampling": "random"},
+                r"--config\.input\.clip_sampling " + ONE_OF + ".*'consecutive'"),
     config_case("delta-zero", {"privacy.delta": 0.0},
                 r"--config\.privacy\.delta must satisfy 0 < delta < 1"),
     config_case("delta-one", {"privacy.delta": 1.0},
