@@ -37,37 +37,38 @@ from maskdp_jax.plan import Mode
 from reporting import plots, results
 
 
-def run_name(mode: str, epsilon: float, seed: int, clips: int) -> str:
+def run_name(mode: str, epsilon: float, seed: int, clips: int, view: str = "full") -> str:
     eps = "inf" if not math.isfinite(epsilon) else f"{epsilon:g}"
-    return f"{mode}_eps{eps}_k{clips}_seed{seed}"
+    return f"{mode}_eps{eps}_k{clips}_seed{seed}" + ("" if view == "full" else f"_{view}")
 
 
 def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
     """Every run of the sweep as ``(name, run config)``.
 
     Non-private runs are made once per seed (their ε is ∞); the optional clips comparison adds runs
-    with each K in ``sweep.clips`` at ``sweep.clips_epsilon`` for every mode.
+    with each K in ``sweep.clips`` at ``sweep.clips_epsilon`` for every mode; the optional
+    ``sweep.views`` (context ablation, :mod:`run.views`) repeats the non-private runs on each view.
     """
     s = config.sweep
     runs = []
 
-    def add(mode, epsilon, seed, clips):
+    def add(mode, epsilon, seed, clips, view):
         c = copy.deepcopy(config.base)
         c.unlock()
-        c.mode, c.seed, c.input.clips_per_video = mode, seed, clips
+        c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
         if math.isfinite(epsilon):
             c.privacy.target_epsilon = float(epsilon)
-        runs.append((run_name(mode, epsilon, seed, clips), c))
+        runs.append((run_name(mode, epsilon, seed, clips, view), c))
 
     for seed in s.seeds:
         for mode in s.modes:
             private = Mode(mode).is_private
-            epsilons = list(s.epsilons) if private else [math.inf]
-            for eps in epsilons:
-                add(mode, eps, seed, 1)
-            for clips in s.clips:
-                if clips != 1:
-                    add(mode, s.clips_epsilon if private else math.inf, seed, clips)
+            for view in ("full",) if private else tuple(s.get("views", ("full",))):
+                for eps in list(s.epsilons) if private else [math.inf]:
+                    add(mode, eps, seed, 1, view)
+                for clips in s.clips:
+                    if clips != 1:
+                        add(mode, s.clips_epsilon if private else math.inf, seed, clips, view)
     return runs
 
 
@@ -77,21 +78,34 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if not reports:
         raise FileNotFoundError(f"no run reports under {workdir}; run the sweep first.")
     table_rows = results.rows(reports)
-    paths = {name: os.path.join(workdir, name) for name in
-             ("results.csv", "results.md", "accuracy_vs_epsilon.png", "per_class.png")}
+    s = config.sweep
+    names = ["results.csv", "results.md", "per_class.png"]
+    if len(s.epsilons) > 1:
+        names.append("accuracy_vs_epsilon.png")
+    if len(set(s.clips) | {1}) > 1:
+        names.append("accuracy_vs_clips.png")
+    paths = {name: os.path.join(workdir, name) for name in names}
     results.write_csv(table_rows, paths["results.csv"])
     delta = config.base.privacy.delta
     dataset = config.base.input.dataset
     num_classes = len(reports[0]["class_names"])
-    plots.privacy_utility(
-        table_rows, paths["accuracy_vs_epsilon.png"], delta=delta, chance=1 / num_classes,
-        title=f"Privacy-utility on {dataset} ({config.base.model.name})",
-    )
-    eps = config.sweep.per_class_epsilon
+    if "accuracy_vs_epsilon.png" in paths:
+        plots.privacy_utility(
+            table_rows, paths["accuracy_vs_epsilon.png"], delta=delta, chance=1 / num_classes,
+            title=f"Privacy-utility on {dataset} ({config.base.model.name})",
+        )
+    if "accuracy_vs_clips.png" in paths:
+        plots.accuracy_vs_clips(
+            table_rows, paths["accuracy_vs_clips.png"], epsilon=s.clips_epsilon, delta=delta,
+            chance=1 / num_classes,
+            title=f"Multi-clip training on {dataset} ({config.base.model.name})",
+        )
+    eps = s.per_class_epsilon
     per_mode = {}
-    for mode in config.sweep.modes:
+    for mode in s.modes:
         chosen = [r for r in reports if r["config"]["mode"] == mode
                   and r["config"]["input"]["clips_per_video"] == 1
+                  and r["config"].get("view", "full") == "full"
                   and (not Mode(mode).is_private
                        or r["config"]["privacy"]["target_epsilon"] == eps)]
         if chosen:
@@ -106,15 +120,23 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     plots.per_class(per_mode, reports[0]["class_names"], counts, paths["per_class.png"],
                     title=f"Per-class accuracy at ε = {eps:g} ({dataset})")
     with open(paths["results.md"], "w") as f:
-        f.write(f"# Privacy-utility sweep: {dataset}\n\n")
+        f.write(f"# {config.get('title', 'Privacy-utility sweep')}: {dataset}\n\n")
         f.write(f"δ = {delta:g}, adjacency `{config.base.privacy.adjacency}`, "
                 f"sampling `{config.base.sampling}`, model `{config.base.model.name}`, "
                 f"{len(reports)} runs. Produced by `python sweep.py "
                 f"--config={config.get('config_path', 'configs/sweep_synthetic.py')} "
                 f"--workdir={workdir}`.\n\n")
-        f.write(results.markdown_table(table_rows) + "\n\n")
-        f.write("![accuracy vs epsilon](accuracy_vs_epsilon.png)\n\n")
-        f.write("![per-class accuracy](per_class.png)\n")
+        if any(r["view"] == "full" for r in table_rows):
+            f.write(results.markdown_table(table_rows) + "\n\n")
+        if any(r["view"] != "full" for r in table_rows):
+            f.write("Context ablation (seed 000 Table 3): non-private training and testing on "
+                    "one view of every video (`--config.view`, run/views.py).\n\n")
+            f.write(results.view_table(table_rows) + "\n\n")
+        for name, caption in (("accuracy_vs_epsilon.png", "accuracy vs epsilon"),
+                              ("accuracy_vs_clips.png", "accuracy vs clips per video"),
+                              ("per_class.png", "per-class accuracy")):
+            if name in paths:
+                f.write(f"![{caption}]({name})\n\n")
     return paths
 
 

@@ -40,7 +40,7 @@ from reporting import plots, run_report
 from reporting import privacy as privacy_lib
 from run import config as run_config
 from run import datasets as run_datasets
-from run import evaluation
+from run import evaluation, views
 from run import metrics as metrics_lib
 from run.guard import PrivacyGuard
 
@@ -169,6 +169,13 @@ def load_data(config: ml_collections.ConfigDict):
             f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
             "Provide mask files (README: 'Your own videos and masks') or run "
             "--config.mode=dp / nonprivate."
+        )
+    view = config.get("view", "full")
+    if view != "full" and not train_ds.has_masks:
+        raise ValueError(
+            f"--config.view={view!r} needs per-video masks, but dataset {train_ds.name!r} has "
+            "none. Provide mask files (README: 'Your own videos and masks') or train on the "
+            "full view."
         )
     run_config.check_dataset_size(config, num_examples=len(train_ds))
     return train_ds, test_ds
@@ -321,6 +328,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if plan.mode.uses_views:
             tokenizer.warn_degenerate_masks(data.mask_chunks(train_ds), source=train_ds.name,
                                             patch_stride=tokens.patch_stride)
+        train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens,
+                                              view=config.get("view", "full"))
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)

@@ -43,6 +43,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
     config.num_epochs = 16.0            # steps = ceil(num_epochs * ceil(N / B))
     config.fill_value = 0.0             # hidden cells in each view (0 = mid-grey)
+    # What a nonprivate run trains and is tested on: full | public (avatar only) | private
+    # (background only); the context ablation of seed 000 Table 3 (run/views.py).
+    config.view = "full"
 
     config.privacy = ml_collections.ConfigDict()
     config.privacy.target_epsilon = 1.0

@@ -31,8 +31,9 @@ def privacy_utility(
     table_rows: list[dict[str, Any]], path: str, *, delta: float, title: str,
     chance: float | None = None,
 ) -> None:
-    """Accuracy vs ε (log x) per mode, mean ± std over seeds; non-private as a horizontal line."""
-    stats = summarize(table_rows)
+    """Accuracy vs ε (log x) per mode, mean ± std over seeds; non-private as a horizontal line.
+    Runs trained on one view (the context ablation) are left out."""
+    stats = summarize([r for r in table_rows if r["view"] == "full"])
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     for (mode, k, _), (mean, std, _) in sorted(stats.items()):
         if not Mode(mode).is_private:
@@ -67,6 +68,40 @@ def privacy_utility(
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     # Below the axes, so it never hides a curve or the non-private line.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def accuracy_vs_clips(
+    table_rows: list[dict[str, Any]], path: str, *, epsilon: float, delta: float, title: str,
+    chance: float | None = None,
+) -> None:
+    """Multi-clip (seed 003 Fig. 3a): accuracy vs K clips per video (log2 x) per mode at one ε,
+    mean ± std over seeds; non-private runs (any K) as their own curve."""
+    stats = summarize([r for r in table_rows if r["view"] == "full"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+    ks = sorted({k for (_, k, _) in stats})
+    for mode in MODE_ORDER:
+        target = epsilon if Mode(mode).is_private else math.inf
+        pts = sorted((k, v) for (m, k, e), v in stats.items() if m == mode and e == target)
+        if not pts:
+            continue
+        style = dict(_STYLE[mode])
+        if not Mode(mode).is_private:
+            style.update(color="black", marker="^")
+        ax.errorbar([p[0] for p in pts], [100 * p[1][0] for p in pts],
+                    yerr=[100 * p[1][1] for p in pts], capsize=3, lw=1.5, ms=5, **style)
+    if chance is not None:
+        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel(f"training clips per video K (private modes at ε = {epsilon:g}, δ = {delta:g})")
+    ax.set_ylabel("test top-1 accuracy (%)")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path)

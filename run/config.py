@@ -42,6 +42,7 @@ from data import clips
 from maskdp_jax import randomness
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from run import datasets as run_datasets
+from run import views
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -131,6 +132,12 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _integer("input.eval_clips", config.input.eval_clips, minimum=1)
     _choice("input.clip_sampling", config.input.get("clip_sampling", "uniform"),
             clips.CLIP_SAMPLINGS)
+    view = config.get("view", "full")
+    _choice("view", view, views.VIEWS)
+    if view != "full" and Mode(config.mode).is_private:
+        _fail("view", f"must be 'full' in mode {config.mode!r}; got {view!r}. One-view "
+              "training (the context ablation, seed 000 Table 3) is for mode 'nonprivate'; "
+              "dp trains on the whole video and maskdp on both views.")
     _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
     _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
     _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)

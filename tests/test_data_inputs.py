@@ -6,6 +6,8 @@ The rules of every row are in ``tests/malformed.py``.
 
 from __future__ import annotations
 
+import os
+
 import ml_collections
 import numpy as np
 import pytest
@@ -89,6 +91,12 @@ def test_maskdp_without_masks_is_refused(tmp_path, no_model):
     with pytest.raises(ValueError, match=r"mode 'maskdp' needs per-video masks.*--config\.mode="
                                          r"dp / nonprivate"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
+    # The context ablation's one-view training needs the masks too.
+    config.mode, config.view = "nonprivate", "public"
+    with pytest.raises(ValueError, match=r"--config\.view='public' needs per-video masks.*full "
+                                         r"view"):
+        train.train_and_evaluate(config, str(tmp_path / "run"))
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
 def _folder_input(root) -> ml_collections.ConfigDict:

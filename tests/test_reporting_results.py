@@ -12,12 +12,12 @@ from configs import sweep_synthetic
 from reporting import results
 
 
-def _fake_run(root, mode, eps, seed, top1, per_class):
+def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full"):
     """A report with the fields the aggregation reads (as train.py writes them)."""
-    name = sweep.run_name(mode, eps, seed, 1)
+    name = sweep.run_name(mode, eps, seed, clips, view)
     os.makedirs(os.path.join(root, name))
     report = {
-        "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": 1},
+        "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": clips}, "view": view,
                    "privacy": {"target_epsilon": 1.0 if mode == "nonprivate" else eps,
                                "delta": 1e-5}},
         "privacy": {"epsilon_pld": "inf" if mode == "nonprivate" else eps * 0.99,
@@ -90,6 +90,52 @@ def test_grid_calibrates_every_run_and_skips_nothing():
     assert eps == {0.25, 0.5, 1.0, 2.0, 5.0}
     config.sweep.clips = (1, 4)
     assert len(sweep.grid(config)) == 33 + 9
+
+
+def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
+    """K clips at one ε and one-view runs: the clips plot, the view table (seed 000 Table 3)
+    from the reports, and the ε table without the one-view runs."""
+    from configs import sweep_context, sweep_multiclip
+
+    truth = {}
+    for seed in range(3):
+        for k in (1, 2, 4, 8):
+            top1 = 0.3 + 0.05 * k + 0.01 * seed
+            truth.setdefault(k, []).append(top1)
+            _fake_run(tmp_path, "dp", 1.0, seed, top1, [top1, top1], clips=k)
+        for view, top1 in (("full", 0.8), ("public", 0.5), ("private", 0.6)):
+            _fake_run(tmp_path, "nonprivate", math.inf, seed, top1 + 0.01 * seed, [0.5, 0.5],
+                      view=view)
+    config = sweep_multiclip.get_config()
+    config.sweep.views = sweep_context.get_config().sweep.views
+    paths = sweep.write_outputs(config, str(tmp_path))
+    assert "accuracy_vs_clips.png" in paths and "accuracy_vs_epsilon.png" not in paths
+    for path in paths.values():
+        assert os.path.getsize(path) > 0
+    with open(paths["results.md"]) as f:
+        md = f.read()
+    for k, values in truth.items():
+        cell = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
+        assert f"| dp | {k} | {cell}" in md
+    assert "| nonprivate | 1 | 81.0 ± 1.0 | 81.0 ± 1.0 |" in md  # the full view only
+    assert "| Avatar only | `public` | 51.0 ± 1.0 | 51.0 ± 1.0 | 3 |" in md
+    assert "| Background only | `private` | 61.0 ± 1.0 | 61.0 ± 1.0 | 3 |" in md
+    assert "| Anonymized (both) | `full` | 81.0 ± 1.0 |" in md
+    assert "![accuracy vs clips per video](accuracy_vs_clips.png)" in md
+
+
+def test_multiclip_and_context_grids():
+    from configs import sweep_context, sweep_multiclip
+
+    runs = dict(sweep.grid(sweep_multiclip.get_config()))
+    assert len(runs) == 12 and {c.mode for c in runs.values()} == {"dp"}
+    assert sorted({c.input.clips_per_video for c in runs.values()}) == [1, 2, 4, 8]
+    assert {c.privacy.target_epsilon for c in runs.values()} == {1.0}
+    runs = dict(sweep.grid(sweep_context.get_config()))
+    assert sorted(runs) == sorted(f"nonprivate_epsinf_k1_seed{s}{v}" for s in range(3)
+                                  for v in ("", "_public", "_private"))
+    assert {(c.mode, c.view) for c in runs.values()} == {
+        ("nonprivate", "full"), ("nonprivate", "public"), ("nonprivate", "private")}
 
 
 def test_empty_sweep_directory_says_what_to_do(tmp_path):

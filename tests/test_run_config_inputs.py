@@ -90,6 +90,11 @@ ONE_OF = r"must be one of \("
                 r"--config\.privacy\.randomness must be one of \('secret', 'seeded'\)"),
     config_case("clips-per-video-zero", {"input.clips_per_video": 0},
                 r"--config\.input\.clips_per_video must be an integer >= 1"),
+    config_case("unknown-view", {"view": "avatar", "mode": "nonprivate"},
+                r"--config\.view " + ONE_OF + ".*'public'"),
+    config_case("view-in-a-private-mode", {"view": "public"},
+                r"--config\.view must be 'full' in mode 'maskdp'; got 'public'\. One-view "
+                r"training \(the context ablation, seed 000 Table 3\) is for mode 'nonprivate'"),
     config_case("unknown-clip-sampling", {"input.clip_sampling": "random"},
                 r"--config\.input\.clip_sampling " + ONE_OF + ".*'consecutive'"),
     config_case("delta-zero", {"privacy.delta": 0.0},

@@ -1,0 +1,104 @@
+"""One-view training (context ablation, seed 000 Table 3): ``config.view`` reaches the model.
+
+The views are the tokeniser's; here we check that ``run.views`` shows the model only that view in
+training *and* evaluation, and that a run trained on the public view never reads a private pixel.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import train
+from configs import context_ablation, default
+from data import synthetic
+from maskdp_jax import tokenizer
+from run import views
+
+TOKENS = tokenizer.Tokenizer(patch_stride=(2, 4, 4), fill_value=0.0)
+
+
+@pytest.fixture(scope="module")
+def split():
+    train_split, _ = synthetic.make_splits(num_train=16, num_test=8, frames=12, clip_frames=8,
+                                           size=32)
+    return train_split
+
+
+@pytest.mark.parametrize("view", ["public", "private"])
+def test_view_dataset_shows_only_that_views_cells(split, view):
+    wrapped = views.ViewDataset(split, view=view, tokens=TOKENS)
+    idx = np.array([3, 0, 7])
+    full = split.get_batch(idx, num_clips=2, seed=5)
+    seen = wrapped.get_batch(idx, num_clips=2, seed=5)
+    np.testing.assert_array_equal(seen["mask"], full["mask"])
+    np.testing.assert_array_equal(seen["label"], full["label"])
+    cells = tokenizer._erode(full["mask"] > 0, patch_stride=TOKENS.patch_stride)
+    public = np.repeat(np.repeat(np.repeat(cells, 2, -3), 4, -2), 4, -1)[..., None]
+    shown = public if view == "public" else ~public
+    np.testing.assert_array_equal(seen["video"], np.where(shown, full["video"], 0.0))
+    assert 0 < shown.mean() < 1  # both kinds of cell occur, so the check can fail
+    assert len(wrapped) == len(split) and wrapped.num_classes == split.num_classes
+    assert wrapped.class_names == split.class_names and wrapped.name.endswith(f"[{view} view]")
+
+
+def test_view_dataset_needs_masks_and_a_view(split):
+    class NoMasks:
+        name, has_masks = "folder/train", False
+
+    with pytest.raises(ValueError, match="view 'public' needs per-video masks.*'folder/train'"):
+        views.ViewDataset(NoMasks(), view="public", tokens=TOKENS)
+    with pytest.raises(ValueError, match=r"view must be one of \('public', 'private'\)"):
+        views.ViewDataset(split, view="full", tokens=TOKENS)
+    assert views.select_view(split, split, view="full", tokens=TOKENS) == (split, split)
+
+
+def test_context_ablation_rows():
+    assert {context_ablation.get_config(r).view for r in context_ablation.ROWS} == set(views.VIEWS)
+    for row in context_ablation.ROWS:
+        c = context_ablation.get_config(row)
+        assert c.mode == "nonprivate" and c.num_epochs == 8.0
+    with pytest.raises(ValueError, match="unknown Table 3 row 'real_world'"):
+        context_ablation.get_config("real_world")
+
+
+@pytest.mark.slow
+def test_public_view_run_never_reads_a_private_pixel(tmp_path, monkeypatch):
+    """Private pixels are NaN in every clip: the public-view run trains and evaluates on finite
+    numbers (a run that fed the full clip to the model would get a NaN loss)."""
+    original = synthetic.SyntheticMaskedActions.get_batch
+
+    def poisoned(self, indices, *, num_clips=1, seed=None):
+        batch = original(self, indices, num_clips=num_clips, seed=seed)
+        batch["video"] = np.where(batch["mask"][..., None] > 0, batch["video"], np.nan)
+        return batch
+
+    monkeypatch.setattr(synthetic.SyntheticMaskedActions, "get_batch", poisoned)
+    config = default.get_config()
+    config.mode, config.view = "nonprivate", "public"
+    config.model.name = "mvit_test"
+    config.input.num_train, config.input.num_test = 32, 8
+    config.batch_size = config.physical_batch_size = 16
+    config.num_epochs, config.log_every_steps = 1.0, 1
+    config.tensorboard = False
+    evaluated = []
+    evaluate = train.evaluate
+
+    def spy(config, **kw):
+        evaluated.append(kw["test_ds"].name)
+        return evaluate(config, **kw)
+
+    monkeypatch.setattr(train, "evaluate", spy)
+    probe, _ = synthetic.make_splits(num_train=32, num_test=8, frames=16, clip_frames=8, size=32)
+    assert np.isnan(probe.get_batch(np.arange(8), seed=0)["video"]).any()  # the poison is there
+    out = train.train_and_evaluate(config, str(tmp_path))
+    losses = [h["loss"] for h in out["history"]]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    with open(os.path.join(tmp_path, "report.json")) as f:
+        report = json.load(f)
+    assert report["config"]["view"] == "public"
+    assert evaluated == ["synthetic/test[public view]"]  # tested on the same view
