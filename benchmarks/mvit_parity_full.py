@@ -1,14 +1,17 @@
-r"""Full-size parity: our Flax ``mvit_v2_s`` with converted torchvision weights vs torchvision.
+r"""Full-size parity: our Flax ``mvit_v2_s`` / ``mvit_v1_b`` with converted torchvision weights vs
+torchvision.
 
-    /work/venv/bin/python benchmarks/mvit_parity_full.py --torch_python /work/venv-tv/bin/python
+    python benchmarks/mvit_parity_full.py --torch_python /work/venv-tv/bin/python
+    python benchmarks/mvit_parity_full.py --torch_python /work/venv-tv/bin/python --preset mvit_v1_b
 
 Two environments: the torch side (``--phase torch``, run by ``--torch_python``, an interpreter with
 torch==2.14.1 / torchvision==0.29.1, see tests/fixtures/make_mvit_fixture.py) builds
-``torchvision.models.video.mvit_v2_s()`` (400 classes, 34,537,744 parameters) with every parameter
-random (no download), one random 16x224^2 clip, and its logits in float64 and float32; it saves
-them with the state dict to a temporary ``.npz``. This (JAX) side converts the state dict with
-``models.convert`` into the ``mvit_v2_s`` preset, runs the float32 Flax model and prints the
-relative error ``max |ours - ref| / max |ref|`` against both references. Done when <= 1e-4.
+``torchvision.models.video.<preset>()`` (400 classes; ``mvit_v2_s`` 34,537,744 parameters,
+``mvit_v1_b`` 36,610,672) with every parameter random (no download), one random 16x224^2 clip,
+and its logits in float64 and float32; it saves them with the state dict to a temporary ``.npz``.
+This (JAX) side converts the state dict with ``models.convert`` into the preset of the same name,
+runs the float32 Flax model and prints the relative error ``max |ours - ref| / max |ref|``
+against both references. Done when <= 1e-4.
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def torch_phase(out: str, seed: int) -> None:
+PRESETS = ("mvit_v2_s", "mvit_v1_b")
+
+
+def torch_phase(out: str, seed: int, preset: str) -> None:
     import torch
-    from torchvision.models.video import mvit_v2_s
+    from torchvision.models import video
 
     sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
     from make_mvit_fixture import randomise
 
     gen = torch.Generator().manual_seed(seed)
-    model = mvit_v2_s().eval()
+    model = getattr(video, preset)().eval()
     randomise(model, gen)
     x = torch.randn((1, 3, 16, 224, 224), generator=gen)
     with torch.no_grad():
@@ -51,7 +57,7 @@ def relative_error(out, ref) -> float:
     return float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
 
 
-def jax_phase(path: str) -> None:
+def jax_phase(path: str, preset: str) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -62,7 +68,7 @@ def jax_phase(path: str) -> None:
     with np.load(path) as f:
         arrays = {k: f[k] for k in f.files}
     state = {k.removeprefix("state."): v for k, v in arrays.items() if k.startswith("state.")}
-    model = models.get_model("mvit_v2_s", num_classes=400)
+    model = models.get_model(preset, num_classes=400)
     x = jnp.asarray(arrays["input"].transpose(0, 2, 3, 4, 1))
     like = convert.import_template(model, input_shape=x.shape[1:], key=jax.random.key(0))
     params, info = convert.convert_state_dict(state, like=like)
@@ -76,7 +82,7 @@ def jax_phase(path: str) -> None:
     t_run = time.perf_counter() - t
     n = models.finetune.count_params(params)
     ref64, ref32 = arrays["logits64"], arrays["logits32"]
-    print(f"mvit_v2_s, {n:,} parameters converted ({info['format']}), clip {tuple(x.shape)}")
+    print(f"{preset}, {n:,} parameters converted ({info['format']}), clip {tuple(x.shape)}")
     print(f"logits: max |ref| {np.abs(ref64).max():.4f}, top-1 ours {int(np.argmax(out))} "
           f"torch {int(np.argmax(ref64))}")
     print(f"relative error ours(f32) vs torch(f64): {relative_error(out, ref64):.3e}")
@@ -96,18 +102,20 @@ def main() -> None:
                         help="interpreter with torch/torchvision for the reference")
     parser.add_argument("--out", default=None, help="reference .npz (default: a temporary file)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", choices=PRESETS, default="mvit_v2_s")
     args = parser.parse_args()
     if args.phase == "torch":
-        torch_phase(args.out, args.seed)
+        torch_phase(args.out, args.seed, args.preset)
         return
     if args.phase == "jax":
-        jax_phase(args.out)
+        jax_phase(args.out, args.preset)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        out = args.out or os.path.join(tmp, "mvit_v2_s_reference.npz")
+        out = args.out or os.path.join(tmp, f"{args.preset}_reference.npz")
         subprocess.run([args.torch_python, os.path.abspath(__file__), "--phase", "torch",
-                        "--out", out, "--seed", str(args.seed)], check=True)
-        jax_phase(out)
+                        "--out", out, "--seed", str(args.seed), "--preset", args.preset],
+                       check=True)
+        jax_phase(out, args.preset)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def get_config() -> ml_collections.ConfigDict:
 
     config.model = ml_collections.ConfigDict()
     config.model.name = "mvit_cpu"
-    config.model.finetune = "full"      # full | selective | linear | adapters
+    config.model.finetune = "full"      # full | selective | norms | linear | adapters
     config.model.num_last_blocks = 2    # k for `selective`
     config.model.init_from = ""         # orbax checkpoint written by `python -m models.convert`
 

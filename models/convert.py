@@ -1,10 +1,13 @@
-r"""Import torchvision or PySlowFast MViTv2 weights into the Flax parameter tree of ``models.mvit``.
+r"""Import torchvision or PySlowFast MViT weights (v2 and v1) into the Flax tree of ``models.mvit``.
 
     # torchvision K400 weights (https://download.pytorch.org/models/mvit_v2_s-ae3be167.pth) with a
     # fresh 60-class head, written as an orbax checkpoint that train.py starts from:
     python -m models.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \
         --num_classes 60 --preset mvit_v2_s
     python train.py --config.model.name=mvit_v2_s --config.model.init_from=/tmp/mvit_v2_s_k400
+    # seed 003's MViT-B 16x4 (https://download.pytorch.org/models/mvit_v1_b-dbeb1030.pth):
+    python -m models.convert --src mvit_v1_b-dbeb1030.pth --dst /tmp/mvit_v1_b_k400 \
+        --num_classes 101 --preset mvit_v1_b
 
 Inputs: a torchvision ``state_dict`` or a PySlowFast checkpoint (``model_state`` inside), as
 ``.pth``/``.pt``/``.pyth`` (read with torch, which must then be installed), ``.safetensors`` or
@@ -16,7 +19,9 @@ when the number of classes differs, and the adapters (absent from published chec
 start as the identity). Layouts: Linear ``[out, in]`` -> Dense kernel ``[in, out]``; Conv3d
 ``[out, in / groups, kT, kH, kW]`` -> Flax ``[kT, kH, kW, in / groups, out]`` (the depthwise pooling
 convs included); LayerNorm ``weight`` -> ``scale``; relative position tables ``[2 S - 1, head_dim]``
-as they are; class token ``[D]`` (torchvision) or ``[1, 1, D]`` (PySlowFast) -> ``[D]``.
+as they are; class token ``[D]`` (torchvision) or ``[1, 1, D]`` (PySlowFast) -> ``[D]``; MViTv1's
+absolute position tables (torchvision ``pos_encoding.{spatial,temporal,class}_pos``, PySlowFast
+``pos_embed_{spatial,temporal,class}`` with a leading 1) -> ``[H' W', D]``, ``[T', D]``, ``[D]``.
 
 Privacy: the imported weights are public (pre-trained on Kinetics-400); nothing here touches
 private data.
@@ -49,6 +54,7 @@ _COMMON_RULES = [
 _RULES = {
     "torchvision": [
         (r"^cls_token$", "pos_encoding.class_token"),
+        (r"^(spatial_pos|temporal_pos|class_pos)$", r"pos_encoding.\1"),
         (r"^patch_embed\.", "conv_proj."),
         (r"\.attn\.proj\.", ".attn.project.0."),
         (r"\.attn\.(pool_[qkv])\.conv\.", r".attn.\1.pool."),
@@ -59,6 +65,7 @@ _RULES = {
     ],
     "pyslowfast": [
         (r"^patch_embed\.", "patch_embed.proj."),
+        (r"^(spatial|temporal|class)_pos$", r"pos_embed_\1"),
         (r"\.attn\.pool_([qkv])\.conv\.", r".attn.pool_\1."),
         (r"\.attn\.pool_([qkv])\.norm\.", r".attn.norm_\1."),
         (r"\.project\.", ".proj."),
@@ -136,6 +143,8 @@ def source_key(path: tuple[str, ...], fmt: str) -> str:
     'blocks.3.attn.pool_q.pool.weight'
     >>> source_key(("blocks_3", "attn", "pool_q", "norm", "scale"), "pyslowfast")
     'blocks.3.attn.norm_q.weight'
+    >>> source_key(("temporal_pos",), "torchvision"), source_key(("temporal_pos",), "pyslowfast")
+    ('pos_encoding.temporal_pos', 'pos_embed_temporal')
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown checkpoint format {fmt!r}; choose from {FORMATS}.")
@@ -151,8 +160,10 @@ def _to_flax_layout(value: np.ndarray, path: tuple[str, ...]) -> np.ndarray:
         return value.transpose(2, 3, 4, 1, 0)
     if path[-1] == "kernel" and value.ndim == 2:  # Linear [O, I] -> [I, O]
         return value.T
-    if path == ("cls_token",):  # PySlowFast keeps it as [1, 1, D]
+    if path in (("cls_token",), ("class_pos",)):  # PySlowFast keeps them as [1, 1, D]
         return value.reshape(-1)
+    if path in (("spatial_pos",), ("temporal_pos",)):  # PySlowFast: [1, n, D]
+        return value.reshape(-1, value.shape[-1])
     return value
 
 

@@ -1,20 +1,36 @@
-"""MViTv2 (Li et al., 2022) in Flax Linen, structured like torchvision's ``mvit_v2_s``.
+"""MViT video classifiers in Flax Linen, structured like torchvision's ``MViT``: MViTv2
+(Li et al., 2022; ``mvit_v2_s``, the MaskDP papers' network) and MViTv1 (Fan et al., 2021;
+``mvit_v1_b``, MViT-B 16x4, the network of seed 003).
 
-Channels-last video input ``x: [B, T, H, W, 3]`` (normalised). Architecture, as torchvision's
-``MViT`` with ``residual_pool=True, residual_with_cls_embed=False, rel_pos_embed=True,
-proj_after_attn=True``:
+Channels-last video input ``x: [B, T, H, W, 3]`` (normalised). The two versions are torchvision's
+``MViT`` with these switches (the fields of :class:`MViT`):
+
+=====================  ========  ========  ===================================================
+field                  v2        v1        what it changes
+=====================  ========  ========  ===================================================
+``rel_pos_embed``      True      False     decomposed relative position bias in attention (v2)
+                                           or a separable absolute position embedding added
+                                           after the patch embedding (v1: spatial + temporal
+                                           tables, and one for the class token)
+``residual_pool``      True      False     attention output + pooled q (class token excluded)
+``proj_after_attn``    True      False     where the width changes: v2 attends at the output
+                                           width (skip = ``Linear(LN(x))``); v1 attends at the
+                                           input width and widens in the MLP (skip =
+                                           ``Linear(LN2(x))`` after attention)
+=====================  ========  ========  ===================================================
+
+Shared structure:
 
 * patch embedding: Conv3d kernel (3, 7, 7), stride (2, 4, 4), padding (1, 3, 3); tokens in
-  (t, h, w) order; a class token is prepended (no absolute position embedding).
+  (t, h, w) order; a class token is prepended.
 * each block: ``x_n = LN(x)``; pooling attention on ``x_n`` (depthwise Conv3d pooling of q, k, v
-  per head, each followed by a LayerNorm applied *after* the class token is re-attached; the
-  decomposed relative position bias is computed with the pooled, unscaled q; residual pooling adds
-  the pooled q to the output, class token excluded); skip path = ``x`` (or ``Linear(x_n)`` when the
-  width changes), max-pooled when q is strided; then ``x + MLP(LN(x))``.
+  per head, each followed by a LayerNorm applied *after* the class token is re-attached; a pooling
+  whose kernel and stride are all 1 is absent, as in v1's non-strided q); skip path max-pooled when
+  q is strided; then the MLP on ``LN(x)``.
 * head: LayerNorm, class token, Linear.
 
 Exact (erf) GELU and LayerNorm eps 1e-6 everywhere. The module fields ``patch_stride`` and
-``input_size`` are what the tokeniser and the relative position tables rely on.
+``input_size`` are what the tokeniser and the position tables rely on.
 """
 
 from __future__ import annotations
@@ -32,7 +48,11 @@ LN_EPS = 1e-6
 
 
 class BlockSpec(NamedTuple):
-    """One multiscale block: widths, heads, pooling kernels and strides (t, h, w)."""
+    """One multiscale block: widths, heads, pooling kernels and strides (t, h, w).
+
+    A pooling (of q, or of k and v) exists when its kernel or its stride is not all ones
+    (torchvision's rule): ``kernel_q=(1, 1, 1)`` with ``stride_q=(1, 1, 1)`` means no q pooling.
+    """
 
     num_heads: int
     dim_in: int
@@ -156,21 +176,37 @@ class MultiscaleAttention(nn.Module):
     spec: BlockSpec
     input_size: tuple[int, int, int]  # the block's input token grid (t, h, w)
     rel_pos_spatial: int  # spatial table length, 2 * max(q, kv) size - 1
+    dim: int  # attention width: dim_out (v2, projection after attention) or dim_in (v1)
+    rel_pos_embed: bool = True
+    residual_pool: bool = True
 
     @nn.compact
     def __call__(self, x):
         s = self.spec
         b, n, _ = x.shape
-        heads, dim = s.num_heads, s.dim_out
+        heads, dim = s.num_heads, self.dim
         head_dim = dim // heads
         qkv = nn.Dense(3 * dim, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
         q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # [B, heads, N, hd]
-        thw = self.input_size
-        q, q_thw = Pool(head_dim, s.kernel_q, s.stride_q, name="pool_q")(q, thw)
-        k, k_thw = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
-        v, _ = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
+        thw = q_thw = k_thw = self.input_size
+        if _pools(s.kernel_q, s.stride_q):
+            q, q_thw = Pool(head_dim, s.kernel_q, s.stride_q, name="pool_q")(q, thw)
+        if _pools(s.kernel_kv, s.stride_kv):
+            k, k_thw = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
+            v, _ = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
 
         attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
+        if self.rel_pos_embed:
+            attn = self._add_rel_pos(attn, q, q_thw, k_thw, head_dim)
+        out = jnp.einsum("bhqk,bhkc->bhqc", nn.softmax(attn, axis=-1), v)
+        if self.residual_pool:
+            out = out.at[:, :, 1:].add(q[:, :, 1:])  # class token excluded
+        out = out.transpose(0, 2, 1, 3).reshape(b, -1, dim)
+        return nn.Dense(dim, name="proj")(out), q_thw
+
+    def _add_rel_pos(self, attn, q, q_thw, k_thw, head_dim):
+        """Decomposed relative position bias (MViTv2), from the pooled, unscaled q."""
+        b, heads = q.shape[:2]
         init = nn.initializers.truncated_normal(0.02)
         rel_t = self.param("rel_pos_t", init, (2 * self.input_size[0] - 1, head_dim))
         rel_h = self.param("rel_pos_h", init, (self.rel_pos_spatial, head_dim))
@@ -184,22 +220,22 @@ class MultiscaleAttention(nn.Module):
         bias = (bias_t[..., :, None, None] + bias_h[..., None, :, None]
                 + bias_w[..., None, None, :])
         q_len, k_len = math.prod(q_thw), math.prod(k_thw)
-        attn = attn.at[:, :, 1:, 1:].add(bias.reshape(b, heads, q_len, k_len))
+        return attn.at[:, :, 1:, 1:].add(bias.reshape(b, heads, q_len, k_len))
 
-        out = jnp.einsum("bhqk,bhkc->bhqc", nn.softmax(attn, axis=-1), v)
-        out = out.at[:, :, 1:].add(q[:, :, 1:])  # residual pooling, class token excluded
-        out = out.transpose(0, 2, 1, 3).reshape(b, -1, dim)
-        return nn.Dense(dim, name="proj")(out), q_thw
+
+def _pools(kernel, stride) -> bool:
+    return math.prod(kernel) > 1 or math.prod(stride) > 1
 
 
 class Mlp(nn.Module):
-    """Linear(dim, 4 dim) -> GELU -> Linear(4 dim, dim)."""
+    """Linear(dim, 4 dim) -> GELU -> Linear(4 dim, dim_out); ``dim`` is the input width."""
 
     dim: int
+    dim_out: int
 
     @nn.compact
     def __call__(self, x):
-        return nn.Dense(self.dim, name="fc2")(_gelu(nn.Dense(4 * self.dim, name="fc1")(x)))
+        return nn.Dense(self.dim_out, name="fc2")(_gelu(nn.Dense(4 * self.dim, name="fc1")(x)))
 
 
 class Adapter(nn.Module):
@@ -220,14 +256,20 @@ class MultiscaleBlock(nn.Module):
     input_size: tuple[int, int, int]
     rel_pos_spatial: int
     adapter: bool = False
+    rel_pos_embed: bool = True
+    residual_pool: bool = True
+    proj_after_attn: bool = True
 
     @nn.compact
     def __call__(self, x):
         s = self.spec
+        widens = s.dim_in != s.dim_out
+        attn_dim = s.dim_out if self.proj_after_attn else s.dim_in
         x_norm = _layer_norm("norm1")(x)
-        x_attn, thw = MultiscaleAttention(s, self.input_size, self.rel_pos_spatial,
-                                          name="attn")(x_norm)
-        if s.dim_in != s.dim_out:
+        x_attn, thw = MultiscaleAttention(
+            s, self.input_size, self.rel_pos_spatial, attn_dim, rel_pos_embed=self.rel_pos_embed,
+            residual_pool=self.residual_pool, name="attn")(x_norm)
+        if widens and self.proj_after_attn:
             x = nn.Dense(s.dim_out, name="project")(x_norm)
         if math.prod(s.stride_q) > 1:
             kernel = tuple(st + 1 if st > 1 else st for st in s.stride_q)
@@ -236,7 +278,10 @@ class MultiscaleBlock(nn.Module):
                                padding=[(k // 2, k // 2) for k in kernel])
             x = jnp.concatenate([cls, rest.reshape(x.shape[0], -1, x.shape[-1])], axis=1)
         x = x + x_attn
-        x = x + Mlp(s.dim_out, name="mlp")(_layer_norm("norm2")(x))
+        x_norm = _layer_norm("norm2")(x)
+        if widens and not self.proj_after_attn:  # v1: widen on the MLP's skip path
+            x = nn.Dense(s.dim_out, name="project")(x_norm)
+        x = x + Mlp(attn_dim, s.dim_out, name="mlp")(x_norm)
         if self.adapter:
             x = Adapter(s.dim_out, max(1, s.dim_out // 4), name="adapter")(x)
         return x, thw
@@ -252,6 +297,8 @@ class MViT(nn.Module):
       patch_kernel / patch_stride / patch_padding: the patch-embedding Conv3d.
       adapters: add an identity-initialised residual adapter after every block.
       head_dropout: dropout before the head (train=True only; rng name 'dropout').
+      rel_pos_embed / residual_pool / proj_after_attn: MViTv2 (all True) or MViTv1 (all False);
+        see the module docstring.
     """
 
     num_classes: int
@@ -262,6 +309,9 @@ class MViT(nn.Module):
     patch_padding: tuple[int, int, int] = (1, 3, 3)
     adapters: bool = False
     head_dropout: float = 0.0
+    rel_pos_embed: bool = True
+    residual_pool: bool = True
+    proj_after_attn: bool = True
 
     def token_grid(self) -> tuple[int, int, int]:
         return tuple(
@@ -281,16 +331,26 @@ class MViT(nn.Module):
                        self.patch_padding, name="patch_embed")(x)
         b = x.shape[0]
         x = x.reshape(b, -1, x.shape[-1])
-        cls = self.param("cls_token", nn.initializers.truncated_normal(0.02), (x.shape[-1],))
-        x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, x.shape[-1])), x], axis=1)
+        init = nn.initializers.truncated_normal(0.02)
+        dim = x.shape[-1]
+        cls = self.param("cls_token", init, (dim,))
+        x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, dim)), x], axis=1)
 
         thw = self.token_grid()
+        if not self.rel_pos_embed:  # v1: separable absolute position embedding
+            spatial_pos = self.param("spatial_pos", init, (thw[1] * thw[2], dim))
+            temporal_pos = self.param("temporal_pos", init, (thw[0], dim))
+            class_pos = self.param("class_pos", init, (dim,))
+            grid = (temporal_pos[:, None] + spatial_pos[None]).reshape(-1, dim)  # (t, hw) order
+            x = x + jnp.concatenate([class_pos[None], grid])
         spatial = max(thw[1:])
         for i, spec in enumerate(self.blocks):
             q_size = spatial // spec.stride_q[1]
             kv_size = spatial // spec.stride_kv[1]
             block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
-                                    adapter=self.adapters, name=f"blocks_{i}")
+                                    adapter=self.adapters, rel_pos_embed=self.rel_pos_embed,
+                                    residual_pool=self.residual_pool,
+                                    proj_after_attn=self.proj_after_attn, name=f"blocks_{i}")
             x, thw = block(x)
             spatial = q_size
         x = _layer_norm("norm")(x)[:, 0]

@@ -1,4 +1,5 @@
-"""Named MViTv2 configurations: the papers' ``mvit_v2_s`` and CPU-sized presets of the same code."""
+"""Named MViT configurations: the papers' ``mvit_v2_s`` (MaskDP) and ``mvit_v1_b`` (Multi-Clip
+DP-SGD, seed 003), and CPU-sized presets of the same code."""
 
 from __future__ import annotations
 
@@ -15,6 +16,28 @@ def _mvit_v2_s_blocks() -> tuple[BlockSpec, ...]:
     return tuple(
         BlockSpec(heads[i], dim_in[i], dim_out[i], stride_q=stride_q.get(i, (1, 1, 1)),
                   stride_kv=stride_kv[i])
+        for i in range(16)
+    )
+
+
+# MViTv1's switches in torchvision's MViT (models/mvit.py module docstring).
+MVIT_V1 = dict(rel_pos_embed=False, residual_pool=False, proj_after_attn=False)
+_NO_POOL = (1, 1, 1)
+
+
+def _mvit_v1_b_blocks() -> tuple[BlockSpec, ...]:
+    """torchvision ``mvit_v1_b`` (MViT-B 16x4): 16 blocks; the width changes at the *end* of
+    blocks 0, 2 and 13 (96 -> 192 -> 384 -> 768); q pooled (kernel 3, stride (1, 2, 2)) only in
+    blocks 1, 3 and 14, not pooled elsewhere; k/v pooled everywhere (kernel 3)."""
+    heads = (1, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 8, 8)
+    dim_in = (96, 192, 192) + (384,) * 11 + (768, 768)
+    dim_out = (192, 192) + (384,) * 11 + (768,) * 3
+    strided = {1, 3, 14}
+    stride_kv = [(1, 8, 8), (1, 4, 4), (1, 4, 4)] + [(1, 2, 2)] * 11 + [(1, 1, 1)] * 2
+    return tuple(
+        BlockSpec(heads[i], dim_in[i], dim_out[i],
+                  kernel_q=(3, 3, 3) if i in strided else _NO_POOL,
+                  stride_q=(1, 2, 2) if i in strided else _NO_POOL, stride_kv=stride_kv[i])
         for i in range(16)
     )
 
@@ -37,6 +60,9 @@ def _cpu_preset(width: int) -> dict:
 PRESETS: dict[str, dict] = {
     # The papers' network (34.5M parameters with the 400-class Kinetics head), 16 x 224^2 clips.
     "mvit_v2_s": dict(blocks=_mvit_v2_s_blocks(), input_size=(16, 224, 224), head_dropout=0.5),
+    # Seed 003's network, MViT-B 16x4 (36.6M parameters with the 400-class head), 16 x 224^2.
+    "mvit_v1_b": dict(blocks=_mvit_v1_b_blocks(), input_size=(16, 224, 224), head_dropout=0.5,
+                      **MVIT_V1),
     # CPU preset that trains in minutes: 8 x 32^2 clips, 4x8x8 tokens, two stages.
     "mvit_tiny": dict(
         blocks=(
@@ -59,6 +85,20 @@ PRESETS: dict[str, dict] = {
             BlockSpec(4, 32, 32),
         ),
         input_size=(8, 32, 32),
+    ),
+    # Parity preset of MViTv1 (committed fixture tests/fixtures/mvit_v1_tiny_torchvision.npz):
+    # widening at the end of a block, strided q pooling, blocks without q pooling, temporal kv
+    # pooling, a kv pooling without stride, a block without any pooling, absolute positions.
+    "mvit_v1_parity": dict(
+        blocks=(
+            BlockSpec(1, 8, 16, kernel_q=_NO_POOL, stride_kv=(1, 4, 4)),
+            BlockSpec(2, 16, 16, stride_q=(1, 2, 2), stride_kv=(1, 2, 2)),
+            BlockSpec(2, 16, 32, kernel_q=_NO_POOL, stride_kv=(2, 2, 2)),
+            BlockSpec(4, 32, 32, stride_q=(1, 2, 2)),
+            BlockSpec(4, 32, 32, kernel_q=_NO_POOL, kernel_kv=_NO_POOL),
+        ),
+        input_size=(8, 32, 32),
+        **MVIT_V1,
     ),
     # Default CPU run (31k parameters with 8 classes) and the unit-test preset (its half width).
     "mvit_cpu": _cpu_preset(16),

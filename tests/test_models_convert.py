@@ -193,6 +193,23 @@ def test_mvit_v2_s_takes_every_torchvision_key():
     assert params["blocks_14"]["attn"]["pool_q"]["conv"]["kernel"].shape == (3, 3, 3, 1, 96)
 
 
+def test_mvit_v1_b_takes_every_torchvision_key():
+    """The same for seed 003's network: torchvision's full mvit_v1_b (MViT-B 16x4) onto our
+    mvit_v1_b preset, 36,610,672 parameters; no q pooling outside the strided blocks."""
+    with open(os.path.join(FIXTURES, "mvit_v1_b_torchvision_shapes.json")) as f:
+        shapes = json.load(f)
+    state = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
+    model = models.get_model("mvit_v1_b", num_classes=400)
+    like = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 16, 224, 224, 3)))["params"]
+    params, info = convert.convert_state_dict(state, like=like)
+    assert info["head"] == "loaded"
+    assert models.finetune.count_params(params) == 36_610_672 == sum(
+        int(np.prod(s)) for s in shapes.values())
+    assert params["spatial_pos"].shape == (56 * 56, 96) and params["temporal_pos"].shape == (8, 96)
+    assert {i for i in range(16) if "pool_q" in params[f"blocks_{i}"]["attn"]} == {1, 3, 14}
+    assert params["blocks_13"]["project"]["kernel"].shape == (384, 768)
+
+
 # ----------------------------------------------------------------------------------------------
 # CLI -> orbax -> train.py
 # ----------------------------------------------------------------------------------------------

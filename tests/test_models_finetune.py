@@ -45,6 +45,33 @@ def test_mvit_v2_s_counts_per_strategy(v2s):
     assert _trainable(v2s, "linear") == HEAD
 
 
+def test_mvit_v1_b_counts_match_seed_003_table_2():
+    """Seed 003, Table 2 (UCF-101, 101 classes, MViT-B 16x4): linear probe "77.7K", selective
+    fine-tuning (every normalization layer and the last linear layer) "110K"."""
+    model = models.get_model("mvit_v1_b", num_classes=101)
+    params = jax.eval_shape(model.init, jax.random.key(0),
+                            jnp.zeros((1, 16, 224, 224, 3)))["params"]
+    head = 769 * 101
+    blocks = models.PRESETS["mvit_v1_b"]["blocks"]
+    # norm1 and norm2 over each block's input width (v1 widens after the MLP), 2 k/v pooling norms
+    # per block and 3 q pooling norms, all over head_dim 96, and the final norm.
+    norms = (sum(4 * b.dim_in for b in blocks) + (2 * 16 + 3) * 2 * 96 + 2 * 768)
+    assert norms == 33_216
+    assert _trainable(params, "linear") == head == 77_669
+    assert _trainable(params, "norms") == norms + head == 110_885
+    assert _trainable(params, "full") == finetune.count_params(params) == 36_610_672 - 769 * 299
+
+
+def test_norms_trains_every_layer_norm_and_the_head(v2s):
+    flat = traverse_util.flatten_dict(finetune.trainable_mask(v2s, strategy="norms"))
+    trained = {p for p, t in flat.items() if t}
+    assert trained == {p for p in flat if p[0] == "head" or any(
+        q.startswith("norm") for q in p[:-1])}
+    assert any(p[0] == "blocks_0" for p in trained)  # not only the last blocks (cf. selective)
+    # The same set as the MaskDP paper's selective strategy over all 16 blocks.
+    assert _trainable(v2s, "norms") == _trainable(v2s, "selective", num_last_blocks=16)
+
+
 def test_mvit_v2_s_adapter_count():
     params = _shapes(adapters=True)
     widths = [b.dim_out for b in models.PRESETS["mvit_v2_s"]["blocks"]]

@@ -1,8 +1,9 @@
-"""Our Flax MViTv2 with converted weights computes torchvision's MViT function (no torch needed).
+"""Our Flax MViT with converted weights computes torchvision's MViT function (no torch needed).
 
-Reference: ``tests/fixtures/mvit_tiny_torchvision.npz``, written by
-``tests/fixtures/make_mvit_fixture.py`` from torchvision's ``MViT`` class in MViTv2-S mode with the
-``mvit_parity`` block setting, random weights and input, logits in float64.
+References, written by ``tests/fixtures/make_mvit_fixture.py`` from torchvision's ``MViT`` class
+with random weights and input, logits in float64: ``tests/fixtures/mvit_tiny_torchvision.npz``
+(MViTv2-S mode, the ``mvit_parity`` block setting) and ``mvit_v1_tiny_torchvision.npz`` (MViTv1
+mode, what ``mvit_v1_b`` builds, the ``mvit_v1_parity`` setting).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 import models
 from models import convert
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "mvit_tiny_torchvision.npz")
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+FIXTURE = os.path.join(FIXTURES, "mvit_tiny_torchvision.npz")
 
 
 def relative_error(out, ref) -> float:
@@ -83,4 +85,45 @@ def test_parity_check_is_sensitive(fixture, converted, perturb):
             jax.random.key(2), norm["scale"].shape))
     else:
         x = x.transpose(0, 1, 3, 2, 4)  # H and W swapped
+    assert relative_error(apply(params, x), arrays["logits"]) > 1e-3
+
+
+# ----------------------------------------------------------------------------------------------
+# MViTv1 (mvit_v1_b, seed 003's MViT-B 16x4)
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def v1():
+    with np.load(os.path.join(FIXTURES, "mvit_v1_tiny_torchvision.npz")) as f:
+        arrays = {k: f[k] for k in f.files}
+    state = {k.removeprefix("state."): v for k, v in arrays.items() if k.startswith("state.")}
+    x = jnp.asarray(arrays["input"].transpose(0, 2, 3, 4, 1))
+    model = models.get_model("mvit_v1_parity", num_classes=arrays["logits"].shape[-1])
+    like = jax.eval_shape(model.init, jax.random.key(0), x[:1])["params"]
+    params, info = convert.convert_state_dict(state, like=like)
+    return arrays, x, params, info, jax.jit(lambda p, v: model.apply({"params": p}, v))
+
+
+def test_v1_fixture_setting_is_the_mvit_v1_parity_preset(v1):
+    arrays = v1[0]
+    preset = models.PRESETS["mvit_v1_parity"]
+    ours = np.array([[b.num_heads, b.dim_in, b.dim_out, *b.kernel_q, *b.kernel_kv, *b.stride_q,
+                      *b.stride_kv] for b in preset["blocks"]])
+    np.testing.assert_array_equal(arrays["blocks"], ours)
+    np.testing.assert_array_equal(arrays["input_size"], preset["input_size"])
+    assert preset["rel_pos_embed"] is preset["residual_pool"] is preset["proj_after_attn"] is False
+
+
+def test_v1_logits_match_torchvision(v1):
+    arrays, x, params, info, apply = v1
+    assert info == {"format": "torchvision", "head": "loaded", "kept_from_init": []}
+    assert relative_error(apply(params, x), arrays["logits"]) <= 1e-4
+
+
+@pytest.mark.parametrize("perturb", ["temporal_pos", "spatial_pos", "class_pos"])
+def test_v1_parity_check_is_sensitive(v1, perturb):
+    """A wrong temporal, spatial or class position table is caught by the tolerance."""
+    arrays, x, params, _, apply = v1
+    params = jax.tree.map(jnp.asarray, params)
+    table = params[perturb]
+    params[perturb] = table + 0.1 * jax.random.normal(jax.random.key(3), table.shape)
     assert relative_error(apply(params, x), arrays["logits"]) > 1e-3

@@ -61,7 +61,7 @@ def test_context_ablation_rows():
     assert {context_ablation.get_config(r).view for r in context_ablation.ROWS} == set(views.VIEWS)
     for row in context_ablation.ROWS:
         c = context_ablation.get_config(row)
-        assert c.mode == "nonprivate" and c.num_epochs == 8.0
+        assert c.mode == "nonprivate" and c.num_epochs == default.get_config().num_epochs
     with pytest.raises(ValueError, match="unknown Table 3 row 'real_world'"):
         context_ablation.get_config("real_world")
 
