@@ -12,7 +12,14 @@ import pytest
 import accounting
 import train
 from accounting import paper_settings
-from configs import hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp, video_paper
+from configs import (
+    hmdb51_maskdp,
+    ntu60_xsub_maskdp,
+    tsh_cs_maskdp,
+    ucf101_maskdp,
+    ucf101_multiclip,
+    video_paper,
+)
 from run import config as run_config
 
 SEED_000 = ("a 0.01 learning rate over 150 epochs. The training includes a 20-epoch warmup and "
@@ -30,9 +37,13 @@ def _setting(name):
     return next(s for s in paper_settings.PAPER_SETTINGS if s.name == name)
 
 
-@pytest.mark.parametrize("module", list(PAPER), ids=lambda m: m.__name__.split(".")[-1])
+@pytest.mark.parametrize("module", [*PAPER, ucf101_multiclip],
+                         ids=lambda m: m.__name__.split(".")[-1])
 def test_paper_config_runs_the_papers_recipe(module):
     config = module.get_config()
+    if module is ucf101_multiclip:  # seed 003 on the MaskDP papers' UCF-101 recipe (docstring)
+        _check_multiclip(config)
+        return
     name, epochs, delta = PAPER[module]
     o, p = config.optimizer, config.privacy
     assert (o.name, o.learning_rate, o.momentum, o.weight_decay, o.warmup_epochs) == (
@@ -46,6 +57,47 @@ def test_paper_config_runs_the_papers_recipe(module):
     assert " ".join(video_paper.__doc__.split()).count(SEED_000) == 1
     setting = _setting(name)
     assert (setting.epochs, setting.delta, setting.batch_size) == (epochs, delta, 128)
+
+
+SEED_003 = (
+    "MViT-B/16x4 model pre-trained on the Kinetics-400",
+    "we choose to train the normalization layers in addition to the last linear layer",
+    "we first average the gradients from all the clips before clipping the gradient",
+    "we fix the clipping norm as C = 1",
+    "Our work uses the accounting method based on Rényi differential privacy",
+    "Selective fine-tune  110K     8       80.86   82.81",
+)
+
+
+def _check_multiclip(config):
+    o, p = config.optimizer, config.privacy
+    assert (o.name, o.learning_rate, o.momentum, o.weight_decay, o.warmup_epochs) == (
+        "sgd", 0.01, 0.0, 0.0, 20.0)
+    assert (p.l2_clip_norm, config.batch_size, config.num_epochs, p.delta) == (
+        1.0, 128, 300, 1e-5)
+    assert (p.accountant, p.target_epsilon, config.mode) == ("rdp", 5.0, "dp")
+    assert (config.model.name, config.model.finetune) == ("mvit_v1_b", "norms")
+    assert (config.input.clips_per_video, config.input.clip_sampling) == (8, "uniform")
+    assert not config.input.augment
+    doc = " ".join(ucf101_multiclip.__doc__.split())
+    for quote in SEED_003:
+        assert " ".join(quote.split()) in doc, quote
+    run_config.check_config(config)
+
+
+def test_multiclip_docstring_quotes_seed_003_verbatim():
+    """Where the paper's text is at hand (the project's seeds folder, not part of a clone)."""
+    import glob
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "seeds")
+    found = glob.glob(os.path.join(root, "003_*.txt"))
+    if not found:
+        pytest.skip(f"seed 003 text not available at {root}")
+    with open(found[0]) as f:
+        paper = " ".join(f.read().split())
+    for quote in SEED_003[1:3] + SEED_003[4:5]:
+        assert quote in paper, quote
 
 
 def test_paper_optimizer_is_plain_sgd_with_warmup_then_cosine():

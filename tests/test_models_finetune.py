@@ -60,6 +60,11 @@ def test_mvit_v1_b_counts_match_seed_003_table_2():
     assert _trainable(params, "linear") == head == 77_669
     assert _trainable(params, "norms") == norms + head == 110_885
     assert _trainable(params, "full") == finetune.count_params(params) == 36_610_672 - 769 * 299
+    # Adapters (bottleneck width / 4 after every block) and the head: the table's "1.8M".
+    model = models.get_model("mvit_v1_b", num_classes=101, adapters=True)
+    params = jax.eval_shape(model.init, jax.random.key(0),
+                            jnp.zeros((1, 16, 224, 224, 3)))["params"]
+    assert _trainable(params, "adapters") == 1_818_917
 
 
 def test_norms_trains_every_layer_norm_and_the_head(v2s):
