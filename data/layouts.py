@@ -163,6 +163,11 @@ def ucf101(*, video_dir: str, split_dir: str, split: int, subset: str) -> Layout
         if "/" not in key or class_dir.lower() not in seen:
             raise LayoutError(f"{where}: class {class_dir!r} of {key!r} is not in {index_file}.")
         label = seen[class_dir.lower()]
+        if len(fields) > 1 and not fields[1].isdigit():
+            raise LayoutError(
+                f"{where}: label {fields[1]!r} of {key!r} is not a class number (1 to "
+                f"{len(class_names)} in {index_file}); expected '<Class>/<video> <number>'."
+            )
         if len(fields) > 1 and int(fields[1]) - 1 != label:
             raise LayoutError(
                 f"{where}: label {fields[1]} contradicts the class directory {class_dir!r} "

@@ -376,6 +376,12 @@ def test_unknown_class_and_contradicting_label(ucf, tmp_path):
     open(split, "w").write("\n".join([lines[0][:-1] + "2", *lines[1:]]))
     with pytest.raises(layouts.LayoutError, match="label 2 contradicts the class directory"):
         run_datasets.get_datasets(_input(paths))
+    # A label that is not a number names the file and the line (issue 19, item 11).
+    open(split, "w").write("\n".join([lines[0].rsplit(" ", 1)[0] + " one", *lines[1:]]))
+    with pytest.raises(layouts.LayoutError, match=r"trainlist01.txt line 1: label 'one' of "
+                                                  r"'ApplyEyeMakeup/.*' is not a class number "
+                                                  r"\(1 to 2 in .*classInd.txt\)"):
+        run_datasets.get_datasets(_input(paths))
 
 
 def test_split_file_naming_a_missing_video(ucf, tmp_path):
