@@ -55,8 +55,6 @@ def privacy_utility(
                 style["label"] += f", K={k} clips"
                 style["linestyle"] = "--"
             ax.errorbar(eps, mean, yerr=std, capsize=3, lw=1.5, ms=5, **style)
-    if chance is not None:
-        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
     ax.set_xscale("log")
     # One labelled tick per swept ε (log-axis minor labels like "3×10⁻¹" collide).
     swept = sorted({e for (m, _, e) in stats if Mode(m).is_private and math.isfinite(e)})
@@ -64,6 +62,13 @@ def privacy_utility(
         ax.set_xticks(swept, [f"{e:g}" for e in swept])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(f"privacy budget ε (δ = {delta:g}, log scale)")
+    _save_accuracy_axes(fig, ax, path, title=title, chance=chance)
+
+
+def _save_accuracy_axes(fig, ax, path: str, *, title: str, chance: float | None) -> None:
+    """The shared finish of the accuracy plots: chance line, labels, legend below, save."""
+    if chance is not None:
+        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
     ax.set_ylabel("test top-1 accuracy (%)")
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
@@ -93,19 +98,11 @@ def accuracy_vs_clips(
             style.update(color="black", marker="^")
         ax.errorbar([p[0] for p in pts], [100 * p[1][0] for p in pts],
                     yerr=[100 * p[1][1] for p in pts], capsize=3, lw=1.5, ms=5, **style)
-    if chance is not None:
-        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.1f}%)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ks, [str(k) for k in ks])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(f"training clips per video K (private modes at ε = {epsilon:g}, δ = {delta:g})")
-    ax.set_ylabel("test top-1 accuracy (%)")
-    ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save_accuracy_axes(fig, ax, path, title=title, chance=chance)
 
 
 def per_class(

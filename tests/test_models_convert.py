@@ -175,18 +175,23 @@ def test_file_formats(fixture, tmp_path, monkeypatch):
         convert.load_state_dict(str(tmp_path / "nope.npz"))
 
 
-def test_mvit_v2_s_takes_every_torchvision_key():
-    """Shapes only (jax.eval_shape; zero-stride arrays): torchvision's full mvit_v2_s state dict
-    maps one-to-one onto our mvit_v2_s preset, 34,537,744 parameters."""
-    with open(os.path.join(FIXTURES, "mvit_v2_s_torchvision_shapes.json")) as f:
+def _convert_full_size(preset: str, num_params: int):
+    """Shapes only (jax.eval_shape; zero-stride arrays): torchvision's full state dict of
+    ``preset`` (the committed ``{key: shape}`` fixture) maps one-to-one onto our preset."""
+    with open(os.path.join(FIXTURES, f"{preset}_torchvision_shapes.json")) as f:
         shapes = json.load(f)
     state = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
-    model = models.get_model("mvit_v2_s", num_classes=400)
+    model = models.get_model(preset, num_classes=400)
     like = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 16, 224, 224, 3)))["params"]
     params, info = convert.convert_state_dict(state, like=like)
     assert info["head"] == "loaded"
-    assert models.finetune.count_params(params) == 34_537_744 == sum(
+    assert models.finetune.count_params(params) == num_params == sum(
         int(np.prod(s)) for s in shapes.values())
+    return model, like, params
+
+
+def test_mvit_v2_s_takes_every_torchvision_key():
+    model, like, params = _convert_full_size("mvit_v2_s", 34_537_744)
     out = jax.eval_shape(model.apply, {"params": like}, jnp.zeros((2, 16, 224, 224, 3)))
     assert out.shape == (2, 400)
     assert params["blocks_0"]["attn"]["rel_pos_h"].shape == (111, 96)
@@ -194,17 +199,8 @@ def test_mvit_v2_s_takes_every_torchvision_key():
 
 
 def test_mvit_v1_b_takes_every_torchvision_key():
-    """The same for seed 003's network: torchvision's full mvit_v1_b (MViT-B 16x4) onto our
-    mvit_v1_b preset, 36,610,672 parameters; no q pooling outside the strided blocks."""
-    with open(os.path.join(FIXTURES, "mvit_v1_b_torchvision_shapes.json")) as f:
-        shapes = json.load(f)
-    state = {k: np.broadcast_to(np.float32(0), s) for k, s in shapes.items()}
-    model = models.get_model("mvit_v1_b", num_classes=400)
-    like = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 16, 224, 224, 3)))["params"]
-    params, info = convert.convert_state_dict(state, like=like)
-    assert info["head"] == "loaded"
-    assert models.finetune.count_params(params) == 36_610_672 == sum(
-        int(np.prod(s)) for s in shapes.values())
+    """Seed 003's network, MViT-B 16x4; no q pooling outside the strided blocks."""
+    _, _, params = _convert_full_size("mvit_v1_b", 36_610_672)
     assert params["spatial_pos"].shape == (56 * 56, 96) and params["temporal_pos"].shape == (8, 96)
     assert {i for i in range(16) if "pool_q" in params[f"blocks_{i}"]["attn"]} == {1, 3, 14}
     assert params["blocks_13"]["project"]["kernel"].shape == (384, 768)
