@@ -1,5 +1,5 @@
 r"""Multi-clip DP-SGD on the embedded dataset (seed 003, Fig. 3a): K ∈ {1, 2, 4, 8} clips per
-video at ε = 1, DP-SGD (mode dp, as in the paper), 3 seeds.
+video at ε = 1, DP-SGD (mode dp, the paper's algorithm) and MaskDP, 3 seeds.
 
     python sweep.py --config=configs/sweep_multiclip.py --workdir=docs/results/multiclip
 
@@ -26,7 +26,7 @@ def get_config() -> ml_collections.ConfigDict:
     config = sweep_synthetic.get_config()
     config.title = "Multi-clip sweep (seed 003, Fig. 3a)"
     config.base.input.clip_sampling = "uniform"
-    config.sweep.modes = ("dp",)
+    config.sweep.modes = ("dp", "maskdp")
     config.sweep.epsilons = (1.0,)
     config.sweep.clips = (1, 2, 4, 8)
     config.sweep.clips_epsilon = 1.0

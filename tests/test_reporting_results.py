@@ -128,7 +128,7 @@ def test_multiclip_and_context_grids():
     from configs import sweep_context, sweep_multiclip
 
     runs = dict(sweep.grid(sweep_multiclip.get_config()))
-    assert len(runs) == 12 and {c.mode for c in runs.values()} == {"dp"}
+    assert len(runs) == 24 and {c.mode for c in runs.values()} == {"dp", "maskdp"}
     assert sorted({c.input.clips_per_video for c in runs.values()}) == [1, 2, 4, 8]
     assert {c.privacy.target_epsilon for c in runs.values()} == {1.0}
     runs = dict(sweep.grid(sweep_context.get_config()))
