@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -379,6 +380,12 @@ def write_outputs(run: run_report.RunReport, workdir: str, config) -> None:
                          title=f"{config.mode} on {config.input.dataset}")
 
 
+# Exit status of a run that checkpointed and stopped on SIGTERM (preemption): EX_TEMPFAIL of
+# sysexits.h, "try again later". Not 0, so that `&&` chains and schedulers do not read a stopped
+# run as finished; running the same command again resumes it (BUILD.md: requeue on SLURM).
+PREEMPTED_EXIT_CODE = 75
+
+
 def main(argv):
     del argv
     f = flags.FLAGS
@@ -393,7 +400,11 @@ def main(argv):
     workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
     enable_compilation_cache(config.get("compilation_cache_dir", ""))
-    train_and_evaluate(config, workdir)
+    out = train_and_evaluate(config, workdir)
+    if out.get("preempted"):
+        print(f"Stopped at step {out['step']} on SIGTERM (exit status {PREEMPTED_EXIT_CODE}); "
+              "run the same command again to resume.")
+        sys.exit(PREEMPTED_EXIT_CODE)
 
 
 def enable_compilation_cache(path: str) -> None:
