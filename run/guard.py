@@ -56,6 +56,7 @@ import accounting
 from maskdp_jax import randomness as randomness_lib
 from maskdp_jax.plan import PrivacyPlan
 from run import checkpoint, identity, journal
+from run.workdir_lock import WorkdirLock
 
 PyTree = Any
 T = TypeVar("T")
@@ -203,10 +204,22 @@ class PrivacyGuard:
       ValueError / RuntimeError: a checkpoint or journal of another run, a corrupt ledger, or a
         ledger past the plan (see :func:`validate_meta`, :func:`run.journal.check_journal`,
         :func:`check_budget`, :func:`check_epsilon_budget`).
+      run.workdir_lock.WorkdirBusyError: another live run uses ``workdir``.
     """
 
     def __init__(self, workdir: str, *, plan: PrivacyPlan, config: Mapping[str, Any],
                  randomness: str, seed: int, keep: int):
+        # One run per workdir (process 0 of a multi-host run); released by close() or by exit.
+        self._lock = WorkdirLock(workdir) if jax.process_index() == 0 else None
+        try:
+            self._open(workdir, plan=plan, config=config, randomness=randomness, seed=seed,
+                       keep=keep)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+
+    def _open(self, workdir, *, plan, config, randomness, seed, keep) -> None:
         self.workdir = workdir
         self.plan = plan
         self._config = identity.to_json_config(config)
@@ -293,6 +306,8 @@ class PrivacyGuard:
 
     def close(self) -> None:
         self._checkpoints.close()
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self) -> PrivacyGuard:
         return self

@@ -263,3 +263,53 @@ def test_budget_checks_pass_within_the_plan_and_refuse_beyond():
     with pytest.raises(RuntimeError, match=r"would spend ε = .* > target ε = 2"):
         # 3 steps more than planned (the old call: a 3-step ledger plus STEPS remaining steps)
         guard.check_epsilon_budget(ledger_of(3 + STEPS, sigma), plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# One run per workdir (issue 19, item 6)
+# ---------------------------------------------------------------------------------------------
+def _guard(config, workdir):
+    plan = run_config.privacy_plan(config, num_examples=N_TRAIN)
+    return guard.PrivacyGuard(str(workdir), plan=plan, config=config.to_dict(),
+                              randomness=config.privacy.randomness, seed=config.seed, keep=2)
+
+
+def test_a_second_run_in_the_same_workdir_is_refused(tmp_path, no_model):
+    from run import workdir_lock
+
+    config = tiny_config({"privacy.randomness": "seeded"})
+    first = _guard(config, tmp_path / "run")
+    try:
+        before = _snapshot(tmp_path / "run")
+        with pytest.raises(workdir_lock.WorkdirBusyError,
+                           match=rf"--workdir .*run is in use by another run \(pid {os.getpid()} "
+                                 r"on .*, started .*\)\. Two runs in one workdir would mix"):
+            train.train_and_evaluate(config, str(tmp_path / "run"))
+        assert _snapshot(tmp_path / "run") == before  # the second run wrote nothing
+    finally:
+        first.close()
+    _guard(config, tmp_path / "run").close()  # free again once the first one closed
+
+
+def test_a_killed_runs_lock_does_not_block_the_next(tmp_path):
+    """The kernel drops the flock of a process killed with SIGKILL: no stale lock."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from run.workdir_lock import WorkdirLock; "
+            f"lock = WorkdirLock({str(tmp_path)!r}); print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        from run import workdir_lock
+
+        with pytest.raises(workdir_lock.WorkdirBusyError, match=rf"pid {proc.pid} on"):
+            workdir_lock.WorkdirLock(str(tmp_path))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        workdir_lock.WorkdirLock(str(tmp_path)).release()  # the lock is free again
+    finally:
+        proc.kill()
+        proc.stdout.close()
