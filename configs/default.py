@@ -76,7 +76,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.weight_decay = 0.0
 
     config.log_every_steps = 10
-    # orbax checkpoints in <workdir>/checkpoints; a rerun with the same --workdir resumes.
+    # orbax checkpoints in <workdir>/private/checkpoints (private: in secret mode they hold the
+    # noise secret); a rerun with the same --workdir resumes.
     config.checkpoint = ml_collections.ConfigDict()
     config.checkpoint.every_steps = 50  # 0 = only on SIGTERM (and at step 0 in secret mode)
     config.checkpoint.keep = 2          # most recent checkpoints kept

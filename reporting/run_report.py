@@ -91,6 +91,9 @@ class RunReport:
             f"- time: {self.timing['train_seconds']:.1f} s training, "
             f"{self.timing['total_seconds']:.1f} s in all",
             f"- logged training metrics: {logged_metrics_note(c)}",
+            "- checkpoints: `private/checkpoints/` beside this report. They are **private**: "
+            f"{checkpoint_note(c)} Share this report, the metrics and the final parameters, "
+            "never the `private/` directory.",
             "",
             "![training curve](training_curve.png)",
             "",
@@ -102,6 +105,15 @@ class RunReport:
             "",
         ]
         return "\n".join(lines)
+
+
+def checkpoint_note(config: dict[str, Any]) -> str:
+    """Why the checkpoints must not be shared (see run.checkpoint)."""
+    if config.get("privacy", {}).get("randomness") == "secret":
+        return ("they hold the secret the DP noise and the private batches derive from, and "
+                "the guarantee does not hold against whoever has it.")
+    return ("they hold the full training state (in seeded randomness the noise is already "
+            "recomputable from the published seed).")
 
 
 def seed_note(config: dict[str, Any]) -> str:

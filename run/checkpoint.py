@@ -6,6 +6,8 @@ when a checkpoint may be written or resumed is decided by :class:`run.guard.Priv
 orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and
 keeps the last ``keep``. **Checkpoints are private**: in ``secret`` randomness their meta holds the
 secret from which the noise and the private batches derive (see :mod:`maskdp_jax.randomness`).
+They therefore live apart from what a run publishes (report, metrics, final parameters): in
+``<workdir>/private/checkpoints``, next to a ``DO_NOT_SHARE.txt`` that says why.
 """
 
 from __future__ import annotations
@@ -19,9 +21,36 @@ from flax import serialization
 
 PyTree = Any
 
+PRIVATE_DIR = "private"
+NOTICE = (
+    "Everything in this directory is private. The checkpoints hold, in secret randomness (the "
+    "default), the secret from which the run's DP noise and private batches derive: whoever has "
+    "them can recompute the noise, and the privacy guarantee does not hold against them. Keep "
+    "this directory as private as the training data; publish report.json / report.md, the "
+    "metrics and the final parameters instead.\n"
+)
+
+
+def checkpoint_directory(workdir: str) -> str:
+    """Where the checkpoints of a run in ``workdir`` live: ``<workdir>/private/checkpoints``."""
+    return os.path.abspath(os.path.join(workdir, PRIVATE_DIR, "checkpoints"))
+
+
+def _check_no_legacy_checkpoints(workdir: str, directory: str) -> None:
+    """Checkpoints of runs before the private directory sat in ``<workdir>/checkpoints``; do not
+    silently start over beside them."""
+    legacy = os.path.join(os.path.abspath(workdir), "checkpoints")
+    if os.path.isdir(legacy) and os.listdir(legacy):
+        raise ValueError(
+            f"{legacy} holds checkpoints of an earlier version, which kept them beside the "
+            f"published outputs. Move them to the private directory to resume "
+            f"(mkdir -p {os.path.dirname(directory)} && mv {legacy} {directory}), or use a "
+            "fresh --workdir."
+        )
+
 
 class Checkpointer:
-    """orbax-backed checkpoints of one run in ``<workdir>/checkpoints``.
+    """orbax-backed checkpoints of one run in ``<workdir>/private/checkpoints``.
 
     Args:
       workdir: the run's output directory.
@@ -31,7 +60,8 @@ class Checkpointer:
     def __init__(self, workdir: str, *, keep: int):
         if keep < 1:
             raise ValueError(f"checkpoint.keep must be >= 1; got {keep}.")
-        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self.directory = checkpoint_directory(workdir)
+        _check_no_legacy_checkpoints(workdir, self.directory)
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
@@ -48,6 +78,10 @@ class Checkpointer:
           step: number of logical steps executed.
           meta: JSON-serialisable meta (may hold the run's secret: checkpoints are private).
         """
+        notice = os.path.join(os.path.dirname(self.directory), "DO_NOT_SHARE.txt")
+        if not os.path.isfile(notice):
+            with open(notice, "w") as f:
+                f.write(NOTICE)
         self._manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(serialization.to_state_dict(state)),
             meta=ocp.args.JsonSave(dict(meta)),

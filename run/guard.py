@@ -27,9 +27,9 @@ noise have no other state: batches are ``default_rng([seed, step, stream])`` and
 secret from which the noise key and the Poisson seeds derive: whoever holds a checkpoint can
 recompute every noise vector and every private batch of the run, i.e. the guarantee is void for
 them (the parameters in a checkpoint are covered by the guarantee like any released parameters;
-the secret next to them is not). Keep ``<workdir>/checkpoints`` as private as the training data.
-The artefacts meant for release are the final parameters, report.json / report.md and the
-metrics; none of them holds the secret.
+the secret next to them is not). Keep ``<workdir>/private`` (the checkpoints) as private as the
+training data. The artefacts meant for release are the final parameters, report.json /
+report.md and the metrics; none of them holds the secret.
 
 **Re-executed steps count once.** After a crash, a resumed run restarts from the last checkpoint
 and re-executes the steps between it and the crash. Those steps use the same Poisson draws (a pure

@@ -96,7 +96,7 @@ def test_maskdp_without_masks_is_refused(tmp_path, no_model):
     with pytest.raises(ValueError, match=r"--config\.view='public' needs per-video masks.*full "
                                          r"view"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
-    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+    assert not os.path.exists(tmp_path / "run" / "private")
 
 
 def _folder_input(root) -> ml_collections.ConfigDict:

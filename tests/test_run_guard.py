@@ -313,3 +313,16 @@ def test_a_killed_runs_lock_does_not_block_the_next(tmp_path):
     finally:
         proc.kill()
         proc.stdout.close()
+
+
+def test_checkpoints_beside_the_report_from_an_earlier_version_are_not_ignored(tmp_path, no_model):
+    """Issue 19, item 13: checkpoints now live in <workdir>/private; an old workdir's
+    <workdir>/checkpoints is neither resumed silently from the wrong place nor started over."""
+    legacy = tmp_path / "run" / "checkpoints" / "3"
+    legacy.mkdir(parents=True)
+    (legacy / "_CHECKPOINT_METADATA").write_text("{}")
+    with pytest.raises(ValueError, match=r"run/checkpoints holds checkpoints of an earlier "
+                                         r"version.*mv .*run/checkpoints "
+                                         r".*run/private/checkpoints"):
+        train.train_and_evaluate(tiny_config(), str(tmp_path / "run"))
+    assert not (tmp_path / "run" / "private").exists()

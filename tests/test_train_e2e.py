@@ -53,6 +53,11 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     with open(os.path.join(tmp_path, "report.md")) as f:
         markdown = f.read()
     assert f"{written['metrics']['top1']:.4f}" in markdown
+    # Checkpoints (the noise secret in secret mode) live apart from what is published.
+    assert "never the `private/` directory" in markdown
+    assert os.listdir(tmp_path / "private" / "checkpoints")
+    assert "DO_NOT_SHARE.txt" in os.listdir(tmp_path / "private")
+    assert not os.path.exists(tmp_path / "checkpoints")
 
 
 def test_plan_privacy_divides_by_expected_batch_and_counts_steps():
