@@ -12,7 +12,11 @@ They therefore live apart from what a run publishes (report, metrics, final para
 
 from __future__ import annotations
 
+import errno
+import glob
 import os
+import shutil
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,9 +66,16 @@ class Checkpointer:
             raise ValueError(f"checkpoint.keep must be >= 1; got {keep}.")
         self.directory = checkpoint_directory(workdir)
         _check_no_legacy_checkpoints(workdir, self.directory)
-        self._manager = ocp.CheckpointManager(
+        self._keep = keep
+        self._manager = self._open_manager()
+
+    def _open_manager(self) -> ocp.CheckpointManager:
+        # cleanup_tmp_directories: an interrupted save (killed, disk full) leaves an
+        # ``<step>.orbax-checkpoint-tmp-*`` directory; it is removed when the next run starts.
+        return ocp.CheckpointManager(
             self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+            options=ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True,
+                                                 cleanup_tmp_directories=True),
         )
 
     def latest_step(self) -> int | None:
@@ -78,15 +89,33 @@ class Checkpointer:
           step: number of logical steps executed.
           meta: JSON-serialisable meta (may hold the run's secret: checkpoints are private).
         """
-        notice = os.path.join(os.path.dirname(self.directory), "DO_NOT_SHARE.txt")
-        if not os.path.isfile(notice):
-            with open(notice, "w") as f:
-                f.write(NOTICE)
-        self._manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(serialization.to_state_dict(state)),
-            meta=ocp.args.JsonSave(dict(meta)),
-        ), force=True)
-        self._manager.wait_until_finished()
+        previous = self._manager.latest_step()
+        try:
+            notice = os.path.join(os.path.dirname(self.directory), "DO_NOT_SHARE.txt")
+            if not os.path.isfile(notice):
+                with open(notice, "w") as f:
+                    f.write(NOTICE)
+            self._manager.save(step, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(serialization.to_state_dict(state)),
+                meta=ocp.args.JsonSave(dict(meta)),
+            ), force=True)
+            self._manager.wait_until_finished()
+        except Exception as e:
+            self._remove_partial_saves()
+            if not _out_of_space(e):
+                raise
+            kept = "no earlier checkpoint" if previous is None else f"step {previous}"
+            raise OSError(
+                errno.ENOSPC,
+                f"No space left to write checkpoint step {step} in {self.directory} ({e}). "
+                f"The last good checkpoint ({kept}) and the privacy journal are intact and the "
+                "partial files were removed: free space, then run the same command again to "
+                "resume.",
+            ) from e
+
+    def _remove_partial_saves(self) -> None:
+        for tmp in glob.glob(os.path.join(self.directory, "*.orbax-checkpoint-tmp*")):
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def restore(self, step: int, *, like: PyTree) -> tuple[PyTree, dict]:
         """``(state, meta)`` of the checkpoint at ``step``.
@@ -118,6 +147,76 @@ class Checkpointer:
         ))
         return step, restored["state"], dict(restored["meta"])
 
+    def _problem(self, step: int) -> str | None:
+        """Why checkpoint ``step`` cannot be restored (its meta or any array unreadable), or
+        None. Reads it whole, without a template, so a damaged file is found before the model
+        is built."""
+        try:
+            restored = self._manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+            meta = dict(restored["meta"])
+            if int(meta["step"]) != step:
+                return f"its meta says step {meta['step']}"
+        except Exception as e:  # noqa: BLE001 - any failure to read is reported, with its text
+            return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return None
+
+    def newest_intact_meta(self, *, fall_back: bool = True) -> tuple[dict | None, list[str]]:
+        """``(meta of the newest readable checkpoint or None, notes)``.
+
+        Newer checkpoints that cannot be read (garbage in their meta, truncated array files)
+        are moved to ``<private>/corrupt/`` (kept, for inspection) and named in ``notes``; the
+        run then resumes from the newest intact one. Falling back never under-counts privacy:
+        the steps after it are re-executed bit-identically (same seeds, noise key and state;
+        :mod:`run.guard`) and the journal keeps the longer history.
+
+        Args:
+          fall_back: False (a multi-process run: its processes must not move shared files
+            independently) refuses instead of falling back, naming what to move aside.
+
+        Raises:
+          ValueError: checkpoints exist but none can be read (each named with its problem), or
+            the newest cannot and ``fall_back`` is False.
+        """
+        notes, problems = [], []
+        for step in sorted(self._manager.all_steps(), reverse=True):
+            problem = self._problem(step)
+            if problem is None and problems and not fall_back:
+                raise ValueError(
+                    "Unreadable checkpoint(s) in a multi-process run: "
+                    + "; ".join(f"step {s}: {p}" for s, p in problems)
+                    + f". Move them out of {self.directory} (the newest intact one is step "
+                    f"{step}) and run the same command again."
+                )
+            if problem is None:
+                if problems:
+                    notes += self._move_aside(problems)
+                    notes.append(f"resuming from the newest intact checkpoint, step {step}; "
+                                 "the steps after it are re-executed and counted once.")
+                return self.latest_meta(), notes
+            problems.append((step, problem))
+        if problems:
+            raise ValueError(
+                f"No checkpoint in {self.directory} can be read: "
+                + "; ".join(f"step {s}: {p}" for s, p in problems)
+                + ". Restore them from a backup, or start over in a fresh --workdir (the privacy "
+                "spent by this run is in its journal, privacy_ledger.json)."
+            )
+        return None, notes
+
+    def _move_aside(self, problems: list[tuple[int, str]]) -> list[str]:
+        corrupt = os.path.join(os.path.dirname(self.directory), "corrupt")
+        os.makedirs(corrupt, exist_ok=True)
+        notes = []
+        for step, problem in problems:
+            dst = os.path.join(corrupt, f"{step}-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.rename(os.path.join(self.directory, str(step)), dst)
+            notes.append(f"checkpoint step {step} in {self.directory} is unreadable ({problem}); "
+                         f"moved to {dst}")
+        self._manager.close()
+        self._manager = self._open_manager()
+        return notes
+
     def latest_meta(self) -> dict | None:
         """``meta`` of the newest checkpoint, or None. Reads no arrays, so a resume can be checked
         before the model is built."""
@@ -131,6 +230,17 @@ class Checkpointer:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """Whether a failed save ran out of disk (ENOSPC, or tensorstore's RESOURCE_EXHAUSTED)."""
+    while error is not None:
+        if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(m in str(error) for m in ("RESOURCE_EXHAUSTED", "No space left on device")):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def read_latest_meta(workdir: str) -> dict | None:

@@ -18,19 +18,55 @@ import os
 from tensorboardX import SummaryWriter
 
 
-class MetricWriter:
-    """Appends one JSON object per logged step and mirrors every finite scalar to TensorBoard."""
+def _number(value):
+    """A JSON value back to a float (non-finite floats are stored as strings)."""
+    return float(value) if isinstance(value, str) else value
 
-    def __init__(self, workdir: str, *, tensorboard: bool = True):
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a ``metrics.jsonl``; a last line cut short by a crash is dropped."""
+    rows = []
+    if not os.path.isfile(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a partial last line: the process died while writing it
+            rows.append({k: _number(v) for k, v in row.items()})
+    return rows
+
+
+class MetricWriter:
+    """Appends one JSON object per logged step and mirrors every finite scalar to TensorBoard.
+
+    Resuming at step ``s`` keeps the rows of steps ``<= s`` and drops those of later steps: the
+    resumed run re-executes those steps (bit-identically) and logs them again, so the file ends as
+    an uninterrupted run's would (``steps_per_second`` aside). ``history`` holds the kept rows.
+    TensorBoard event files are append-only: there, re-executed steps appear twice (same values).
+    """
+
+    def __init__(self, workdir: str, *, tensorboard: bool = True, resume_step: int = 0):
         os.makedirs(workdir, exist_ok=True)
         self.jsonl_path = os.path.join(workdir, "metrics.jsonl")
+        self.history = [r for r in read_rows(self.jsonl_path) if r["step"] <= resume_step]
+        tmp = self.jsonl_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.writelines(json.dumps(self._row(r["step"], r)) + "\n" for r in self.history)
+        os.replace(tmp, self.jsonl_path)
         self._jsonl = open(self.jsonl_path, "a")  # noqa: SIM115 - closed in close()
         self._tb = SummaryWriter(os.path.join(workdir, "tb")) if tensorboard else None
 
-    def write(self, step: int, scalars: dict[str, float]) -> None:
+    @staticmethod
+    def _row(step: int, scalars: dict) -> dict:
         row = {"step": int(step)}
-        row.update({k: (v if math.isfinite(v) else str(v)) for k, v in scalars.items()})
-        self._jsonl.write(json.dumps(row) + "\n")
+        row.update({k: (v if math.isfinite(v) else str(v)) for k, v in scalars.items()
+                    if k != "step"})
+        return row
+
+    def write(self, step: int, scalars: dict[str, float]) -> None:
+        self._jsonl.write(json.dumps(self._row(step, scalars)) + "\n")
         self._jsonl.flush()
         if self._tb is not None:
             for name, value in scalars.items():

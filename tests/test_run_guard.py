@@ -326,3 +326,91 @@ def test_checkpoints_beside_the_report_from_an_earlier_version_are_not_ignored(t
                                          r".*run/private/checkpoints"):
         train.train_and_evaluate(tiny_config(), str(tmp_path / "run"))
     assert not (tmp_path / "run" / "private").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Corrupt checkpoints and a full disk (issue 19, items 4 and 5)
+# ---------------------------------------------------------------------------------------------
+def _two_checkpoints(workdir, config):
+    """Checkpoints at steps 2 and 3, and the journal of the 3 steps they released."""
+    for steps in (2, 3):
+        write_checkpoint(workdir, config, ledger_of(steps))
+    plan = run_config.privacy_plan(config, num_examples=N_TRAIN)
+    rand = for_run(config)
+    journal.write_ledger_journal(
+        str(workdir), ledger_of(3), privacy=plan.accounting_meta(),
+        run=identity.run_identity(identity.to_json_config(config.to_dict()),
+                                  randomness_id=rand.public_id(),
+                                  topology=identity.current_topology()))
+    return os.path.join(checkpoint.checkpoint_directory(str(workdir)), "3")
+
+
+def _corrupt_meta(step_dir):
+    (meta,) = [p for p in os.listdir(os.path.join(step_dir, "meta")) if p == "metadata"]
+    with open(os.path.join(step_dir, "meta", meta), "w") as f:
+        f.write("garbage{")
+
+
+def _truncate_arrays(step_dir):
+    for root, _, files in os.walk(os.path.join(step_dir, "state")):
+        for name in files:
+            if "/d" in root.replace(os.sep, "/"):
+                path = os.path.join(root, name)
+                with open(path, "r+b") as f:
+                    f.truncate(os.path.getsize(path) // 2)
+
+
+@pytest.mark.parametrize("damage", [_corrupt_meta, _truncate_arrays], ids=["meta", "arrays"])
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_one(damage, tmp_path):
+    config = tiny_config({"privacy.randomness": "seeded"})
+    newest = _two_checkpoints(tmp_path, config)
+    damage(newest)
+    with pytest.warns(UserWarning, match=r"checkpoint step 3 in .*private/checkpoints is "
+                                         r"unreadable \(.+\); moved to .*private/corrupt/3-"):
+        g = _guard(config, tmp_path)
+    try:
+        assert g.ledger.steps == 2  # resumes at step 2; steps 3.. are re-executed, counted once
+        assert journal.read_ledger_journal(str(tmp_path)).steps == 3  # the journal keeps 3
+        assert os.listdir(tmp_path / "private" / "corrupt")[0].startswith("3-")
+        assert g._checkpoints.latest_step() == 2
+    finally:
+        g.close()
+
+
+def test_no_readable_checkpoint_is_refused_naming_each(tmp_path, no_model):
+    config = tiny_config({"privacy.randomness": "seeded"})
+    newest = _two_checkpoints(tmp_path, config)
+    _corrupt_meta(newest)
+    _truncate_arrays(newest.replace("/3", "/2"))
+    with pytest.raises(ValueError, match=r"No checkpoint in .*private/checkpoints can be read: "
+                                         r"step 3: .+; step 2: .+\. Restore them from a backup"):
+        train.train_and_evaluate(config, str(tmp_path))
+
+
+def test_disk_full_at_a_checkpoint_fails_clearly_and_keeps_the_last_good_one(tmp_path,
+                                                                           monkeypatch):
+    """A save that runs out of space (orbax/tensorstore report RESOURCE_EXHAUSTED after writing
+    part of the temporary directory): a clear error, the partial files gone, the previous
+    checkpoint readable; a temporary directory left by a killed save goes at the next start."""
+    import orbax.checkpoint as ocp
+
+    ckpt = checkpoint.Checkpointer(str(tmp_path), keep=3)
+    ckpt.save({"w": np.ones(4, np.float32)}, step=1, meta={"step": 1})
+
+    def full_disk(self, step, *args, **kwargs):
+        os.makedirs(os.path.join(self.directory, f"{step}.orbax-checkpoint-tmp-1/state"))
+        raise ValueError("RESOURCE_EXHAUSTED: Error writing local file: No space left on device")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full_disk)
+    with pytest.raises(OSError, match=r"No space left to write checkpoint step 2 in .*RESOURCE_"
+                                      r"EXHAUSTED.*last good checkpoint \(step 1\) and the privacy "
+                                      r"journal are intact.*free space, then run the same"):
+        ckpt.save({"w": np.ones(4, np.float32)}, step=2, meta={"step": 2})
+    monkeypatch.undo()
+    directory = checkpoint.checkpoint_directory(str(tmp_path))
+    assert sorted(os.listdir(directory)) == ["1"]
+    assert ckpt.newest_intact_meta() == ({"step": 1}, [])
+    ckpt.close()
+    os.makedirs(os.path.join(directory, "2.orbax-checkpoint-tmp-7"))  # a save killed midway
+    checkpoint.Checkpointer(str(tmp_path), keep=3).close()
+    assert sorted(os.listdir(directory)) == ["1"]

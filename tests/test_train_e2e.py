@@ -49,6 +49,10 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     else:
         # Calibrated to the target: the spent ε is at most the target and close to it.
         assert 0.9 * 8.0 < privacy["epsilon_pld"] <= 8.0 + 1e-6
+        # One ε everywhere (issue 19, item 2): the logged ε is the calibrating accountant's
+        # (PLD here), the report's headline, not RDP's larger bound.
+        assert written["history"][-1]["epsilon"] == pytest.approx(privacy["epsilon_pld"])
+        assert privacy["epsilon_rdp"] > privacy["epsilon_pld"] * 1.01
         assert privacy["adjacency"] == "special"
     with open(os.path.join(tmp_path, "report.md")) as f:
         markdown = f.read()
