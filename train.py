@@ -205,10 +205,13 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
         # Only process 0 shows progress: a metric row must not leave before it has journaled.
         with (tqdm(total=plan.steps, initial=start, desc=f"train[{plan.mode.value}]",
                    dynamic_ncols=True, disable=not primary) as bar,
-              (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard) if primary
+              (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard,
+                                        resume_step=start) if primary
                else contextlib.nullcontext()) as writer,
               data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
                                   num_steps=plan.steps) as batches):
+            if writer is not None:  # a resumed run's history starts at step 1, not at `start`
+                history = list(writer.history)
             for step in range(start, plan.steps):
                 guard.before_step()
                 state, metrics = train_step(state, batches(step), guard.noise_key)
@@ -222,7 +225,9 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                     def emit(done=step + 1, row=row):
                         if writer is not None:
                             writer.write(done, row)
-                        bar.set_postfix({k: f"{v:.3g}" for k, v in row.items()})
+                        bar.set_postfix({
+                            k: privacy_lib.format_epsilon(v, plan.accountant) if k == "epsilon"
+                            else f"{v:.3g}" for k, v in row.items()})
 
                     guard.release(emit)
                 bar.update(1)
@@ -366,8 +371,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
                                    "total_seconds": time.time() - t_start})
         guard.release(lambda: write_outputs(run, workdir, config))  # final parameters, report
-    print(f"Test top-1 {metrics['top1']:.4f} | ε = {run.privacy['epsilon_pld']} (PLD), "
-          f"{run.privacy['epsilon_rdp']} (RDP) at δ = {plan.delta} | report: {workdir}")
+    eps = run.privacy[f"epsilon_{plan.accountant}"]
+    print(f"Test top-1 {metrics['top1']:.4f} | ε = "
+          f"{privacy_lib.format_epsilon(eps, plan.accountant)} at δ = {plan.delta:g} "
+          f"(both accountants in the report) | report: {workdir}")
     return json.loads(json.dumps(run.to_dict()))
 
 
@@ -377,7 +384,8 @@ def write_outputs(run: run_report.RunReport, workdir: str, config) -> None:
         return
     run_report.write(run, workdir)
     plots.training_curve(run.history, os.path.join(workdir, "training_curve.png"),
-                         title=f"{config.mode} on {config.input.dataset}")
+                         title=f"{config.mode} on {config.input.dataset}",
+                         accountant=config.privacy.accountant)
 
 
 # Exit status of a run that checkpointed and stopped on SIGTERM (preemption): EX_TEMPFAIL of

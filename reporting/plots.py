@@ -143,8 +143,9 @@ def per_class(
     plt.close(fig)
 
 
-def training_curve(history: list[dict[str, float]], path: str, *, title: str) -> None:
-    """Public loss and ε spent against the logical step."""
+def training_curve(history: list[dict[str, float]], path: str, *, title: str,
+                   accountant: str = "pld") -> None:
+    """Public loss and ε spent (by ``accountant``, the one that calibrated σ) against the step."""
     steps = [h["step"] for h in history]
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
     for key in ("loss", "public_loss", "private_loss(non-DP)"):
@@ -156,7 +157,7 @@ def training_curve(history: list[dict[str, float]], path: str, *, title: str) ->
     if any(math.isfinite(e) for e in eps):
         twin = ax.twinx()
         twin.plot(steps, eps, color="tab:green", ls="--", label="ε spent")
-        twin.set_ylabel("ε spent (accountant)", color="tab:green")
+        twin.set_ylabel(f"ε spent ({accountant.upper()})", color="tab:green")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper center")
     else:  # dp mode: every training loss is computed from private data

@@ -167,6 +167,21 @@ class PrivacyReport:
         return "\n".join(lines) + "\n"
 
 
+def format_epsilon(epsilon, accountant: str) -> str:
+    """ε for people, labelled with its accountant: the one number shown wherever a single ε is
+    shown (progress bar, final line, training curve); reports give both accountants in full.
+
+    >>> format_epsilon(0.9999999456271528, "pld"), format_epsilon(float("inf"), "rdp")
+    ('1.00 (PLD)', '∞')
+    >>> format_epsilon("inf", "pld")
+    '∞'
+    """
+    epsilon = float(epsilon)
+    if not math.isfinite(epsilon):
+        return "∞"
+    return f"{epsilon:.2f} ({accountant.upper()})"
+
+
 def privacy_report(
     *,
     mode: str,
