@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 import zipfile
 
 import numpy as np
@@ -98,35 +99,60 @@ def probe_video(path: str, *, decoder: str = "decord") -> VideoInfo:
 def read_video(
     path: str, indices: np.ndarray, *, size: tuple[int, int], decoder: str = "decord"
 ) -> np.ndarray:
-    """Frames ``indices`` of ``path`` resized to ``size = (h, w)``: uint8 ``[n, h, w, 3]``."""
+    """Frames ``indices`` of ``path`` resized to ``size = (h, w)``: uint8 ``[n, h, w, 3]``.
+
+    decord 0.6 cannot return frames of some widths (48, 72, 16, 24 px among those we tried, from
+    valid H.264 files that PyAV and ffmpeg decode): it copies FFmpeg's row-padded frame buffer as
+    if it were packed, and either fails ("The size must exactly match", 4 bytes per pixel) or
+    returns the wrong shape. When decord fails, the frames are decoded with PyAV instead (same
+    FFmpeg scaler, so the conservative mask resize holds for both, see :mod:`data.clips`) and a
+    warning names the size once; only a file that PyAV cannot decode either is called corrupt.
+    """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}; got {decoder!r}.")
     indices = np.asarray(indices, np.int64)
     h, w = size
-    try:
-        if decoder == "decord":
+    expected = (len(indices), h, w, 3)
+    decord_error = None
+    if decoder == "decord":
+        try:
             reader = _decord().VideoReader(path, width=w, height=h, num_threads=1)
             if int(indices.max()) >= len(reader):
                 raise BadVideoError(
                     path, f"frame {int(indices.max())} requested but the video has {len(reader)}."
                 )
             frames = reader.get_batch(indices.tolist()).asnumpy()
-        elif decoder == "pyav":
-            frames = _read_av(path, indices, size=size, fmt="rgb24")
-        else:
-            raise ValueError(f"decoder must be one of {DECODERS}; got {decoder!r}.")
-    except (BadVideoError, ValueError):
-        raise
+            if frames.shape == expected:
+                return frames
+            decord_error = f"frames of shape {frames.shape}, expected {expected}"
+        except (BadVideoError, ImportError):
+            raise
+        except Exception as e:  # noqa: BLE001 - decided below, by whether PyAV can read it
+            decord_error = f"{type(e).__name__}: {_first_line(e)}"
+    try:
+        frames = _read_av(path, indices, size=size, fmt="rgb24")
     except Exception as e:
+        tried = "" if decord_error is None else f"decord: {decord_error}; "
         raise BadVideoError(
-            path, f"decoding failed, file truncated or corrupt ({type(e).__name__}: "
-            f"{_first_line(e)})"
+            path, f"decoding failed, file truncated or corrupt ({tried}PyAV: "
+            f"{type(e).__name__}: {_first_line(e)})"
         ) from e
-    if frames.shape != (len(indices), h, w, 3):
-        raise BadVideoError(
-            path, f"decoder {decoder!r} returned frames of shape {frames.shape}, expected "
-            f"{(len(indices), h, w, 3)} (decord 0.6 mis-decodes some widths: try "
-            "--config.input.decoder=pyav)."
+    if frames.shape != expected:
+        raise BadVideoError(path, f"PyAV returned frames of shape {frames.shape}, expected "
+                                  f"{expected}.")
+    if decord_error is not None and (h, w) not in _DECORD_FALLBACK_WARNED:
+        _DECORD_FALLBACK_WARNED.add((h, w))
+        warnings.warn(
+            f"decord could not decode {path} at {w}x{h} ({decord_error}); decoded with PyAV "
+            f"instead, here and for every other {w}x{h} read that decord fails (decord 0.6 "
+            "mis-copies frames of some widths). Set --config.input.decoder=pyav to skip decord.",
+            stacklevel=2,
         )
     return frames
+
+
+# Output sizes for which the decord -> PyAV fallback has been announced (once per process).
+_DECORD_FALLBACK_WARNED: set[tuple[int, int]] = set()
 
 
 def load_mask(path: str, indices: np.ndarray | None = None) -> tuple[np.ndarray, VideoInfo]:

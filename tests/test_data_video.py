@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -304,6 +305,34 @@ def test_unreadable_or_truncated_video(ucf, tmp_path, how):
     with pytest.raises(decode.BadVideoError, match="unreadable video|truncated") as e:
         run_datasets.get_datasets(_input(paths))
     assert e.value.path == path and "skip_bad_videos" in str(e.value)
+
+
+def test_decord_width_bug_falls_back_to_pyav_and_a_broken_file_names_both(tmp_path,
+                                                                         monkeypatch):
+    """Issue 19, item 9: decord 0.6 fails on 48-px-wide frames of a valid H.264 file (it copies
+    FFmpeg's row-padded buffer as packed: 4 bytes per pixel). The file is decoded with PyAV, once
+    announced; only a file neither decoder reads is called corrupt."""
+    monkeypatch.setattr(decode, "_DECORD_FALLBACK_WARNED", set())
+    frames = np.random.default_rng(0).integers(0, 256, (6, 48, 48, 3)).astype(np.uint8)
+    path = str(tmp_path / "small.mp4")
+    testing.write_video(path, frames)
+    import decord
+
+    with pytest.raises(decord.DECORDError, match="size must exactly match"):
+        decord.VideoReader(path, width=48, height=48, num_threads=1).get_batch([0])
+    with pytest.warns(UserWarning, match=r"decord could not decode .*small\.mp4 at 48x48 "
+                                         r"\(DECORDError: .*\); decoded with PyAV instead"):
+        out = decode.read_video(path, np.array([0, 5]), size=(48, 48), decoder="decord")
+    np.testing.assert_array_equal(
+        out, decode.read_video(path, np.array([0, 5]), size=(48, 48), decoder="pyav"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # announced once per size
+        decode.read_video(path, np.array([1]), size=(48, 48), decoder="decord")
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(open(path, "rb").read()[:300])
+    with pytest.raises(decode.BadVideoError, match=r"file truncated or corrupt \(decord: .*; "
+                                                   r"PyAV: "):
+        decode.read_video(str(broken), np.array([0]), size=(48, 48), decoder="decord")
 
 
 def test_skip_bad_videos_reports_a_count(ucf, tmp_path):
