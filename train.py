@@ -279,7 +279,8 @@ def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, pl
 
 
 def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, train_ds, test_ds,
-                 metrics, view_metrics, history, timing, parameters) -> run_report.RunReport:
+                 metrics, view_metrics, history, timing, parameters,
+                 split: str | None = None) -> run_report.RunReport:
     """The run report: the accuracy, the privacy statement of the guard's ledger and plan."""
     plan = guard.plan
     privacy = privacy_lib.privacy_report(
@@ -295,7 +296,7 @@ def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, trai
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
         metrics=metrics, class_names=list(test_ds.class_names), history=history,
         train_class_counts=counts, timing=timing, parameters=parameters,
-        view_metrics=view_metrics,
+        view_metrics=view_metrics, split=split,
     )
 
 
@@ -322,6 +323,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     with PrivacyGuard(workdir, plan=plan, config=config.to_dict(),
                       randomness=config.privacy.randomness, seed=config.seed,
                       keep=config.checkpoint.keep) as guard:
+        split = run_datasets.describe_split(train_ds, test_ds, workdir)
+        if split:
+            print(f"Held-out split: {split}.")
         # --- Model, optimiser, step ----------------------------------------------------------
         # The model-init key is public on purpose (initial values are not privacy noise).
         model_key, _ = jax.random.split(jax.random.key(config.seed))
@@ -367,7 +371,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                          test_ds=test_ds, plan=plan, tokens=tokens)
         run = build_report(config, guard=guard, train_ds=train_ds, test_ds=test_ds,
                            metrics=metrics, view_metrics=view_metrics, history=history,
-                           parameters=parameters,
+                           parameters=parameters, split=split,
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
                                    "total_seconds": time.time() - t_start})
         guard.release(lambda: write_outputs(run, workdir, config))  # final parameters, report

@@ -49,6 +49,8 @@ def paper_config(
         split=split,            # official split (UCF-101, HMDB-51)
         protocol=protocol,      # NTU: xsub | xview; Smarthome: cs | cv1 | cv2
         test_subset="test",
+        test_fraction=0.2,      # folder without split files: seeded stratified held-out split
+        split_seed=0,           # ... its public seed (data/layouts.py)
         clip_frames=16,         # T
         stride=4,               # s: frames between clip frames (span 61)
         resize_size=256,        # short side before cropping

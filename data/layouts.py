@@ -34,12 +34,19 @@ Layouts:
   the training and the test cameras. Check them against the official release before reporting.
 * ``folder`` — generic: ``<root>/<class>/<video>`` with the class index = sorted class folder
   names, and split files ``<split_dir>/train.txt`` / ``test.txt`` (``val.txt``) listing one
-  ``<class>/<video>`` path per line. Without split files every video is in ``train``.
+  ``<class>/<video>`` path per line. A missing file means "the other videos": with ``test.txt``
+  only, ``train`` is every video of the class folders that it does not list (and the other way
+  round). With neither, a seeded, stratified held-out split (:func:`seeded_split`): in every
+  class the ``round(test_fraction * n)`` videos (at least 1 and at most n - 1 when n >= 2) with
+  the smallest ``sha256(f"{seed}/{class}/{file}")`` are ``test``. Ranking by a per-video hash
+  (not a shuffle) makes a video's side independent of the listing order, and adding or removing
+  one video moves at most one other. The split depends only on file names and the public seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 
@@ -285,8 +292,31 @@ def toyota_smarthome(*, video_dir: str, protocol: str, subset: str) -> Layout:
     )
 
 
-def folder(*, video_dir: str, split_dir: str, subset: str) -> Layout:
-    """``<video_dir>/<class>/<video>``; split files ``<split_dir>/<subset>.txt`` if present."""
+def seeded_split(keys_by_class: dict[str, list[str]], *, test_fraction: float,
+                 seed: int) -> set[str]:
+    """The ``<class>/<file>`` keys that the seeded, stratified split holds out (module docstring).
+
+    >>> sorted(seeded_split({"a": ["a/1", "a/2", "a/3", "a/4"], "b": ["b/1"]},
+    ...                     test_fraction=0.25, seed=0))
+    ['a/2']
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction!r}.")
+    held_out = set()
+    for keys in keys_by_class.values():
+        n = len(keys)
+        if n < 2:
+            continue  # a lone video trains (a class needs a training video)
+        k = min(max(round(test_fraction * n), 1), n - 1)
+        rank = sorted(keys, key=lambda key: hashlib.sha256(f"{seed}/{key}".encode()).hexdigest())
+        held_out.update(rank[:k])
+    return held_out
+
+
+def folder(*, video_dir: str, split_dir: str, subset: str, test_fraction: float = 0.2,
+           split_seed: int = 0) -> Layout:
+    """``<video_dir>/<class>/<video>``; split files ``<split_dir>/<subset>.txt``, the other
+    videos where one of train/test is missing, or a seeded stratified split (module docstring)."""
     _check_subset(subset, ("train", "val", "test"))
     if not os.path.isdir(video_dir):
         raise LayoutError(f"{video_dir}: video directory not found.")
@@ -299,25 +329,46 @@ def folder(*, video_dir: str, split_dir: str, subset: str) -> Layout:
         if not _video_files(os.path.join(video_dir, c)):
             raise LayoutError(f"{os.path.join(video_dir, c)}: class folder has no video.")
     index = {c: i for i, c in enumerate(class_names)}
-    split_file = os.path.join(split_dir or video_dir, f"{subset}.txt")
-    records = []
-    if os.path.isfile(split_file):
-        for number, fields in _lines(split_file):
+    root = split_dir or video_dir
+
+    def listed(name: str) -> list[VideoRecord] | None:
+        path = os.path.join(root, f"{name}.txt")
+        if not os.path.isfile(path):
+            return None
+        out = []
+        for number, fields in _lines(path):
             key = fields[0]
-            where = f"{split_file} line {number}"
+            where = f"{path} line {number}"
             if "/" not in key or key.split("/")[0] not in index:
                 raise LayoutError(f"{where}: class of {key!r} is not a folder of {video_dir}.")
-            records.append(
-                VideoRecord(os.path.join(video_dir, key), key, index[key.split("/")[0]], where)
-            )
-    elif subset == "train":
-        for c in class_names:
-            for name in _video_files(os.path.join(video_dir, c)):
-                records.append(VideoRecord(
-                    os.path.join(video_dir, c, name), f"{c}/{name}", index[c], "folder scan"
-                ))
-    else:
-        raise LayoutError(f"{split_file}: split file for subset {subset!r} not found.")
+            out.append(VideoRecord(os.path.join(video_dir, key), key, index[key.split("/")[0]],
+                                   where))
+        return out
+
+    def scanned(exclude: set[str], source: str) -> list[VideoRecord]:
+        return [VideoRecord(os.path.join(video_dir, c, name), f"{c}/{name}", index[c], source)
+                for c in class_names for name in _video_files(os.path.join(video_dir, c))
+                if f"{c}/{name}" not in exclude]
+
+    split_file = os.path.join(root, f"{subset}.txt")
+    records = listed(subset)
+    if records is None and subset == "val":
+        raise LayoutError(f"{split_file}: split file for subset 'val' not found.")
+    if records is None:
+        other_name = "test" if subset == "train" else "train"
+        other = listed(other_name)
+        if other is not None:
+            records = scanned({r.key for r in other},
+                              f"folder scan (videos that {other_name}.txt does not list)")
+        else:
+            keys = {c: [f"{c}/{n}" for n in _video_files(os.path.join(video_dir, c))]
+                    for c in class_names}
+            test = seeded_split(keys, test_fraction=test_fraction, seed=split_seed)
+            source = f"seeded split (seed {split_seed}, test fraction {test_fraction:g})"
+            if subset == "test":
+                records = [r for r in scanned(set(), source) if r.key in test]
+            else:
+                records = scanned(test, source)
     return _check_nonempty(
         Layout(tuple(records), class_names), what=split_file, subset=subset
     )

@@ -31,6 +31,9 @@ class RunReport:
     # maskdp only: accuracy on the test videos' public view / both views (diagnostic, see
     # evaluation.predict); the headline ``metrics`` are always on full videos.
     view_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # How the held-out split was made, when it was not given by split files for both subsets
+    # (folder datasets: run.datasets.describe_split); None otherwise.
+    split: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -48,6 +51,7 @@ class RunReport:
             f"- top-1: **{m['top1']:.4f}** on {m['num_examples']} videos",
             f"- top-5: {m['top5']:.4f}",
             f"- mean per-class accuracy: {m['mean_class_accuracy']:.4f}",
+            *([f"- held-out split: {self.split}"] if self.split else []),
             "",
         ]
         if self.train_class_counts is None:

@@ -132,6 +132,11 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _integer("input.eval_clips", config.input.eval_clips, minimum=1)
     _choice("input.clip_sampling", config.input.get("clip_sampling", "uniform"),
             clips.CLIP_SAMPLINGS)
+    if config.input.dataset == "folder":
+        fraction = config.input.get("test_fraction", 0.2)
+        if not (_is_real(fraction) and 0.0 < fraction < 1.0):
+            _fail("input.test_fraction", f"must be in (0, 1); got {fraction!r}.")
+        _integer("input.split_seed", config.input.get("split_seed", 0), minimum=0)
     view = config.get("view", "full")
     _choice("view", view, views.VIEWS)
     if view != "full" and Mode(config.mode).is_private:

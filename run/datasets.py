@@ -79,7 +79,8 @@ def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
         return layouts.toyota_smarthome(video_dir=video_dir, protocol=config.protocol,
                                         subset=subset)
     return layouts.folder(video_dir=video_dir, split_dir=config.get("split_dir", ""),
-                          subset=subset)
+                          subset=subset, test_fraction=config.get("test_fraction", 0.2),
+                          split_seed=config.get("split_seed", 0))
 
 
 def check_held_out(train: layouts.Layout, test: layouts.Layout, *, name: str) -> None:
@@ -98,12 +99,31 @@ def check_held_out(train: layouts.Layout, test: layouts.Layout, *, name: str) ->
         r0 = train_paths[os.path.realpath(r.path)]
         raise ValueError(
             f"{name}: {len(shared)} test video(s) are also training videos (e.g. {r.key}: "
-            f"{r0.source} and {r.source}); the test split "
-            "must be held out. Fix the split files"
-            + (" (without a train.txt every video of the class folders is scanned as training; "
-               "list the training videos in train.txt)" if r0.source == "folder scan" else "")
-            + "."
+            f"{r0.source} and {r.source}); the test split must be held out. Fix the split "
+            "files."
         )
+
+
+def describe_split(train: data.Dataset, test: data.Dataset, workdir: str) -> str | None:
+    """How a folder dataset's held-out split was made, for the report; a split not given by
+    both split files (the other videos of the class folders, or the seeded stratified split)
+    is written to ``<workdir>/private/split/{train,test}.txt`` so that it can be reused and
+    checked. Private: the lists name the training videos. None for other datasets.
+    """
+    records = [getattr(d, "records", None) for d in (train, test)]
+    if any(r is None or not r for r in records) or train.name.split("/")[0] != "folder":
+        return None
+    sources = [r[0].source for r in records]
+    if all(" line " in s for s in sources):
+        return "the split files train.txt and test.txt"
+    out = os.path.join(os.path.abspath(workdir), "private", "split")
+    os.makedirs(out, exist_ok=True)
+    for name, recs in (("train", records[0]), ("test", records[1])):
+        with open(os.path.join(out, f"{name}.txt"), "w") as f:
+            f.writelines(f"{r.key}\n" for r in recs)
+    how = [s.split(" line ")[0] if " line " in s else s for s in sources]
+    return (f"train: {how[0]}; test: {how[1]} ({len(records[0])} / {len(records[1])} videos); "
+            f"the lists are in private/split/ (private: they name the training videos)")
 
 
 def _build_splits(
