@@ -152,6 +152,7 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
                 seed=[config.seed, step, stream, j, *block],
             )
             b["weight"] = weight[rows]
+            check_finite(b, idx[rows], name=dataset.name)
             out.append(b if mesh is None else parallel.global_batch(b, mesh, p))
         return out
 
@@ -159,6 +160,24 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
         public=cut(batch.public, sampling.PUBLIC_STREAM),
         private=cut(batch.private, sampling.PRIVATE_STREAM),
     )
+
+
+def check_finite(batch: dict, indices: np.ndarray, *, name: str) -> None:
+    """Refuse a batch whose real rows hold NaN or inf pixels: one such example would turn the
+    clipped sum (and with it the update) into NaN, silently. Padding rows (weight 0) may hold
+    anything; the step ignores them.
+
+    Raises:
+      ValueError: naming the dataset and the video indices.
+    """
+    video = batch["video"]
+    bad = ~np.isfinite(video.reshape(len(video), -1)).all(axis=1) & (batch["weight"] > 0)
+    if bad.any():
+        raise ValueError(
+            f"{name}: video(s) {sorted({int(i) for i in np.asarray(indices)[bad]})[:10]} hold "
+            "non-finite pixel values (NaN or inf) after loading; one such video would make the "
+            "update NaN. Fix the source data or its normalisation (std = 0?)."
+        )
 
 
 def load_data(config: ml_collections.ConfigDict):

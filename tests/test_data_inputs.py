@@ -232,3 +232,32 @@ def _folder_input_blank():
     from configs import video_paper
 
     return video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3).input
+
+
+def test_nan_pixels_are_refused_naming_the_video(monkeypatch, tmp_path):
+    """Issue 19: a video with NaN pixels (a custom source, a normalisation by std = 0) would make
+    the clipped sum NaN; the batch loader refuses it, naming the video, before the step."""
+    original = data.synthetic.SyntheticMaskedActions.get_batch
+
+    def with_nan(self, indices, *, num_clips=1, seed=None):
+        batch = original(self, indices, num_clips=num_clips, seed=seed)
+        if seed is not None:  # training batches
+            batch["video"][np.asarray(indices) == 5, 0, 0, 0, 0, 0] = np.nan
+        return batch
+
+    monkeypatch.setattr(data.synthetic.SyntheticMaskedActions, "get_batch", with_nan)
+    config = tiny_config({"input.num_train": 16, "batch_size": 16, "physical_batch_size": 16})
+    train_ds, _ = run_datasets.get_datasets(config.input)
+    batch = train_ds.get_batch(np.arange(16), seed=0)
+    batch["weight"] = np.ones(16, np.float32)
+    with pytest.raises(ValueError, match=r"synthetic/train: video\(s\) \[5\] hold non-finite "
+                                         r"pixel values \(NaN or inf\)"):
+        train.check_finite(batch, np.arange(16), name=train_ds.name)
+    batch["weight"][5] = 0.0  # a padding row may hold anything
+    train.check_finite(batch, np.arange(16), name=train_ds.name)
+    # The trainer's batch loader runs the check on every physical batch.
+    from maskdp_jax import sampling
+
+    logical = sampling.LogicalBatch(public=None, private=np.array([3, 5, 7]))
+    with pytest.raises(ValueError, match=r"video\(s\) \[5\] hold non-finite"):
+        train.load_logical_batch(train_ds, logical, config=config, step=0)

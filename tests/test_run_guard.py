@@ -414,3 +414,18 @@ def test_disk_full_at_a_checkpoint_fails_clearly_and_keeps_the_last_good_one(tmp
     os.makedirs(os.path.join(directory, "2.orbax-checkpoint-tmp-7"))  # a save killed midway
     checkpoint.Checkpointer(str(tmp_path), keep=3).close()
     assert sorted(os.listdir(directory)) == ["1"]
+
+
+def test_a_deleted_journal_is_rebuilt_from_the_checkpoint_ledger(tmp_path, no_model):
+    """Issue 19: the journal is gone but a checkpoint holds 3 steps: the resumed run counts them
+    (never fewer) and the journal is rewritten from them before anything is released."""
+    config = tiny_config({"privacy.randomness": "seeded"})
+    write_checkpoint(tmp_path, config, ledger_of(3))
+    assert journal.read_ledger_journal(str(tmp_path)) is None
+    g = _guard(config, tmp_path)
+    try:
+        assert g.ledger.steps == 3
+        g.release()
+        assert journal.read_ledger_journal(str(tmp_path)).steps == 3
+    finally:
+        g.close()
