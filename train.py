@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from typing import Any
 
 import jax
@@ -355,8 +356,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         tokens = tokenizer.Tokenizer(patch_stride=tuple(model.patch_stride),
                                      fill_value=config.fill_value)
         if plan.mode.uses_views:
-            tokenizer.warn_degenerate_masks(data.mask_chunks(train_ds), source=train_ds.name,
-                                            patch_stride=tokens.patch_stride)
+            _, no_public = tokenizer.warn_degenerate_masks(
+                data.mask_chunks(train_ds), source=train_ds.name,
+                patch_stride=tokens.patch_stride)
+            why = no_public and run_datasets.explain_lost_public_regions(
+                train_ds, patch_stride=tokens.patch_stride)
+            if why:
+                warnings.warn(why, stacklevel=1)
         train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens,
                                               view=config.get("view", "full"))
         tx = build_optimizer(config, steps=plan.steps,

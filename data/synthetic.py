@@ -176,6 +176,12 @@ class SyntheticMaskedActions:
         offsets = self._frame_offsets(len(indices), num_clips=1, seed=None)[:, 0]
         return self.masks[indices[:, None], offsets]
 
+    def mask_coverage(self, indices: np.ndarray) -> np.ndarray:
+        """``[n, 3]``: public fraction of the centre clip's masks before and after resizing (the
+        same: no resize) and the resize factor 1 (see :meth:`VideoDataset.mask_coverage`)."""
+        public = self.get_masks(indices).reshape(len(indices), -1).mean(axis=1)
+        return np.stack([public, public, np.ones_like(public)], axis=1)
+
     def _frame_offsets(self, n: int, *, num_clips: int, seed: int | None) -> np.ndarray:
         """``[n, K, T]`` frame indices of the clips (see :meth:`get_batch`)."""
         span = self.frames.shape[1] - self.clip_frames

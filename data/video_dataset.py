@@ -243,6 +243,26 @@ class VideoDataset:
             "label": self.labels[indices],
         }
 
+    def mask_coverage(self, indices: np.ndarray) -> np.ndarray:
+        """Where the public region goes, for the centre view of videos ``indices``: float
+        ``[n, 3]`` = (public fraction of the source mask frames, public fraction after the
+        conservative resize and the crop, resize factor source / resized short side). The
+        public region shrinks by ``max(s, 1) + 2`` source pixels per side in the resize
+        (:func:`data.clips.resize_mask`), then to whole token cells in the tokeniser."""
+        if not self.has_masks:
+            raise ValueError(f"{self.name} has no masks.")
+        plan = clips.plan_views(None, num_clips=1)
+
+        def one(i):
+            wanted, sel, size = self._view_frames(i, plan, 1)
+            raw, _ = decode.load_mask(self._masks[i], wanted)
+            resized = _crop_views(clips.resize_mask(raw, size), sel, plan,
+                                  crop_size=self.options.clip.crop_size)[0]
+            info = self._info[i]
+            return raw.mean(), resized.mean(), min(info.height, info.width) / min(size)
+
+        return np.array(list(self._pool.map(one, [int(i) for i in indices])), np.float64)
+
     def get_masks(self, indices: np.ndarray) -> np.ndarray:
         """Masks only of the centre evaluation view: uint8 ``[n, T, c, c]`` (no video decoding),
         ``get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]`` when ``eval_crops=1``."""

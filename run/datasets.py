@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 
 import ml_collections
+import numpy as np
 
 import data
 from data import clips, layouts, synthetic
 from data.video_dataset import VideoDataset, VideoOptions
+from maskdp_jax import tokenizer
 from maskdp_jax.plan import Mode
 
 FOLDER_DATASETS = ("ucf101", "hmdb51", "ntu60", "toyota_smarthome", "folder")
@@ -159,3 +161,42 @@ def _build_splits(
             for split in ("train", "test")
         )
     raise ValueError(f"unknown dataset {config.dataset!r}; available: {DATASETS}.")
+
+
+def explain_lost_public_regions(
+    dataset: data.Dataset, *, patch_stride: tuple[int, int, int], limit: int = 512
+) -> str | None:
+    """Why videos whose masks mark a public region have no public token cell, or None.
+
+    For up to ``limit`` videos, compares the public fraction of the source masks, after the
+    conservative resize and crop (``dataset.mask_coverage``), and after the erosion to token
+    cells; for the videos that had public pixels and kept no public cell, says where it was lost
+    (medians) and what to change.
+    """
+    coverage = getattr(dataset, "mask_coverage", None)
+    if coverage is None or not dataset.has_masks:
+        return None
+    idx = np.arange(min(len(dataset), limit))
+    cov = coverage(idx)
+    masks = dataset.get_masks(idx)
+    cells = tokenizer.public_cells_batch(masks, patch_stride=patch_stride)
+    lost = (cov[:, 0] > 0) & (cells == 0)
+    if not lost.any():
+        return None
+    src, resized, scale = (float(np.median(cov[lost, k])) for k in range(3))
+    margin = max(scale, 1.0) + clips.CHROMA_MARGIN
+    st, sh, sw = patch_stride
+    stage = ("the conservative resize" if resized == 0 else
+             f"the erosion to whole {st}x{sh}x{sw} token cells")
+    return (
+        f"{dataset.name}: {int(lost.sum())} of {len(idx)} videos checked have public pixels in "
+        f"their masks but no public token cell. Median public area: {100 * src:.1f}% of the "
+        f"source frames, {100 * resized:.1f}% after the conservative resize (factor "
+        f"{scale:.2g}: the public region shrinks by {margin:.2g} source px per side), 0% after "
+        f"the erosion to token cells (a cell is public only if all its {sh}x{sw} px in all "
+        f"{st} frames are). Lost at: {stage}. To keep them: make the public regions larger "
+        f"(at least {int(np.ceil((2 * max(sh, sw) - 1) * max(scale, 1) + 2 * margin))} source "
+        "px across, which holds a whole cell wherever the grid falls), "
+        "resize less (a larger input.resize_size and crop_size, with a model for that size), "
+        "or accept that these videos train as plain DP-SGD."
+    )

@@ -7,6 +7,7 @@ The rules of every row are in ``tests/malformed.py``.
 from __future__ import annotations
 
 import os
+import re
 
 import ml_collections
 import numpy as np
@@ -261,3 +262,34 @@ def test_nan_pixels_are_refused_naming_the_video(monkeypatch, tmp_path):
     logical = sampling.LogicalBatch(public=None, private=np.array([3, 5, 7]))
     with pytest.raises(ValueError, match=r"video\(s\) \[5\] hold non-finite"):
         train.load_logical_batch(train_ds, logical, config=config, step=0)
+
+
+def test_a_public_region_lost_to_resize_and_cells_is_explained(tmp_path):
+    """Issue 19, item 12: a 14-px avatar in 64x64 frames resized to 32 keeps public pixels after
+    the conservative resize but no whole 4x4 token cell: the warning says how much was lost
+    where, and what to change."""
+    video_dir = tmp_path / "videos"
+    for c in ("a", "b"):
+        for i in range(2):
+            frames, mask = testing.square_video(num_frames=8, height=64, width=64, box=14,
+                                                top=20, left=20)
+            key = f"{c}/{i}.avi"
+            testing.write_video(str(video_dir / key), frames)
+            os.makedirs(tmp_path / "masks" / c, exist_ok=True)
+            np.savez_compressed(tmp_path / "masks" / c / f"{i}.npz", mask=mask)
+    (tmp_path / "test.txt").write_text("a/1.avi\nb/1.avi\n")
+    c = _folder_input(tmp_path)
+    c.mask_dir = str(tmp_path / "masks")
+    train_ds, _ = run_datasets.get_datasets(c, mode="maskdp")
+    cov = train_ds.mask_coverage(np.arange(2))
+    assert (cov[:, 0] > 0.04).all() and (cov[:, 1] > 0).all() and (cov[:, 2] == 2).all()
+    why = run_datasets.explain_lost_public_regions(train_ds, patch_stride=(2, 4, 4))
+    assert why is not None
+    assert re.search(r"folder/train: 2 of 2 videos checked have public pixels in their masks but "
+                     r"no public token cell\. Median public area: 4\.\d% of the source frames, "
+                     r"\d\.\d% after the conservative resize \(factor 2: the public region "
+                     r"shrinks by 4 source px per side\), 0% after the erosion.*Lost at: the "
+                     r"erosion to whole 2x4x4 token cells\. To keep them: make the public "
+                     r"regions larger \(at least 22 source px across", why), why
+    # A large enough avatar keeps its cells: nothing to explain.
+    assert run_datasets.explain_lost_public_regions(train_ds, patch_stride=(1, 1, 1)) is None
