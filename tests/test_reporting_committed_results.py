@@ -106,3 +106,24 @@ def test_readme_quotes_the_sweeps_public_view_diagnostic(sweep_reports):
 
     low, high = public_top1(0.25), public_top1(5.0)
     assert f"rises from {low:.0f}% (ε = 0.25" in readme and f"to {high:.0f}% (ε = 5" in readme
+
+
+CONTEXT_RUNS = os.path.join(ROOT, "docs", "results", "context")
+
+
+def test_context_ablation_table_is_recomputed_from_its_reports():
+    """Seed 000 Table 3 on the embedded data: the committed runs are the sweep_context grid, and
+    the table in results.md and the README is their view_table."""
+    import sweep
+    from configs import sweep_context
+
+    reports = _load(CONTEXT_RUNS)
+    expected = {name for name, _ in sweep.grid(sweep_context.get_config())}
+    assert {r["run"] for r in reports} == expected
+    assert {r["config"]["view"] for r in reports} == {"full", "public", "private"}
+    assert all(r["config"]["mode"] == "nonprivate" and r["config"]["num_epochs"] == 16.0
+               for r in reports)
+    table = results.view_table(results.rows(reports))
+    for path in (os.path.join(CONTEXT_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
+        with open(path) as f:
+            assert table in f.read(), path
