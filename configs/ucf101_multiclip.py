@@ -1,5 +1,5 @@
 r"""UCF-101, split 1: seed 003's Multi-Clip DP-SGD setting (its Table 2 row "Selective fine-tune,
-110K, 8 clips"), DP-SGD on whole videos, ε = 5, δ = 1e-5.
+110K, 8 clips"), DP-SGD on whole videos, ε = 5, δ = 1e-5, 300 epochs.
 
     python -m models.convert --src mvit_v1_b-dbeb1030.pth --dst /ckpt/mvit_v1_b_k400 \
         --num_classes 101 --preset mvit_v1_b

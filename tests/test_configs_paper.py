@@ -100,6 +100,20 @@ def test_multiclip_docstring_quotes_seed_003_verbatim():
         assert quote in paper, quote
 
 
+@pytest.mark.parametrize("module", [*PAPER, ucf101_multiclip],
+                         ids=lambda m: m.__name__.split(".")[-1])
+def test_docstring_states_the_configs_delta_and_epochs(module):
+    """The numbers a reader sees in the docstring's summary are the config's."""
+    import re
+
+    summary = " ".join(module.__doc__.split("\n\n")[0].split())
+    found = re.search(r"δ = ([0-9.e-]+), (\d+) epochs", summary)
+    assert found, summary
+    config = module.get_config()
+    assert float(found[1]) == config.privacy.delta
+    assert int(found[2]) == config.num_epochs
+
+
 def test_paper_optimizer_is_plain_sgd_with_warmup_then_cosine():
     """The built optimiser: plain SGD (update = -lr_t · g, no momentum, no Adam scaling), lr rising
     linearly to 0.01 over 20 epochs, then a cosine decay to 0."""
