@@ -129,14 +129,18 @@ def test_toyota_smarthome_cross_subject(tmp_path):
 
 
 def test_folder_layout_and_empty_class(tmp_path):
-    for cls, n in (("a", 2), ("b", 1)):
+    for cls, n in (("a", 2), ("b", 2)):
         os.makedirs(tmp_path / cls)
         for i in range(n):
             (tmp_path / cls / f"{i}.mp4").write_bytes(b"")
     (tmp_path / "test.txt").write_text("a/1.mp4\nb/0.mp4\n")
+    # Without train.txt, train is every video that test.txt does not list.
     train = layouts.folder(video_dir=str(tmp_path), split_dir="", subset="train")
-    assert [r.key for r in train.records] == ["a/0.mp4", "a/1.mp4", "b/0.mp4"]
+    assert [r.key for r in train.records] == ["a/0.mp4", "b/1.mp4"]
     assert len(layouts.folder(video_dir=str(tmp_path), split_dir="", subset="test").records) == 2
+    (tmp_path / "test.txt").write_text("a/1.mp4\nb/0.mp4\nb/1.mp4\n")  # b left without training
+    with pytest.raises(layouts.LayoutError, match=r"1 class\(es\) have no video: \['b'\]"):
+        layouts.folder(video_dir=str(tmp_path), split_dir="", subset="train")
     (tmp_path / "test.txt").write_text("c/1.mp4\n")
     with pytest.raises(layouts.LayoutError, match=r"test.txt line 1: class of 'c/1.mp4'"):
         layouts.folder(video_dir=str(tmp_path), split_dir="", subset="test")
