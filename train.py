@@ -205,63 +205,88 @@ def load_data(config: ml_collections.ConfigDict):
 # ----------------------------------------------------------------------------------------------
 # Training loop
 # ----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def sigterm_flag():
+    """Record SIGTERM (preemption) in the yielded list instead of dying, while the block runs.
+
+    Installed before the model is built, so a SIGTERM during set-up or the first compilation is
+    honoured at the next safe point: before the first step (checkpoint and stop at once), or,
+    when it arrives while the first step compiles (XLA compilation cannot be interrupted),
+    once that step has run.
+    """
+    flag: list[bool] = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: flag.append(True))
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: TrainState,
-               train_step, batch_at, workdir: str, mesh=None):
+               train_step, batch_at, workdir: str, mesh=None, stop: list | None = None):
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
 
     Every step passes the guard (budget, then counted once executed); every metric row and
-    checkpoint leaves through it (journal first). On SIGTERM (preemption) the current step is
-    finished and checkpointed, and the loop returns with ``preempted=True``.
+    checkpoint leaves through it (journal first). On SIGTERM (preemption; ``stop`` is the flag of
+    :func:`sigterm_flag`, or the loop installs its own) the current step is finished and
+    checkpointed, and the loop returns with ``preempted=True``; a SIGTERM that came before the
+    first step stops before it.
     """
+    if stop is None:
+        with sigterm_flag() as flag:
+            return train_loop(config, guard=guard, state=state, train_step=train_step,
+                              batch_at=batch_at, workdir=workdir, mesh=mesh, stop=flag)
     plan = guard.plan
     start = int(state.step)
     if mesh is not None:
         state = parallel.replicate(state, mesh)
     primary = jax.process_index() == 0  # process 0 alone writes metrics into the shared workdir
     every = config.checkpoint.every_steps
-    preempted, history = [], []
-    previous_handler = signal.signal(signal.SIGTERM, lambda *_: preempted.append(True))
-    try:
-        # Only process 0 shows progress: a metric row must not leave before it has journaled.
-        with (tqdm(total=plan.steps, initial=start, desc=f"train[{plan.mode.value}]",
-                   dynamic_ncols=True, disable=not primary) as bar,
-              (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard,
-                                        resume_step=start) if primary
-               else contextlib.nullcontext()) as writer,
-              data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
-                                  num_steps=plan.steps) as batches):
-            if writer is not None:  # a resumed run's history starts at step 1, not at `start`
-                history = list(writer.history)
-            for step in range(start, plan.steps):
-                guard.before_step()
-                state, metrics = train_step(state, batches(step), guard.noise_key)
-                guard.record()
-                if (step + 1) % config.log_every_steps == 0 or step + 1 == plan.steps:
-                    row = public_metrics(jax.device_get(metrics), config)
-                    row["epsilon"] = guard.epsilon_spent()
-                    row["steps_per_second"] = bar.format_dict["rate"] or 0.0
-                    history.append({"step": step + 1, **row})
+    preempted, history = stop, []
+    # Only process 0 shows progress: a metric row must not leave before it has journaled.
+    with (tqdm(total=plan.steps, initial=start, desc=f"train[{plan.mode.value}]",
+               dynamic_ncols=True, disable=not primary) as bar,
+          (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard,
+                                    resume_step=start) if primary
+           else contextlib.nullcontext()) as writer,
+          data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
+                              num_steps=plan.steps) as batches):
+        if writer is not None:  # a resumed run's history starts at step 1, not at `start`
+            history = list(writer.history)
+        if parallel.any_process(bool(preempted)):  # SIGTERM during set-up
+            guard.save(parallel.to_host(state))
+            print(f"SIGTERM before step {start + 1}: checkpointed step {start} of "
+                  f"{plan.steps} in {guard.checkpoint_dir}; run the same command again to "
+                  "resume.")
+            return state, history, True
+        for step in range(start, plan.steps):
+            guard.before_step()
+            state, metrics = train_step(state, batches(step), guard.noise_key)
+            guard.record()
+            if (step + 1) % config.log_every_steps == 0 or step + 1 == plan.steps:
+                row = public_metrics(jax.device_get(metrics), config)
+                row["epsilon"] = guard.epsilon_spent()
+                row["steps_per_second"] = bar.format_dict["rate"] or 0.0
+                history.append({"step": step + 1, **row})
 
-                    def emit(done=step + 1, row=row):
-                        if writer is not None:
-                            writer.write(done, row)
-                        bar.set_postfix({
-                            k: privacy_lib.format_epsilon(v, plan.accountant) if k == "epsilon"
-                            else f"{v:.3g}" for k, v in row.items()})
+                def emit(done=step + 1, row=row):
+                    if writer is not None:
+                        writer.write(done, row)
+                    bar.set_postfix({
+                        k: privacy_lib.format_epsilon(v, plan.accountant) if k == "epsilon"
+                        else f"{v:.3g}" for k, v in row.items()})
 
-                    guard.release(emit)
-                bar.update(1)
-                # Hosts may see SIGTERM at different steps and the save is a collective: all
-                # processes agree on the flag every step (no communication with one process).
-                if parallel.any_process(bool(preempted)):
-                    guard.save(parallel.to_host(state))
-                    print(f"SIGTERM: checkpointed step {step + 1} of {plan.steps} in "
-                          f"{guard.checkpoint_dir}; run the same command again to resume.")
-                    return state, history, True
-                if every and ((step + 1) % every == 0 or step + 1 == plan.steps):
-                    guard.save(parallel.to_host(state))
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+                guard.release(emit)
+            bar.update(1)
+            # Hosts may see SIGTERM at different steps and the save is a collective: all
+            # processes agree on the flag every step (no communication with one process).
+            if parallel.any_process(bool(preempted)):
+                guard.save(parallel.to_host(state))
+                print(f"SIGTERM: checkpointed step {step + 1} of {plan.steps} in "
+                      f"{guard.checkpoint_dir}; run the same command again to resume.")
+                return state, history, True
+            if every and ((step + 1) % every == 0 or step + 1 == plan.steps):
+                guard.save(parallel.to_host(state))
     return parallel.to_host(state), history, False
 
 
@@ -340,9 +365,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     print(plan.summary())
 
     # --- Guard: resume checks, journal, budget (before the model is built) -------------------
-    with PrivacyGuard(workdir, plan=plan, config=config.to_dict(),
-                      randomness=config.privacy.randomness, seed=config.seed,
-                      keep=config.checkpoint.keep) as guard:
+    with (PrivacyGuard(workdir, plan=plan, config=config.to_dict(),
+                       randomness=config.privacy.randomness, seed=config.seed,
+                       keep=config.checkpoint.keep) as guard,
+          sigterm_flag() as stop):
         split = run_datasets.describe_split(train_ds, test_ds, workdir)
         if split:
             print(f"Held-out split: {split}.")
@@ -386,7 +412,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         t_train = time.time()
         state, history, preempted = train_loop(config, guard=guard, state=state, mesh=mesh,
                                                train_step=train_step, batch_at=batch_at,
-                                               workdir=workdir)
+                                               workdir=workdir, stop=stop)
         if preempted:
             return {"preempted": True, "step": guard.ledger.steps}
         train_seconds = time.time() - t_train

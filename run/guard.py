@@ -294,7 +294,11 @@ class PrivacyGuard:
 
     def save(self, state: PyTree) -> None:
         """Journal, then checkpoint ``state`` (host arrays) at ``ledger.steps`` (collective: every
-        process calls it at the same step)."""
+        process calls it at the same step). A checkpoint of this step that already exists (the
+        one just resumed from, or a secret run's step 0) holds this very state and is kept."""
+        if self._checkpoints.latest_step() == self.ledger.steps:
+            self.release()
+            return
         meta = {"step": self.ledger.steps, "ledger": self.ledger.to_dict(),
                 "config": self._config, "noise_key": self._noise_key_data().tolist(),
                 "sampler": dict(self._sampler_meta), "randomness": self.randomness.to_meta(),
