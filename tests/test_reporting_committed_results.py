@@ -149,3 +149,22 @@ def test_multiclip_table_is_recomputed_from_its_reports():
     for path in (os.path.join(MULTICLIP_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
         with open(path) as f:
             assert table in f.read(), path
+
+
+def test_readme_quotes_the_spread_of_fresh_default_runs():
+    """Issue 19, item 14: the README's range for a fresh `python train.py` is the ten committed
+    secret-randomness runs of the default config."""
+    reports = _load(os.path.join(ROOT, "docs", "results", "spread"))
+    config = default.get_config()
+    assert len(reports) == 10
+    for r in reports:
+        c = r["config"]
+        assert (c["mode"], c["privacy"]["randomness"], c["num_epochs"]) == (
+            "maskdp", "secret", config.num_epochs)
+        assert c["model"] == config.model.to_dict()
+    top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = " ".join(f.read().split())
+    cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
+            f"{np.mean(top1):.1f} ± {np.std(top1, ddof=1):.1f}")
+    assert cell in readme, cell
