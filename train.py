@@ -223,26 +223,21 @@ def sigterm_flag():
 
 
 def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: TrainState,
-               train_step, batch_at, workdir: str, mesh=None, stop: list | None = None):
+               train_step, batch_at, workdir: str, stop: list, mesh=None):
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
 
     Every step passes the guard (budget, then counted once executed); every metric row and
     checkpoint leaves through it (journal first). On SIGTERM (preemption; ``stop`` is the flag of
-    :func:`sigterm_flag`, or the loop installs its own) the current step is finished and
-    checkpointed, and the loop returns with ``preempted=True``; a SIGTERM that came before the
-    first step stops before it.
+    :func:`sigterm_flag`) the current step is finished and checkpointed, and the loop returns
+    with ``preempted=True``; a SIGTERM that came before the first step stops before it.
     """
-    if stop is None:
-        with sigterm_flag() as flag:
-            return train_loop(config, guard=guard, state=state, train_step=train_step,
-                              batch_at=batch_at, workdir=workdir, mesh=mesh, stop=flag)
     plan = guard.plan
     start = int(state.step)
     if mesh is not None:
         state = parallel.replicate(state, mesh)
     primary = jax.process_index() == 0  # process 0 alone writes metrics into the shared workdir
     every = config.checkpoint.every_steps
-    preempted, history = stop, []
+    history = []
     # Only process 0 shows progress: a metric row must not leave before it has journaled.
     with (tqdm(total=plan.steps, initial=start, desc=f"train[{plan.mode.value}]",
                dynamic_ncols=True, disable=not primary) as bar,
@@ -253,7 +248,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                               num_steps=plan.steps) as batches):
         if writer is not None:  # a resumed run's history starts at step 1, not at `start`
             history = list(writer.history)
-        if parallel.any_process(bool(preempted)):  # SIGTERM during set-up
+        if parallel.any_process(bool(stop)):  # SIGTERM during set-up
             guard.save(parallel.to_host(state))
             print(f"SIGTERM before step {start + 1}: checkpointed step {start} of "
                   f"{plan.steps} in {guard.checkpoint_dir}; run the same command again to "
@@ -280,7 +275,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
             bar.update(1)
             # Hosts may see SIGTERM at different steps and the save is a collective: all
             # processes agree on the flag every step (no communication with one process).
-            if parallel.any_process(bool(preempted)):
+            if parallel.any_process(bool(stop)):
                 guard.save(parallel.to_host(state))
                 print(f"SIGTERM: checkpointed step {step + 1} of {plan.steps} in "
                       f"{guard.checkpoint_dir}; run the same command again to resume.")

@@ -147,19 +147,19 @@ class Checkpointer:
         ))
         return step, restored["state"], dict(restored["meta"])
 
-    def _problem(self, step: int) -> str | None:
-        """Why checkpoint ``step`` cannot be restored (its meta or any array unreadable), or
-        None. Reads it whole, without a template, so a damaged file is found before the model
-        is built."""
+    def _read_whole(self, step: int) -> tuple[dict | None, str | None]:
+        """``(meta, None)`` of checkpoint ``step``, or ``(None, why it cannot be restored)``
+        (its meta or any array unreadable). Reads it whole, without a template, so a damaged
+        file is found before the model is built."""
         try:
             restored = self._manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
             meta = dict(restored["meta"])
             if int(meta["step"]) != step:
-                return f"its meta says step {meta['step']}"
+                return None, f"its meta says step {meta['step']}"
         except Exception as e:  # noqa: BLE001 - any failure to read is reported, with its text
-            return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-        return None
+            return None, f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return meta, None
 
     def newest_intact_meta(self, *, fall_back: bool = True) -> tuple[dict | None, list[str]]:
         """``(meta of the newest readable checkpoint or None, notes)``.
@@ -180,7 +180,7 @@ class Checkpointer:
         """
         notes, problems = [], []
         for step in sorted(self._manager.all_steps(), reverse=True):
-            problem = self._problem(step)
+            meta, problem = self._read_whole(step)
             if problem is None and problems and not fall_back:
                 raise ValueError(
                     "Unreadable checkpoint(s) in a multi-process run: "
@@ -193,7 +193,7 @@ class Checkpointer:
                     notes += self._move_aside(problems)
                     notes.append(f"resuming from the newest intact checkpoint, step {step}; "
                                  "the steps after it are re-executed and counted once.")
-                return self.latest_meta(), notes
+                return meta, notes
             problems.append((step, problem))
         if problems:
             raise ValueError(
