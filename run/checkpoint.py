@@ -13,13 +13,13 @@ They therefore live apart from what a run publishes (report, metrics, final para
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import shutil
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import orbax.checkpoint as ocp
 from flax import serialization
 
@@ -67,15 +67,15 @@ class Checkpointer:
         self.directory = checkpoint_directory(workdir)
         _check_no_legacy_checkpoints(workdir, self.directory)
         self._keep = keep
+        if jax.process_index() == 0:  # orbax's primary host; the others only read
+            self._remove_partial_saves()
         self._manager = self._open_manager()
 
     def _open_manager(self) -> ocp.CheckpointManager:
-        # cleanup_tmp_directories: an interrupted save (killed, disk full) leaves an
-        # ``<step>.orbax-checkpoint-tmp-*`` directory; it is removed when the next run starts.
+        # Not orbax's cleanup_tmp_directories: see _remove_partial_saves.
         return ocp.CheckpointManager(
             self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True,
-                                                 cleanup_tmp_directories=True),
+            options=ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True),
         )
 
     def latest_step(self) -> int | None:
@@ -114,8 +114,22 @@ class Checkpointer:
             ) from e
 
     def _remove_partial_saves(self) -> None:
-        for tmp in glob.glob(os.path.join(self.directory, "*.orbax-checkpoint-tmp*")):
-            shutil.rmtree(tmp, ignore_errors=True)
+        """Remove the temporary directories of saves that did not complete (failed, or killed in
+        an earlier run), before the manager is opened and after a failed save.
+
+        The names are orbax's (a local path: a directory, not a link, whose name holds
+        ``.orbax-checkpoint-tmp``); nothing else is touched. This is done here, synchronously,
+        rather than by orbax's ``cleanup_tmp_directories=True`` (orbax 0.12.8), which deletes
+        them in a background thread that only ``save()`` waits for: ``close()`` does not, so a
+        manager that is opened and closed (``read_latest_meta``, the start-up probe) can leave
+        them in place, or have the deletion fail against the next manager's, and that failure
+        is re-raised by the first ``save()``.
+        """
+        if not os.path.isdir(self.directory):
+            return
+        for entry in os.scandir(self.directory):
+            if ocp.utils.TMP_DIR_SUFFIX in entry.name and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
     def restore(self, step: int, *, like: PyTree) -> tuple[PyTree, dict]:
         """``(state, meta)`` of the checkpoint at ``step``.

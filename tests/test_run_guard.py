@@ -411,9 +411,10 @@ def test_disk_full_at_a_checkpoint_fails_clearly_and_keeps_the_last_good_one(tmp
     assert sorted(os.listdir(directory)) == ["1"]
     assert ckpt.newest_intact_meta() == ({"step": 1}, [])
     ckpt.close()
-    os.makedirs(os.path.join(directory, "2.orbax-checkpoint-tmp-7"))  # a save killed midway
-    checkpoint.Checkpointer(str(tmp_path), keep=3).close()
-    assert sorted(os.listdir(directory)) == ["1"]
+    os.makedirs(os.path.join(directory, "2.orbax-checkpoint-tmp-7/state"))  # a save killed midway
+    reopened = checkpoint.Checkpointer(str(tmp_path), keep=3)
+    assert sorted(os.listdir(directory)) == ["1"]  # removed at start, before any save or close
+    reopened.close()
 
 
 def test_a_deleted_journal_is_rebuilt_from_the_checkpoint_ledger(tmp_path, no_model):
