@@ -32,12 +32,17 @@ def gaussian_noise_like(
       A pytree like ``tree``.
     """
     leaves, treedef = jax.tree.flatten(tree)
-    keys = jax.random.split(key, len(leaves))
+    sizes = [int(x.size) for x in leaves]
     std = noise_multiplier * l2_clip_norm
-    noise = [
-        std * jax.random.normal(k, x.shape, x.dtype)
-        for k, x in zip(keys, leaves, strict=True)
-    ]
+    # One draw for the whole tree, cut into the leaves: every coordinate is an independent
+    # N(0, 1) either way, and one threefry program compiles far faster than one per leaf
+    # (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s; issue 19 item 1). Drawn in
+    # float32 and cast to each leaf's dtype.
+    flat = std * jax.random.normal(key, (sum(sizes),), jnp.float32)
+    noise, offset = [], 0
+    for x, size in zip(leaves, sizes, strict=True):
+        noise.append(flat[offset:offset + size].reshape(x.shape).astype(x.dtype))
+        offset += size
     return jax.tree.unflatten(treedef, noise)
 
 

@@ -22,3 +22,18 @@ def test_leaves_get_independent_noise_and_keys_matter():
     n2 = add_gaussian_noise(g, jax.random.key(1), noise_multiplier=1.0, l2_clip_norm=1.0)
     assert abs(np.corrcoef(n1["a"], n1["b"])[0, 1]) < 0.1
     assert not np.allclose(n1["a"], n2["a"])
+
+
+def test_noise_keeps_each_leafs_shape_and_dtype_and_the_draw_is_per_key():
+    """One flat draw cut into the leaves: shapes and dtypes are the tree's; the same key gives
+    the same noise (replicas agree), and a zero σ gives zeros."""
+    g = {"w": jnp.zeros((3, 4), jnp.bfloat16), "b": jnp.zeros((5,)), "s": jnp.zeros(())}
+    n1 = add_gaussian_noise(g, jax.random.key(0), noise_multiplier=1.0, l2_clip_norm=1.0)
+    n2 = add_gaussian_noise(g, jax.random.key(0), noise_multiplier=1.0, l2_clip_norm=1.0)
+    for name, x in g.items():
+        assert n1[name].shape == x.shape and n1[name].dtype == x.dtype
+        np.testing.assert_array_equal(np.asarray(n1[name], np.float32),
+                                      np.asarray(n2[name], np.float32))
+    assert float(jnp.abs(n1["b"]).sum()) > 0
+    zero = add_gaussian_noise(g, jax.random.key(0), noise_multiplier=0.0, l2_clip_norm=1.0)
+    assert all(float(jnp.abs(v.astype(jnp.float32)).sum()) == 0 for v in jax.tree.leaves(zero))
