@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from accounting import coupled, events, inputs
@@ -202,12 +202,31 @@ def _pld_epsilon(
             segments, adjacency=adjacency, value_discretization_interval=interval
         )
         return float(pld.get_epsilon_for_delta(delta))
-    accountant = pld_privacy_accountant.PLDAccountant(
-        neighboring_relation=events.neighboring_relation(adjacency),
+    # What PLDAccountant.compose(events.decoupled_event(segments)) computes, step for step
+    # (identity, then each segment's subsampled-Gaussian PLD self-composed), with the one-step
+    # PLD cached: building it is most of the cost (0.27 s of 0.42 s per ε on the 2-core CPU),
+    # and a run asks for ε at every logged row with the same σ, q and, mostly, grid. Equality
+    # with the accountant is tested (tests/test_accounting_accountant.py).
+    pld = privacy_loss_distribution.identity(
+        value_discretization_interval=interval)
+    for seg in segments:
+        step = _subsampled_gaussian_pld(seg.noise_multiplier, seg.q, interval, adjacency)
+        pld = pld.compose(step.self_compose(seg.steps))
+    return float(pld.get_epsilon_for_delta(delta))
+
+
+@functools.lru_cache(maxsize=64)
+def _subsampled_gaussian_pld(
+    noise_multiplier: float, q: float, interval: float, adjacency: str
+) -> privacy_loss_distribution.PrivacyLossDistribution:
+    """One step's PLD, as ``PLDAccountant`` builds it for ``PoissonSampled(q, Gaussian(σ))``
+    (PLDs are immutable: ``compose``/``self_compose`` return new ones, so sharing is safe)."""
+    return privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier,
         value_discretization_interval=interval,
+        sampling_prob=q,
+        neighboring_relation=events.neighboring_relation(adjacency),
     )
-    accountant.compose(events.decoupled_event(segments))
-    return float(accountant.get_epsilon(delta))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -232,6 +251,7 @@ def clear_caches() -> None:
     """Forgets cached results (for cold-start timings; results do not change)."""
     _rdp_curve.cache_clear()
     _cached_epsilon.cache_clear()
+    _subsampled_gaussian_pld.cache_clear()
 
 
 def history_epsilon(
