@@ -48,17 +48,26 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
     Non-private runs are made once per seed (their ε is ∞); the optional clips comparison adds runs
     with each K in ``sweep.clips`` at ``sweep.clips_epsilon`` for every mode; the optional
     ``sweep.views`` (context ablation, :mod:`run.views`) repeats the non-private runs on each view.
+    The optional ``sweep.variants`` (``((name, (("dotted.key", value), ...)), ...)``, e.g. a
+    learning rate halved; pairs, as a ConfigDict takes no dotted keys) repeats the whole grid
+    once per variant with those keys of the base config changed; the variant's name ends its
+    runs' names.
     """
     s = config.sweep
     runs = []
+    variants = {name: dict(o) for name, o in s.get("variants", ())} or {"": {}}
 
     def add(mode, epsilon, seed, clips, view):
-        c = copy.deepcopy(config.base)
-        c.unlock()
-        c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
-        if math.isfinite(epsilon):
-            c.privacy.target_epsilon = float(epsilon)
-        runs.append((run_name(mode, epsilon, seed, clips, view), c))
+        for variant, overrides in variants.items():
+            c = copy.deepcopy(config.base)
+            c.unlock()
+            c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
+            if math.isfinite(epsilon):
+                c.privacy.target_epsilon = float(epsilon)
+            for key, value in overrides.items():
+                _override(c, key, value, variant=variant)
+            name = run_name(mode, epsilon, seed, clips, view)
+            runs.append((f"{name}_{variant}" if variant else name, c))
 
     for seed in s.seeds:
         for mode in s.modes:
@@ -72,6 +81,43 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
     return runs
 
 
+def _override(config: ml_collections.ConfigDict, key: str, value, *, variant: str) -> None:
+    """Set ``config.<key>`` (dotted) for a sweep variant; a key the config lacks is refused."""
+    *parents, leaf = key.split(".")
+    node = config
+    for part in parents:
+        node = node.get(part) if isinstance(node, ml_collections.ConfigDict) else None
+    if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
+        raise ValueError(f"sweep variant {variant!r} sets {key!r}, which the base config does "
+                         "not have; use a dotted key of the training config (e.g. "
+                         "'optimizer.learning_rate').")
+    node[leaf] = type(node[leaf])(value) if isinstance(node[leaf], float | int) else value
+
+
+def _per_class_plot(config: ml_collections.ConfigDict, reports: list[dict], path: str) -> None:
+    """Per-class accuracy of each mode at ``sweep.per_class_epsilon`` (one clip, full view)."""
+    s, dataset = config.sweep, config.base.input.dataset
+    eps = s.per_class_epsilon
+    per_mode = {}
+    for mode in s.modes:
+        chosen = [r for r in reports if r["config"]["mode"] == mode
+                  and r["config"]["input"]["clips_per_video"] == 1
+                  and r["config"].get("view", "full") == "full"
+                  and (not Mode(mode).is_private
+                       or r["config"]["privacy"]["target_epsilon"] == eps)]
+        if chosen:
+            with warnings.catch_warnings():  # a class absent from every test split stays NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                per_mode[mode] = np.nanmean(
+                    [[np.nan if a is None else a for a in r["metrics"]["per_class_accuracy"]]
+                     for r in chosen], axis=0).tolist()
+    # Exact class counts are private in dp mode (dp reports leave them out): take them from a
+    # maskdp or nonprivate run of the same training split, else show none.
+    counts = next((r["train_class_counts"] for r in reports if "train_class_counts" in r), None)
+    plots.per_class(per_mode, reports[0]["class_names"], counts, path,
+                    title=f"Per-class accuracy at ε = {eps:g} ({dataset})")
+
+
 def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, str]:
     """Table, CSV and figures from the reports under ``workdir``; returns their paths."""
     reports = results.load_reports(workdir)
@@ -79,7 +125,10 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
         raise FileNotFoundError(f"no run reports under {workdir}; run the sweep first.")
     table_rows = results.rows(reports)
     s = config.sweep
-    names = ["results.csv", "results.md", "per_class.png"]
+    # Variants are different trainings: their runs are tabled per variant only, never pooled
+    # into the ε table or the per-class plot.
+    variants = bool(s.get("variants"))
+    names = ["results.csv", "results.md"] + ([] if variants else ["per_class.png"])
     if len(s.epsilons) > 1:
         names.append("accuracy_vs_epsilon.png")
     if len(set(s.clips) | {1}) > 1:
@@ -100,25 +149,8 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
             chance=1 / num_classes,
             title=f"Multi-clip training on {dataset} ({config.base.model.name})",
         )
-    eps = s.per_class_epsilon
-    per_mode = {}
-    for mode in s.modes:
-        chosen = [r for r in reports if r["config"]["mode"] == mode
-                  and r["config"]["input"]["clips_per_video"] == 1
-                  and r["config"].get("view", "full") == "full"
-                  and (not Mode(mode).is_private
-                       or r["config"]["privacy"]["target_epsilon"] == eps)]
-        if chosen:
-            with warnings.catch_warnings():  # a class absent from every test split stays NaN
-                warnings.simplefilter("ignore", RuntimeWarning)
-                per_mode[mode] = np.nanmean(
-                    [[np.nan if a is None else a for a in r["metrics"]["per_class_accuracy"]]
-                     for r in chosen], axis=0).tolist()
-    # Exact class counts are private in dp mode (dp reports leave them out): take them from a
-    # maskdp or nonprivate run of the same training split, else show none.
-    counts = next((r["train_class_counts"] for r in reports if "train_class_counts" in r), None)
-    plots.per_class(per_mode, reports[0]["class_names"], counts, paths["per_class.png"],
-                    title=f"Per-class accuracy at ε = {eps:g} ({dataset})")
+    if "per_class.png" in paths:
+        _per_class_plot(config, reports, paths["per_class.png"])
     with open(paths["results.md"], "w") as f:
         f.write(f"# {config.get('title', 'Privacy-utility sweep')}: {dataset}\n\n")
         f.write(f"δ = {delta:g}, adjacency `{config.base.privacy.adjacency}`, "
@@ -126,8 +158,12 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                 f"{len(reports)} runs. Produced by `python sweep.py "
                 f"--config={config.get('config_path', 'configs/sweep_synthetic.py')} "
                 f"--workdir={workdir}`.\n\n")
-        if any(r["view"] == "full" for r in table_rows):
+        if not variants and any(r["view"] == "full" for r in table_rows):
             f.write(results.markdown_table(table_rows) + "\n\n")
+        if variants:
+            f.write("Variants of the base config (`sweep.variants`), each over the same seeds; "
+                    "test top-1 in %.\n\n")
+            f.write(results.variant_table(table_rows, {n: dict(o) for n, o in s.variants}) + "\n\n")
         if any(r["view"] != "full" for r in table_rows):
             f.write("Context ablation (seed 000 Table 3): non-private training and testing on "
                     "one view of every video (`--config.view`, run/views.py).\n\n")

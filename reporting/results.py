@@ -57,6 +57,9 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "clips_per_video": int(r["config"]["input"]["clips_per_video"]),
             "view": r["config"].get("view", "full"),
             "seed": int(r["config"]["seed"]),
+            "learning_rate": float(r["config"]["optimizer"]["learning_rate"]),
+            "l2_clip_norm": float(r["config"]["privacy"]["l2_clip_norm"]),
+            "num_epochs": float(r["config"]["num_epochs"]),
             "top1": float(r["metrics"]["top1"]),
             "mean_class_accuracy": float(r["metrics"]["mean_class_accuracy"]),
         })
@@ -131,4 +134,23 @@ def view_table(table_rows: list[dict[str, Any]]) -> str:
             std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
             cells.append(f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f}")
         lines.append(f"| {label} | `{view}` | {cells[0]} | {cells[1]} | {len(chosen)} |")
+    return "\n".join(lines)
+
+
+def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) -> str:
+    """One row per sweep variant (``{name: {"dotted.key": value}}``, :mod:`sweep`): its changes,
+    test top-1 in percent as median, range and ``mean ± std`` over its runs (matched by the run
+    name's suffix ``_<name>``)."""
+    lines = ["| variant | changes | runs | median | range | mean ± std |",
+             "|---|---|---|---|---|---|"]
+    for name, overrides in variants.items():
+        v = [r["top1"] for r in table_rows if r["run"].endswith(f"_{name}")]
+        if not v:
+            continue
+        changes = ", ".join(f"`{k}` = {val:g}" if isinstance(val, float | int) else f"`{k}` = {val}"
+                            for k, val in dict(overrides).items()) or "none"
+        std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+        lines.append(f"| {name} | {changes} | {len(v)} | {100 * float(np.median(v)):.1f} | "
+                     f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
+                     f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
     return "\n".join(lines)

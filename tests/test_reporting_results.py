@@ -12,14 +12,15 @@ from configs import sweep_synthetic
 from reporting import results
 
 
-def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full"):
+def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant=""):
     """A report with the fields the aggregation reads (as train.py writes them)."""
-    name = sweep.run_name(mode, eps, seed, clips, view)
+    name = sweep.run_name(mode, eps, seed, clips, view) + (f"_{variant}" if variant else "")
     os.makedirs(os.path.join(root, name))
     report = {
         "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": clips}, "view": view,
+                   "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
                    "privacy": {"target_epsilon": 1.0 if mode == "nonprivate" else eps,
-                               "delta": 1e-5}},
+                               "delta": 1e-5, "l2_clip_norm": 0.1}},
         "privacy": {"epsilon_pld": "inf" if mode == "nonprivate" else eps * 0.99,
                     "epsilon_rdp": "inf" if mode == "nonprivate" else eps * 1.1,
                     "noise_multiplier": 0.0 if mode == "nonprivate" else 1.0},
@@ -136,6 +137,45 @@ def test_multiclip_and_context_grids():
                                   for v in ("", "_public", "_private"))
     assert {(c.mode, c.view) for c in runs.values()} == {
         ("nonprivate", "full"), ("nonprivate", "public"), ("nonprivate", "private")}
+
+
+def test_variants_repeat_the_grid_with_the_named_keys_changed_and_get_a_table(tmp_path):
+    """sweep.variants: each variant's runs have exactly its keys changed (the rest is the base),
+    a key the config lacks is refused, and results.md has one row per variant from the reports."""
+    from configs import sweep_robustness
+
+    config = sweep_robustness.get_config()
+    runs = dict(sweep.grid(config))
+    assert len(runs) == 3 * 6
+    base = config.base
+    for name, run in runs.items():
+        variant = dict(config.sweep.variants)[name.split("_seed", 1)[1].split("_", 1)[1]]
+        changed = {"optimizer.learning_rate": run.optimizer.learning_rate,
+                   "privacy.l2_clip_norm": run.privacy.l2_clip_norm,
+                   "num_epochs": run.num_epochs}
+        defaults = {"optimizer.learning_rate": base.optimizer.learning_rate,
+                    "privacy.l2_clip_norm": base.privacy.l2_clip_norm,
+                    "num_epochs": base.num_epochs}
+        for key, value in changed.items():
+            assert value == dict(variant).get(key, defaults[key]), (name, key)
+        assert run.privacy.randomness == "secret" and run.privacy.target_epsilon == 1.0
+    config.sweep.variants = (("typo", (("optimizer.learnig_rate", 1.0),)),)
+    with pytest.raises(ValueError, match="variant 'typo' sets 'optimizer.learnig_rate', which"):
+        sweep.grid(config)
+
+    config = sweep_robustness.get_config()
+    truth = {}
+    for seed in range(3):
+        for i, (variant, _) in enumerate(config.sweep.variants):
+            top1 = 0.1 + 0.02 * i + 0.01 * seed
+            truth.setdefault(variant, []).append(top1)
+            _fake_run(tmp_path, "maskdp", 1.0, seed, top1, [top1, top1], variant=variant)
+    with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
+        md = f.read()
+    for variant, values in truth.items():
+        assert (f"| {variant} | `" in md and f"| 3 | {100 * np.median(values):.1f} | "
+                f"{100 * min(values):.1f}–{100 * max(values):.1f} |" in md), variant
+    assert "| lr_half | `optimizer.learning_rate` = 0.0015 | 3 |" in md
 
 
 def test_empty_sweep_directory_says_what_to_do(tmp_path):
