@@ -1,7 +1,7 @@
 r"""Default run: MaskDP on the embedded synthetic dataset with the tiny MViTv2, ε = 1, δ = 1e-5.
 
-Run (measured on this project's 2-core CPU, nothing else running: 155 s the first time, of which
-43 s XLA compilation; 113 s the next time, compiled programs coming from the persistent cache;
+Run (measured on this project's 2-core CPU, nothing else running: 142 s the first time, of which
+32 s XLA compilation; 106 s the next time, compiled programs coming from the persistent cache;
 benchmarks/RESULTS.md "First run"):
 
     python train.py                                   # this config, mode maskdp
@@ -86,7 +86,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.tensorboard = True           # TensorBoard scalars in <workdir>/tb, JSONL always
     config.log_private_metrics = False  # private-view loss etc. are NOT DP; opt-in only
     # Persistent XLA cache (per user): a second run with the same shapes skips most compilation
-    # (43 s -> 4 s for this run). "" turns it off. Compiled programs hold no data and no secret:
+    # (32 s -> 3 s for this run). "" turns it off. Compiled programs hold no data and no secret:
     # the noise key and the batches are arguments.
     config.compilation_cache_dir = "~/.cache/maskdp_jax/xla"
     return config
