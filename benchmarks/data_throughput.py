@@ -2,14 +2,17 @@ r"""Data throughput: training clips per second of the real-video loader for 1, 2
 
     python -m benchmarks.data_throughput                  # prints a table (writes nothing)
     python -m benchmarks.data_throughput --workers=1,2,4,8 --batches=6 --mask_format=npy
+    python -m benchmarks.data_throughput --sources=decord,pyav,store --mask_format=npy
 
 Generates UCF-101-like H.264 mp4 files (320x240, 25 fps, keyframe every 25 frames) with ``.npz``
 (compressed) or ``.npy`` (``--mask_format``) masks in a temporary folder, then times
 ``VideoDataset.get_batch`` for training clips of the papers' geometry: 16 frames at stride 4, short
 side 256, centre crop 224, normalised float32 ``[16, 224, 224, 3]`` plus its mask, K = 1 clip per
 video, one physical batch of ``--batch`` videos per call with a fresh seed (fresh offsets) each
-time. Every timed call decodes from the files (no cache). Results: benchmarks/RESULTS.md
-("Data throughput (issue 5)").
+time. Every timed call decodes from the files (no cache). ``--sources`` instead compares, on one
+thread and the same clips, decoding with decord, decoding with PyAV, and reading a clip store
+(:mod:`data.store`, written first; its writing time is printed). Results: benchmarks/RESULTS.md
+("Data throughput (issue 5)", "Clip store (issue 18)").
 """
 
 from __future__ import annotations
@@ -68,14 +71,21 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder):
-    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls."""
-    spec = clips.ClipSpec(num_frames=16, stride=4, resize_size=256, crop_size=224)
-    options = VideoOptions(
+def _options(root, *, workers, masks, decoder, starts_on_stride=False) -> VideoOptions:
+    spec = clips.ClipSpec(num_frames=16, stride=4, resize_size=256, crop_size=224,
+                          starts_on_stride=starts_on_stride)
+    return VideoOptions(
         clip=spec, mean=KINETICS_MEAN, std=KINETICS_STD, num_workers=workers, decoder=decoder,
         mask_dir=os.path.join(root, "masks") if masks else "",
     )
-    ds = VideoDataset(layout, options, name="bench")
+
+
+def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder, store_dir="",
+                     starts_on_stride=False):
+    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls."""
+    options = _options(root, workers=workers, masks=masks, decoder=decoder,
+                       starts_on_stride=starts_on_stride)
+    ds = VideoDataset(layout, options, name="bench", store_dir=store_dir)
     rng = np.random.default_rng(0)
     ds.get_batch(rng.choice(len(ds), batch), seed=[0])  # warm-up (thread start, libraries)
     start, cpu = time.perf_counter(), _cpu_seconds()
@@ -87,6 +97,33 @@ def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder):
     return batch * batches / seconds, cpu / (batch * batches)
 
 
+def compare_sources(layout, *, root, sources, batch, batches):
+    """One decoding thread, the same clips (same seeds, starts on the stride so that the store
+    keeps every 4th frame): decord, PyAV, a clip store."""
+    from data import store
+
+    print("| source | clips/s (1 thread) | CPU ms/clip | clips/s vs decord |")
+    print("|---|---:|---:|---:|")
+    base = None
+    for source in sources:
+        store_dir = ""
+        if source == "store":
+            store_dir = os.path.join(root, "store")
+            ds = VideoDataset(layout, _options(root, workers=1, masks=True, decoder="decord",
+                                               starts_on_stride=True), name="bench")
+            t = time.perf_counter()
+            meta = store.prepare(ds.store_entries(), store_dir, decoder="decord",
+                                 resize_size=256, frame_step=4, workers=1)
+            ds.close()
+            print(f"(store written in {time.perf_counter() - t:.1f} s, one process: "
+                  f"{meta['bytes'] / 2**20:.0f} MiB for {meta['num_videos']} videos)")
+        rate, cpu = clips_per_second(layout, root=root, workers=1, batch=batch, batches=batches,
+                                     masks=True, decoder="decord" if source == "store" else source,
+                                     store_dir=store_dir, starts_on_stride=True)
+        base = base or rate
+        print(f"| {source} | {rate:.1f} | {1e3 * cpu:.1f} | {rate / base:.1f}× |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--videos", type=int, default=16)
@@ -96,6 +133,8 @@ def main():
     parser.add_argument("--batches", type=int, default=4, help="timed calls per setting")
     parser.add_argument("--decoder", default="decord")
     parser.add_argument("--mask_format", default="npz", choices=("npz", "npy"))
+    parser.add_argument("--sources", default="",
+                        help="compare these on one thread instead: decord,pyav,store")
     args = parser.parse_args()
     workers = sorted({int(w) for w in args.workers.split(",")})
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
@@ -106,6 +145,10 @@ def main():
                              mask_format=args.mask_format)
         print(f"generated {args.videos} videos of {args.frames} frames 320x240 in "
               f"{time.perf_counter() - t:.1f} s")
+        if args.sources:
+            compare_sources(layout, root=root, sources=args.sources.split(","),
+                            batch=args.batch, batches=args.batches)
+            return
         print(f"| decode threads | clips/s, {args.mask_format} masks | CPU ms/clip, masks | "
               "clips/s, no masks | CPU ms/clip, no masks |")
         print("|---:|---:|---:|---:|---:|")

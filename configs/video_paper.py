@@ -59,10 +59,12 @@ def paper_config(
         mean=KINETICS_MEAN,
         std=KINETICS_STD,
         decoder="decord",       # decord | pyav
+        store_dir="",           # clip stores written by `python -m data.prepare` ("" = decode)
         num_workers=8,          # decoding threads
         prefetch=2,             # logical steps prepared ahead
         clips_per_video=1,      # K training clips per video (Multi-Clip: the unit is the video)
         clip_sampling="uniform",  # uniform | consecutive (seed 003: K of the non-overlapping clips)
+        starts_on_stride=False,  # clips start on multiples of the stride (a store keeps 1/stride)
         eval_clips=5,           # temporal evaluation views ...
         eval_crops=1,           # ... x spatial crops (1 or 3); logits averaged over all views
         augment=False,          # nonprivate only: random crop position + horizontal flip

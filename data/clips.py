@@ -27,6 +27,12 @@ Views:
   centre; S = 3: both ends and the centre along the long side), ordered temporal-major
   ``[k * S + s]``. The evaluation averages the logits over the ``K * S`` views.
 
+Starts on the stride (``ClipSpec.starts_on_stride``, default off): every start above (training,
+consecutive, evaluation) is rounded down to a multiple of the stride, so every clip frame is a
+multiple of the stride (or the last frame, for a padded clip). A clip still holds T frames every
+``stride``; only where it may begin is coarser. This is what lets a clip store
+(:mod:`data.store`) hold every ``stride``-th frame instead of all of them.
+
 Short videos (fewer frames than the clip span): ``short_videos = "pad"`` keeps the stride and
 clamps indices past the end to the last frame (the clip is padded by repeating the last frame, the
 motion speed is unchanged); ``"error"`` refuses the video by name. A video with no frame is always
@@ -62,6 +68,7 @@ class ClipSpec:
       short_videos: ``"pad"`` (repeat the last frame) or ``"error"``.
       sampling: where the K training clips of a video start, ``"uniform"`` or ``"consecutive"``
         (module docstring).
+      starts_on_stride: round every start down to a multiple of ``stride`` (module docstring).
     """
 
     num_frames: int
@@ -70,6 +77,7 @@ class ClipSpec:
     crop_size: int
     short_videos: str = "pad"
     sampling: str = "uniform"
+    starts_on_stride: bool = False
 
     def __post_init__(self):
         if min(self.num_frames, self.stride, self.resize_size, self.crop_size) < 1:
@@ -88,6 +96,12 @@ class ClipSpec:
     def span(self) -> int:
         """Source frames covered by one clip."""
         return (self.num_frames - 1) * self.stride + 1
+
+    @property
+    def frame_step(self) -> int:
+        """Every clip frame is a multiple of this (or a video's last frame): ``stride`` with
+        ``starts_on_stride``, else 1."""
+        return self.stride if self.starts_on_stride else 1
 
 
 def frame_indices(*, num_video_frames: int, num_frames: int, stride: int, start: int) -> np.ndarray:
@@ -182,15 +196,19 @@ class ViewPlan:
     sampling: str = "uniform"
 
     def starts(self, *, num_video_frames: int, clip: ClipSpec, num_clips: int) -> np.ndarray:
-        """``[V]`` start frames (evaluation: each temporal window repeated for every crop)."""
+        """``[V]`` start frames (evaluation: each temporal window repeated for every crop),
+        rounded down to multiples of ``clip.frame_step``."""
         if self.uniforms is not None and self.sampling == "consecutive":
-            return consecutive_starts(self.uniforms, num_video_frames=num_video_frames,
-                                      num_frames=clip.num_frames, stride=clip.stride)
-        if self.uniforms is not None:
-            return train_starts(self.uniforms, num_video_frames=num_video_frames, span=clip.span)
-        starts = eval_starts(num_video_frames=num_video_frames, span=clip.span,
-                             num_views=num_clips)
-        return np.repeat(starts, len(self.positions) // num_clips)
+            starts = consecutive_starts(self.uniforms, num_video_frames=num_video_frames,
+                                        num_frames=clip.num_frames, stride=clip.stride)
+        elif self.uniforms is not None:
+            starts = train_starts(self.uniforms, num_video_frames=num_video_frames,
+                                  span=clip.span)
+        else:
+            starts = np.repeat(eval_starts(num_video_frames=num_video_frames, span=clip.span,
+                                           num_views=num_clips),
+                               len(self.positions) // num_clips)
+        return starts // clip.frame_step * clip.frame_step
 
 
 def plan_views(

@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from data import clips, decode
+from data import clips, decode, store
 from data.layouts import Layout, VideoRecord
 
 VALIDATE_LEVELS = ("metadata", "full")
@@ -108,7 +108,17 @@ class VideoDataset:
       skipped: ``[(path, reason)]`` of videos left out by ``skip_bad_videos``.
     """
 
-    def __init__(self, layout: Layout, options: VideoOptions, *, name: str):
+    def __init__(self, layout: Layout, options: VideoOptions, *, name: str, store_dir: str = ""):
+        """Scan (and check) the split's videos and masks.
+
+        Args:
+          layout: the split's records.
+          options: decoding, checks and clip geometry.
+          name: ``"<dataset>/<subset>"``.
+          store_dir: this split's clip store (:mod:`data.store`, written by ``python -m
+            data.prepare``): frames and resized masks are then read from it instead of decoded,
+            with the same result; ``""`` decodes the files.
+        """
         self.name = name
         self.options = options
         self.class_names = layout.class_names
@@ -138,6 +148,9 @@ class VideoDataset:
         self._info: tuple[decode.VideoInfo, ...] = tuple(r[0] for _, r in kept)
         self._masks: tuple[str | None, ...] = tuple(r[1] for _, r in kept)
         self.labels = np.array([rec.label for rec in self.records], np.int32)
+        self._store = (store.ClipStore(store_dir, expected_fingerprint=store.fingerprint(
+            self.store_entries(), decoder=options.decoder, resize_size=options.clip.resize_size,
+            frame_step=options.clip.frame_step)) if store_dir else None)
         self.num_short = sum(i.num_frames < options.clip.span for i in self._info)
         if self.num_short:
             warnings.warn(
@@ -156,6 +169,16 @@ class VideoDataset:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+    def store_entries(self) -> tuple[store.VideoEntry, ...]:
+        """What :func:`data.store.prepare` writes for this split: every video in index order."""
+        size = self.options.clip.resize_size
+        return tuple(
+            store.VideoEntry(key=r.key, label=int(r.label), path=r.path, mask_path=m,
+                             num_frames=info.num_frames,
+                             size=clips.resized_shape(info.height, info.width, short_side=size))
+            for r, info, m in zip(self.records, self._info, self._masks, strict=True)
+        )
 
     # ------------------------------------------------------------------------------------------
     def _scan(self, record: VideoRecord):
@@ -190,8 +213,11 @@ class VideoDataset:
     def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int):
         """Clips of video ``i``: normalised float32 ``[V, T, c, c, 3]``, uint8 ``[V, T, c, c]``."""
         wanted, sel, size = self._view_frames(i, plan, num_clips)
-        frames = decode.read_video(self.records[i].path, wanted, size=size,
-                                   decoder=self.options.decoder)
+        if self._store is not None:
+            frames = self._store.frames(i, wanted)
+        else:
+            frames = decode.read_video(self.records[i].path, wanted, size=size,
+                                       decoder=self.options.decoder)
         masks = self._read_masks(i, wanted, size)
         crop = self.options.clip.crop_size
         out_v = _crop_views(frames, sel, plan, crop_size=crop)
@@ -220,6 +246,8 @@ class VideoDataset:
         mask_path = self._masks[i]
         if mask_path is None:
             return np.zeros((len(wanted), *size), np.uint8)
+        if self._store is not None:
+            return self._store.masks(i, wanted)
         raw, minfo = decode.load_mask(mask_path, wanted)
         _check_mask_shape(mask_path, minfo, self._info[i])
         return clips.resize_mask(raw, size)

@@ -42,6 +42,19 @@ def get_datasets(
     return train, test
 
 
+def video_splits(
+    config: ml_collections.ConfigDict, *, mode: str | None = None
+) -> dict[str, VideoDataset]:
+    """``{subset: split}`` of a folder dataset, decoding its files (no clip store): what
+    ``python -m data.prepare`` writes into ``<input.store_dir>/<subset>``."""
+    if config.dataset not in FOLDER_DATASETS:
+        raise ValueError(f"a clip store is made for the folder datasets {FOLDER_DATASETS}; "
+                         f"input.dataset is {config.dataset!r}.")
+    train, test = _build_splits(config, mode=mode, use_store=False)
+    data.check_splits(train, test)
+    return {"train": train, config.get("test_subset", "test"): test}
+
+
 def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None) -> VideoOptions:
     """:class:`VideoOptions` from ``config.input``; refuses augmentation outside ``nonprivate``."""
     augment = bool(config.get("augment", False))
@@ -54,6 +67,7 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
         num_frames=config.clip_frames, stride=config.stride, resize_size=config.resize_size,
         crop_size=config.crop_size, short_videos=config.get("short_videos", "pad"),
         sampling=config.get("clip_sampling", "uniform"),
+        starts_on_stride=config.get("starts_on_stride", False),
     )
     return VideoOptions(
         clip=spec, mean=tuple(config.mean), std=tuple(config.std),
@@ -129,8 +143,12 @@ def describe_split(train: data.Dataset, test: data.Dataset, workdir: str) -> str
 
 
 def _build_splits(
-    config: ml_collections.ConfigDict, *, mode: str | None
+    config: ml_collections.ConfigDict, *, mode: str | None, use_store: bool = True
 ) -> tuple[data.Dataset, data.Dataset]:
+    store_dir = config.get("store_dir", "") if use_store else ""
+    if store_dir and config.dataset not in FOLDER_DATASETS:
+        raise ValueError(f"input.store_dir is for the folder datasets {FOLDER_DATASETS}; "
+                         f"input.dataset is {config.dataset!r}: leave input.store_dir empty.")
     if config.dataset == "synthetic":
         return synthetic.make_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
@@ -149,7 +167,8 @@ def _build_splits(
             )
         train, test = (_layout(config, subset) for subset in ("train", test_subset))
         check_held_out(train, test, name=config.dataset)
-        return tuple(VideoDataset(layout, options, name=f"{config.dataset}/{subset}")
+        return tuple(VideoDataset(layout, options, name=f"{config.dataset}/{subset}",
+                                  store_dir=os.path.join(store_dir, subset) if store_dir else "")
                      for layout, subset in ((train, "train"), (test, test_subset)))
     if config.dataset == "tfds_ucf101":
         from data import tfds_ucf101

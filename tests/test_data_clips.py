@@ -112,3 +112,29 @@ def test_video_dataset_consecutive_clips(tmp_path):
         assert ds.get_batch(np.array([0, 1]), num_clips=3, seed=0)["video"].shape[:3] == (2, 3, 2)
     finally:
         ds.close()
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "consecutive"])
+def test_starts_on_stride_puts_every_clip_frame_on_the_stride_grid(sampling):
+    """starts_on_stride: training (both samplings) and evaluation starts are multiples of the
+    stride, so every clip frame is one too, or the last frame of a padded clip; without it the
+    starts take other values."""
+    rng = np.random.default_rng(0)
+    for frames in (5, 30, 61, 100):
+        for on in (True, False):
+            spec = clips.ClipSpec(num_frames=4, stride=3, resize_size=8, crop_size=8,
+                                  sampling=sampling, starts_on_stride=on)
+            starts = []
+            for _ in range(50):
+                plan = clips.plan_views(rng, num_clips=2, sampling=sampling)
+                starts += plan.starts(num_video_frames=frames, clip=spec, num_clips=2).tolist()
+            starts += clips.plan_views(None, num_clips=3).starts(
+                num_video_frames=frames, clip=spec, num_clips=3).tolist()
+            idx = np.concatenate([clips.frame_indices(num_video_frames=frames, num_frames=4,
+                                                      stride=3, start=s) for s in starts])
+            on_grid = (idx % 3 == 0) | (idx == frames - 1)
+            if on:
+                assert on_grid.all(), (frames, sampling)
+                assert spec.frame_step == 3
+            elif frames >= 61:
+                assert not on_grid.all() and spec.frame_step == 1

@@ -1,0 +1,78 @@
+r"""Decode a folder dataset once into clip stores (:mod:`data.store`), one per split.
+
+    python -m data.prepare --config=configs/ucf101_maskdp.py \
+        --config.input.data_dir=/data/UCF-101 --config.input.split_dir=/data/ucfTrainTestlist \
+        --config.input.mask_dir=/data/UCF-101-masks --config.input.store_dir=/fast/ucf101-store \
+        --workers=16
+    python train.py --config=configs/ucf101_maskdp.py <the same --config.input flags>
+
+Takes the training config (the same flags as the training run: the store is checked against
+them) and writes ``<input.store_dir>/train`` and ``<input.store_dir>/<input.test_subset>``.
+Resumable: run it again after an interruption and it continues with the videos not yet
+written; a complete store is left as it is. ``--workers`` decoding processes (default: every
+CPU). The store is as private as the videos (it holds them decoded).
+
+An entry point like ``train.py``: it reads a training config, so it builds the splits through
+:func:`run.datasets.video_splits`; the library part is :mod:`data.store`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+from tqdm import tqdm
+
+from data import store
+
+
+def prepare_stores(config, *, workers: int) -> dict[str, dict]:
+    """Write (or finish) the clip store of every split of ``config.input``; returns
+    ``{subset: meta}``.
+
+    Raises:
+      ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, or a
+        store directory holds another store.
+    """
+    from run import datasets as run_datasets
+
+    root = config.input.get("store_dir", "")
+    if not root:
+        raise ValueError("set --config.input.store_dir=<directory for the clip stores>; "
+                         "train with the same flag afterwards.")
+    splits = run_datasets.video_splits(config.input, mode=config.mode)
+    out = {}
+    for subset, split in splits.items():
+        entries = split.store_entries()
+        directory = os.path.join(root, subset)
+        with tqdm(total=len(entries), desc=f"store {split.name}", unit="video") as bar:
+            def progress(done, total, bar=bar):
+                bar.n = done
+                bar.refresh()
+
+            out[subset] = store.prepare(
+                entries, directory, decoder=split.options.decoder,
+                resize_size=split.options.clip.resize_size,
+                frame_step=split.options.clip.frame_step, workers=workers, progress=progress)
+        split.close()
+    return out
+
+
+def main(argv):
+    del argv
+    start = time.time()
+    metas = prepare_stores(flags.FLAGS.config, workers=flags.FLAGS.workers)
+    for subset, meta in metas.items():
+        print(f"{subset}: {meta['num_videos']} videos, {meta['bytes'] / 2**30:.2f} GiB, "
+              f"complete={meta['complete']}")
+    print(f"done in {time.time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    config_flags.DEFINE_config_file("config", None, "Training config (configs/*.py).",
+                                    lock_config=True)
+    flags.DEFINE_integer("workers", os.cpu_count() or 1, "Decoding processes.")
+    flags.mark_flags_as_required(["config"])
+    app.run(main)
