@@ -7,9 +7,10 @@ split, the frames a clip can use at the config's resized size (what
 resize (:func:`data.clips.resize_mask`), so a training or evaluation clip is a slice of two
 memory-mapped arrays. Which frames: every frame, or with ``input.starts_on_stride``
 (:attr:`data.clips.ClipSpec.frame_step`) every ``stride``-th frame and the last (a padded clip
-repeats it), a ``stride``-fold saving; the clip positions, crops,
-flips and normalisation stay in :class:`~data.video_dataset.VideoDataset`, and a batch read from
-the store equals the batch decoded from the videos bit for bit (tested).
+repeats it), a ``stride``-fold saving. Which pixels: the whole resized frame, or where every view
+is the centre crop (no augmentation, one evaluation crop: the DP setting) only that crop. The
+clip positions, crops, flips and normalisation stay in :class:`~data.video_dataset.VideoDataset`,
+and a batch read from the store equals the batch decoded from the videos bit for bit (tested).
 
 Layout of a store directory (one per split)::
 
@@ -26,9 +27,9 @@ the OS), where a record format would read and deserialise a whole record per vid
 Lossless, so the equality with decoding holds; the price is disk (README, "Clip store").
 
 The fingerprint covers what decides the bytes: the store version, the decoder, the resize, the
-frame step, and for every video its key, label, file size, frame count and size, and its mask
-file's size. A store whose fingerprint differs from the split's is refused, in both directions
-(``prepare`` into a directory holding another store, and training from it).
+frame step, the crop, and for every video its key, label, file size, frame count and size, and
+its mask file's size. A store whose fingerprint differs from the split's is refused, in both
+directions (``prepare`` into a directory holding another store, and training from it).
 
 Privacy: a store holds the training videos and their masks decoded: it is as private as the
 videos. Keep it where the videos are, never beside the reports.
@@ -64,6 +65,8 @@ class VideoEntry:
       mask_path: mask file, or None (the split has no masks).
       num_frames: F, frames of the video.
       size: ``(h, w)`` of the resized frames (:func:`data.clips.resized_shape`).
+      crop_size: store only the centre ``crop_size`` square of each resized frame (every view
+        of the split is that crop), or None: the whole frame.
     """
 
     key: str
@@ -72,6 +75,12 @@ class VideoEntry:
     mask_path: str | None
     num_frames: int
     size: tuple[int, int]
+    crop_size: int | None = None
+
+    @property
+    def stored_size(self) -> tuple[int, int]:
+        """``(h, w)`` of a stored frame."""
+        return (self.crop_size, self.crop_size) if self.crop_size else self.size
 
 
 def stored_frames(num_frames: int, frame_step: int) -> np.ndarray:
@@ -87,7 +96,7 @@ def fingerprint(
     videos = [
         [e.key, int(e.label), os.path.getsize(e.path),
          None if e.mask_path is None else os.path.getsize(e.mask_path),
-         e.num_frames, *e.size]
+         e.num_frames, *e.size, e.crop_size]
         for e in entries
     ]
     blob = json.dumps({"version": STORE_VERSION, "decoder": decoder, "resize_size": resize_size,
@@ -97,12 +106,12 @@ def fingerprint(
 
 def _offsets(entries: Sequence[VideoEntry], frame_step: int) -> dict[str, np.ndarray]:
     rows = [len(stored_frames(e.num_frames, frame_step)) for e in entries]
-    pixels = np.array([r * e.size[0] * e.size[1] for r, e in zip(rows, entries, strict=True)],
-                      np.int64)
+    pixels = np.array([r * e.stored_size[0] * e.stored_size[1]
+                       for r, e in zip(rows, entries, strict=True)], np.int64)
     starts = np.concatenate([[0], np.cumsum(pixels)[:-1]]).astype(np.int64)
     return {
         "frame_offset": 3 * starts, "mask_offset": starts,
-        "shape": np.array([(r, *e.size) for r, e in zip(rows, entries, strict=True)],
+        "shape": np.array([(r, *e.stored_size) for r, e in zip(rows, entries, strict=True)],
                           np.int64).reshape(-1, 3),
         "num_frames": np.array([e.num_frames for e in entries], np.int64),
         "total_pixels": np.int64(pixels.sum()),
@@ -140,19 +149,23 @@ def _write_video(task: tuple) -> int:
     index. Runs in a worker process: everything it needs is in ``task``."""
     i, entry, directory, decoder, frame_step, frame_offset, mask_offset = task
     keep, (h, w) = stored_frames(entry.num_frames, frame_step), entry.size
+    (sh, sw), (y, x) = entry.stored_size, (0, 0)
+    if entry.crop_size:  # the same box the dataset cuts at the centre position
+        y, x = clips.crop_box(h, w, crop_size=entry.crop_size, position=0.5)
     frames = np.memmap(os.path.join(directory, FRAMES), np.uint8, "r+", offset=frame_offset,
-                       shape=(len(keep), h, w, 3))
+                       shape=(len(keep), sh, sw, 3))
     for a in range(0, len(keep), _CHUNK_FRAMES):
         rows = slice(a, a + _CHUNK_FRAMES)
-        frames[rows] = decode.read_video(entry.path, keep[rows], size=(h, w), decoder=decoder)
+        decoded = decode.read_video(entry.path, keep[rows], size=(h, w), decoder=decoder)
+        frames[rows] = decoded[:, y:y + sh, x:x + sw]
     frames.flush()
     if entry.mask_path is not None:
         masks = np.memmap(os.path.join(directory, MASKS), np.uint8, "r+", offset=mask_offset,
-                          shape=(len(keep), h, w))
+                          shape=(len(keep), sh, sw))
         for a in range(0, len(keep), _CHUNK_FRAMES):
             rows = slice(a, a + _CHUNK_FRAMES)
             raw, _ = decode.load_mask(entry.mask_path, keep[rows])
-            masks[rows] = clips.resize_mask(raw, (h, w))
+            masks[rows] = clips.resize_mask(raw, (h, w))[:, y:y + sh, x:x + sw]
         masks.flush()
     return i
 

@@ -171,12 +171,16 @@ class VideoDataset:
         self._pool.shutdown(wait=True)
 
     def store_entries(self) -> tuple[store.VideoEntry, ...]:
-        """What :func:`data.store.prepare` writes for this split: every video in index order."""
-        size = self.options.clip.resize_size
+        """What :func:`data.store.prepare` writes for this split: every video in index order,
+        only the centre crop when every view is that crop (no augmentation, one evaluation
+        crop)."""
+        o = self.options
+        crop = o.clip.crop_size if not o.augment and o.eval_crops == 1 else None
         return tuple(
             store.VideoEntry(key=r.key, label=int(r.label), path=r.path, mask_path=m,
-                             num_frames=info.num_frames,
-                             size=clips.resized_shape(info.height, info.width, short_side=size))
+                             num_frames=info.num_frames, crop_size=crop,
+                             size=clips.resized_shape(info.height, info.width,
+                                                      short_side=o.clip.resize_size))
             for r, info, m in zip(self.records, self._info, self._masks, strict=True)
         )
 

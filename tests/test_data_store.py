@@ -44,19 +44,25 @@ def stored_on_stride(ucf, tmp_path_factory):
     return root, metas
 
 
-@pytest.mark.parametrize("on_stride", [False, True])
+@pytest.mark.parametrize("on_stride,eval_crops", [(False, 1), (True, 1), (False, 3)])
 def test_batches_from_the_store_equal_the_decoded_batches(ucf, stored, stored_on_stride,
-                                                          on_stride):
-    """Every frame stored, or (starts on the stride) every 3rd frame and the last: the batches
-    read from the store are the decoded batches, training views and evaluation views."""
-    root, metas = stored_on_stride if on_stride else stored
+                                                          tmp_path, on_stride, eval_crops):
+    """Every frame stored, or (starts on the stride) every 3rd frame and the last; the centre
+    crop only (every view is the centre), or the whole resized frame (3 evaluation crops): the
+    batches read from the store are the decoded batches, training views and evaluation views."""
+    overrides = dict(starts_on_stride=on_stride, eval_crops=eval_crops)
+    if eval_crops == 1:
+        root, metas = stored_on_stride if on_stride else stored
+    else:
+        root = str(tmp_path / "full")
+        metas = prepare.prepare_stores(_config(ucf, root, **overrides), workers=1)
+        # 30x24 frames instead of the 24x24 centre crop
+        assert metas["train"]["bytes"] * 24 == stored[1]["train"]["bytes"] * 30
     assert set(metas) == {"train", "test"} and all(m["complete"] for m in metas.values())
     if on_stride:  # 14 frames: rows 0, 3, 6, 9, 12 and the last, 13 (a third of the bytes + 1)
         assert metas["train"]["bytes"] * 14 == stored[1]["train"]["bytes"] * 6
-    decoded = run_datasets.get_datasets(_config(ucf, starts_on_stride=on_stride).input,
-                                        mode="maskdp")
-    from_store = run_datasets.get_datasets(
-        _config(ucf, root, starts_on_stride=on_stride).input, mode="maskdp")
+    decoded = run_datasets.get_datasets(_config(ucf, **overrides).input, mode="maskdp")
+    from_store = run_datasets.get_datasets(_config(ucf, root, **overrides).input, mode="maskdp")
     assert from_store[0]._store is not None and decoded[0]._store is None
     for a, b in zip(decoded, from_store, strict=True):
         idx = np.arange(len(a))[::-1]
@@ -95,7 +101,7 @@ def test_a_store_of_every_third_frame_refuses_clips_that_start_anywhere(ucf, sto
         run_datasets.get_datasets(_config(ucf, stored_on_stride[0]).input, mode="maskdp")
 
 
-@pytest.mark.parametrize("change", ["resize_size", "decoder", "videos"])
+@pytest.mark.parametrize("change", ["resize_size", "decoder", "videos", "eval_crops"])
 def test_a_store_of_other_videos_or_preprocessing_is_refused(ucf, stored, tmp_path, change):
     root = stored[0]
     if change == "videos":  # a video re-encoded (its size changes): the store no longer matches
@@ -108,8 +114,8 @@ def test_a_store_of_other_videos_or_preprocessing_is_refused(ucf, stored, tmp_pa
             f.write(b"\0" * 16)
         config = _config(paths, root)
     else:
-        config = _config(ucf, root, **{change: {"resize_size": 28,
-                                                "decoder": "pyav"}[change]})
+        config = _config(ucf, root, **{change: {"resize_size": 28, "decoder": "pyav",
+                                                "eval_crops": 3}[change]})
     with pytest.raises(ValueError, match="made from other videos or with another preprocessing"):
         run_datasets.get_datasets(config.input, mode="maskdp")
     with pytest.raises(ValueError, match="holds a clip store made from other videos"):
