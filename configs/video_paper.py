@@ -59,7 +59,7 @@ def paper_config(
         mean=KINETICS_MEAN,
         std=KINETICS_STD,
         decoder="decord",       # decord | pyav
-        store_dir="",           # clip stores written by `python -m data.prepare` ("" = decode)
+        store_dir="",           # clip stores written by `python -m run.prepare` ("" = decode)
         num_workers=8,          # decoding threads
         prefetch=2,             # logical steps prepared ahead
         clips_per_video=1,      # K training clips per video (Multi-Clip: the unit is the video)

@@ -6,8 +6,10 @@ splits); :mod:`data.decode` (video decoding, mask files and their one validator
 :func:`data.decode.binarize_mask`); :mod:`data.clips` (clip sampling, resize/crop, conservative
 mask resizing, normalisation); :mod:`data.labels` (label checks); the sources :mod:`data.synthetic`,
 :mod:`data.video_dataset` and :mod:`data.tfds_ucf101`; :mod:`data.loader` (prefetching steps);
-:mod:`data.preprocess` (torchvision's Kinetics transform in NumPy); :mod:`data.testing` (small
-video files for tests). Token cells and the degenerate-mask check belong to the tokeniser
+:mod:`data.preprocess` (torchvision's Kinetics transform in NumPy); :mod:`data.store` (the clip
+store: a split decoded once into memory-mapped frames and masks, written by ``python -m
+run.prepare``); :mod:`data.testing` (small video files for tests). Token cells and the
+degenerate-mask check belong to the tokeniser
 (:mod:`maskdp_jax.tokenizer`), which reads masks from here: ``data`` imports nothing from
 ``maskdp_jax``.
 

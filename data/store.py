@@ -267,18 +267,18 @@ class ClipStore:
         meta = _read_meta(directory)
         if meta is None:
             raise FileNotFoundError(
-                f"no clip store in {directory}: write it first with python -m data.prepare "
+                f"no clip store in {directory}: write it first with python -m run.prepare "
                 "--config=<the same config> (README, 'Clip store').")
         if meta["fingerprint"] != expected_fingerprint:
             raise ValueError(
                 f"the clip store in {directory} was made from other videos or with another "
                 "preprocessing (decoder, resize_size, starts_on_stride, files changed) than this "
                 "split; "
-                "run python -m data.prepare with this config into a new directory.")
+                "run python -m run.prepare with this config into a new directory.")
         if not meta["complete"]:
             raise ValueError(
                 f"the clip store in {directory} is incomplete ({len(_done(directory))} of "
-                f"{meta['num_videos']} videos written): run python -m data.prepare again with the "
+                f"{meta['num_videos']} videos written): run python -m run.prepare again with the "
                 "same config to finish it.")
         self.directory = directory
         self.meta = meta

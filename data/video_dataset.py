@@ -116,7 +116,7 @@ class VideoDataset:
           options: decoding, checks and clip geometry.
           name: ``"<dataset>/<subset>"``.
           store_dir: this split's clip store (:mod:`data.store`, written by ``python -m
-            data.prepare``): frames and resized masks are then read from it instead of decoded,
+            run.prepare``): frames and resized masks are then read from it instead of decoded,
             with the same result; ``""`` decodes the files.
         """
         self.name = name

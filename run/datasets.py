@@ -46,7 +46,7 @@ def video_splits(
     config: ml_collections.ConfigDict, *, mode: str | None = None
 ) -> dict[str, VideoDataset]:
     """``{subset: split}`` of a folder dataset, decoding its files (no clip store): what
-    ``python -m data.prepare`` writes into ``<input.store_dir>/<subset>``."""
+    ``python -m run.prepare`` writes into ``<input.store_dir>/<subset>``."""
     if config.dataset not in FOLDER_DATASETS:
         raise ValueError(f"a clip store is made for the folder datasets {FOLDER_DATASETS}; "
                          f"input.dataset is {config.dataset!r}.")

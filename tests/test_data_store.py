@@ -1,4 +1,4 @@
-"""Clip store (data/store.py, python -m data.prepare): batches read from it equal the batches
+"""Clip store (data/store.py, python -m run.prepare): batches read from it equal the batches
 decoded from the videos bit for bit; stores of other videos or another preprocessing are refused;
 an interrupted prepare resumes; training from it equals training from the videos."""
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from configs import ucf101_maskdp
-from data import prepare, store, testing
+from data import store, testing
 from run import datasets as run_datasets
+from run import prepare
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def test_a_store_of_other_videos_or_preprocessing_is_refused(ucf, stored, tmp_pa
 
 
 def test_missing_or_incomplete_store_says_what_to_run(ucf, tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m data.prepare"):
+    with pytest.raises(FileNotFoundError, match="python -m run.prepare"):
         run_datasets.get_datasets(_config(ucf, str(tmp_path / "none")).input, mode="maskdp")
     with pytest.raises(ValueError, match="set --config.input.store_dir"):
         prepare.prepare_stores(_config(ucf), workers=1)
@@ -199,3 +200,23 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
         outs.append((rows, out["metrics"]))
     assert outs[0][0] == outs[1][0] and len(outs[0][0]) >= 2
     assert outs[0][1] == outs[1][1]
+
+
+def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
+    """python -m run.prepare: the README's first step, run as a user runs it."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    flags = [f"--config.input.data_dir={ucf['video_dir']}",
+             f"--config.input.split_dir={ucf['split_dir']}",
+             f"--config.input.mask_dir={ucf['mask_dir']}", "--config.input.resize_size=24",
+             "--config.input.crop_size=24", "--config.input.clip_frames=4", "--workers=1"]
+    cmd = [sys.executable, "-m", "run.prepare", "--config=configs/ucf101_maskdp.py", *flags]
+    bad = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800)
+    assert bad.returncode != 0 and "set --config.input.store_dir" in bad.stderr
+    ok = subprocess.run(cmd + [f"--config.input.store_dir={tmp_path}"], cwd=root,
+                        capture_output=True, text=True, timeout=1800)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "train: 6 videos" in ok.stdout and "test: 2 videos" in ok.stdout
+    assert json.load(open(tmp_path / "train" / store.META))["complete"]

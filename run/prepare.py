@@ -1,6 +1,6 @@
 r"""Decode a folder dataset once into clip stores (:mod:`data.store`), one per split.
 
-    python -m data.prepare --config=configs/ucf101_maskdp.py \
+    python -m run.prepare --config=configs/ucf101_maskdp.py \
         --config.input.data_dir=/data/UCF-101 --config.input.split_dir=/data/ucfTrainTestlist \
         --config.input.mask_dir=/data/UCF-101-masks --config.input.store_dir=/fast/ucf101-store \
         --workers=16
@@ -12,7 +12,8 @@ Resumable: run it again after an interruption and it continues with the videos n
 written; a complete store is left as it is. ``--workers`` decoding processes (default: every
 CPU). The store is as private as the videos (it holds them decoded).
 
-An entry point like ``train.py``: it reads a training config, so it builds the splits through
+An entry point like ``train.py``: it reads a training config, so it lives in the run layer
+(``data`` reads no configs, README "Layout") and builds the splits through
 :func:`run.datasets.video_splits`; the library part is :mod:`data.store`.
 """
 
@@ -26,6 +27,7 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 from data import store
+from run import datasets as run_datasets
 
 
 def prepare_stores(config, *, workers: int) -> dict[str, dict]:
@@ -36,8 +38,6 @@ def prepare_stores(config, *, workers: int) -> dict[str, dict]:
       ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, or a
         store directory holds another store.
     """
-    from run import datasets as run_datasets
-
     root = config.input.get("store_dir", "")
     if not root:
         raise ValueError("set --config.input.store_dir=<directory for the clip stores>; "
