@@ -1,0 +1,194 @@
+r"""The GPU suite: what a lent accelerator should measure, in one command and one Markdown file.
+
+    python benchmarks/gpu_suite.py --device=cuda --out=$OUT/gpu_suite.md             # all parts
+    python benchmarks/gpu_suite.py --device=cuda --parts=forward,step --out=...        # ≤ 10 min
+    python benchmarks/gpu_suite.py --size=tiny --device=cpu --out=/tmp/suite.md        # smoke test
+
+Parts (``--parts``, in this order; each appends its section to ``--out`` as soon as it is done,
+so a run cut off by a time limit keeps what it measured):
+
+* ``forward``: our model's forward pass on one physical batch, compiled once: compile seconds,
+  median milliseconds, FLOPs of the compiled program (XLA's cost analysis) and the achieved
+  TFLOP/s, the MFU of the forward pass against ``--peak_tflops`` when given. Needs only JAX.
+* ``step``: ours against Opacus at the size (``benchmarks/opacus_maskdp.py``, selective
+  fine-tuning, the four modes, one round): step times, DP overhead, peak device memory.
+* ``full``: the same for full fine-tuning, ours against the PyTorch per-example loop
+  (``maskdp`` and its two-view non-private baseline).
+* ``data``: clips per second per core, decoding (decord, PyAV) against reading a clip store
+  (``benchmarks/data_throughput.py --sources``), and how many cores would feed the ``step``
+  part's measured MaskDP step (2B clips per step).
+
+``step`` and ``full`` need ``requirements-bench.txt`` (torch, torchvision, opacus); without them
+the section says so and names the install command (nothing is skipped silently). The JAX workers
+share one persistent compilation cache (``--cache_dir``): on the H100 a first ``mvit_v2_s`` step
+compiled for 164-208 s (``benchmarks/RESULTS.md``), so a second suite run on the same machine
+reuses those programs. Plan a device lease as: ``--parts=forward,step`` in one call, then
+``--parts=full,data`` in the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.opacus_maskdp import SIZES  # noqa: E402
+
+PARTS = ("forward", "step", "full", "data")
+
+
+def device_line(device: str) -> str:
+    import jax
+
+    dev = jax.devices()[0]
+    return (f"{dev.device_kind} ({dev.platform}), {os.cpu_count()} CPUs; Python "
+            f"{platform.python_version()}, jax {jax.__version__}; requested device {device}")
+
+
+def forward_part(size: dict, *, steps: int, peak_tflops: float | None) -> str:
+    """Compile and time the forward pass of the size's preset on one physical batch."""
+    import jax
+    import jax.numpy as jnp
+
+    import models
+
+    model = models.get_model(size["preset"], num_classes=size["classes"], head_dropout=0.0)
+    x = jnp.asarray(np.random.default_rng(0).standard_normal(
+        (size["physical"], *model.input_size, 3)).astype(np.float32))
+    params = jax.jit(model.init)(jax.random.key(0), x[:1])["params"]
+    forward = jax.jit(lambda p, v: model.apply({"params": p}, v))
+    t = time.perf_counter()
+    compiled = forward.lower(params, x).compile()
+    compile_s = time.perf_counter() - t
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    flops = float(cost.get("flops", 0.0))
+    if not flops > 0:
+        raise RuntimeError(f"XLA's cost analysis gave no FLOP count for the forward pass: {cost}")
+    jax.block_until_ready(compiled(params, x))
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(params, x))
+        times.append(time.perf_counter() - t)
+    median = float(np.median(times))
+    tflops = flops / median / 1e12
+    mfu = f"{100 * tflops / peak_tflops:.1f} %" if peak_tflops else "- (give --peak_tflops)"
+    return "\n".join([
+        f"Forward pass of `{size['preset']}` ({size['classes']} classes) on a physical batch of "
+        f"{size['physical']} clips {tuple(model.input_size)}, float32 "
+        f"(`jax_default_matmul_precision` = {jax.config.jax_default_matmul_precision}), median "
+        f"of {steps} after one warm-up:", "",
+        "| compile [s] | median [ms] | GFLOP per call (XLA cost analysis) | TFLOP/s | MFU |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {compile_s:.1f} | {1e3 * median:.1f} | {flops / 1e9:.4g} | {tflops:.4g} | {mfu} |",
+    ])
+
+
+def _bench_available() -> str | None:
+    try:
+        import opacus  # noqa: F401
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        return (f"skipped: {e.name} is not installed here; `pip install -r "
+                "requirements-bench.txt` (torch, torchvision, opacus) to run this part.")
+    return None
+
+
+def _run(cmd: list[str], *, env: dict) -> str:
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    out = proc.stdout.strip()
+    if proc.returncode:
+        out += f"\n\nFAILED (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}"
+    return f"```\n$ {' '.join(cmd[1:])}\n{out}\n```"
+
+
+def opacus_part(args, *, strategy: str, env: dict) -> str:
+    missing = _bench_available()
+    if missing:
+        return missing
+    cmd = [sys.executable, "benchmarks/opacus_maskdp.py", f"--size={args.size}",
+           f"--device={args.device}", f"--strategies={strategy}", "--rounds=1",
+           f"--steps={args.steps}", "--warmup=2", "--skip_equality",
+           f"--precision={args.precision}"]
+    if strategy == "full":
+        cmd += ["--modes=maskdp,nonprivate2", "--frameworks=jax,loop"]
+    else:
+        cmd += ["--frameworks=jax,opacus"]
+    if args.physical:
+        cmd.append(f"--physical={args.physical}")
+    if args.batch:
+        cmd.append(f"--batch={args.batch}")
+    return _run(cmd, env=env)
+
+
+def data_part(args, *, env: dict) -> str:
+    cmd = [sys.executable, "-m", "benchmarks.data_throughput", "--sources=decord,pyav,store",
+           "--mask_format=npy", f"--videos={args.data_videos}", f"--batch={args.data_videos}",
+           "--batches=2"]
+    return _run(cmd, env=env) + (
+        "\n\nCores to feed a MaskDP step: 2B clips per step (public and private batch) ÷ step "
+        "seconds (the `step` section) × CPU seconds per clip (the table above).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="paper")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--out", required=True, help="Markdown file to write")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per configuration")
+    parser.add_argument("--physical", type=int, help="physical batch (default: the size's)")
+    parser.add_argument("--batch", type=int, help="logical batch (default: the size's)")
+    parser.add_argument("--precision", choices=("float32", "tf32"), default="float32",
+                        help="matmul precision of the step and forward parts, both frameworks")
+    parser.add_argument("--peak_tflops", type=float,
+                        help="the device's peak for the MFU column (e.g. an H100's dense TF32)")
+    parser.add_argument("--data_videos", type=int, default=8, help="videos for the data part")
+    parser.add_argument("--cache_dir", default=os.path.expanduser("~/.cache/maskdp_jax/xla"),
+                        help="persistent compilation cache shared by the JAX workers")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown parts {unknown}; choose from {PARTS}")
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=args.cache_dir,
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="1")
+    if args.device == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    if args.precision == "tf32":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32")
+    size = dict(SIZES[args.size])
+    size.update({k: v for k, v in (("physical", args.physical), ("batch", args.batch)) if v})
+    with open(args.out, "w") as f:
+        f.write(f"# GPU suite: size `{args.size}` {size}\n\n{device_line(args.device)}\n\n")
+    for part in [p for p in PARTS if p in parts]:
+        t = time.perf_counter()
+        if part == "forward":
+            body = forward_part(size, steps=args.steps, peak_tflops=args.peak_tflops)
+        elif part == "step":
+            body = opacus_part(args, strategy="selective", env=env)
+        elif part == "full":
+            body = opacus_part(args, strategy="full", env=env)
+        else:
+            body = data_part(args, env=env)
+        section = f"## {part} ({time.perf_counter() - t:.0f} s)\n\n{body}\n\n"
+        with open(args.out, "a") as f:
+            f.write(section)
+        print(section, flush=True)
+
+
+if __name__ == "__main__":
+    main()
