@@ -168,3 +168,23 @@ def test_readme_quotes_the_spread_of_fresh_default_runs():
     cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
             f"{np.mean(top1):.1f} ± {np.std(top1, ddof=1):.1f}")
     assert cell in readme, cell
+
+
+def test_readme_quotes_the_robustness_sweep():
+    """Issue 19, item 14: the variant table in the README is recomputed from the committed
+    reports, which are exactly the sweep's grid (secret randomness, each calibrated to ε = 1)."""
+    import sweep
+    from configs import sweep_robustness
+
+    root = os.path.join(ROOT, "docs", "results", "robustness")
+    config = sweep_robustness.get_config()
+    reports = _load(root)
+    assert {r["run"] for r in reports} == {name for name, _ in sweep.grid(config)}
+    for r in reports:
+        assert r["config"]["privacy"]["randomness"] == "secret"
+        assert abs(float(r["privacy"]["epsilon_pld"]) - 1.0) < 0.01
+    table = results.variant_table(results.rows(reports),
+                                  {n: dict(o) for n, o in config.sweep.variants})
+    for path in (os.path.join(root, "results.md"), os.path.join(ROOT, "README.md")):
+        with open(path) as f:
+            assert table in f.read(), path
