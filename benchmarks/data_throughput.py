@@ -112,8 +112,8 @@ def compare_sources(layout, *, root, sources, batch, batches):
             ds = VideoDataset(layout, _options(root, workers=1, masks=True, decoder="decord",
                                                starts_on_stride=True), name="bench")
             t = time.perf_counter()
-            meta = store.prepare(ds.store_entries(), store_dir, decoder="decord",
-                                 resize_size=256, frame_step=4, workers=1)
+            meta = store.prepare(ds.store_entries(), store_dir, **ds.store_settings(),
+                                 workers=1)
             ds.close()
             print(f"(store written in {time.perf_counter() - t:.1f} s, one process: "
                   f"{meta['bytes'] / 2**20:.0f} MiB for {meta['num_videos']} videos)")

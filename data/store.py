@@ -203,7 +203,7 @@ def prepare(
     if meta is not None and meta["fingerprint"] != fp:
         raise ValueError(
             f"{directory} holds a clip store made from other videos or with another "
-            f"preprocessing (decoder, resize_size, starts_on_stride) than this split's "
+            f"preprocessing (decoder, resize_size, starts_on_stride, crop) than this split's "
             f"(fingerprint {meta['fingerprint'][:12]}… vs {fp[:12]}…); prepare into another "
             "directory, or delete this one.")
     if meta is not None and meta["complete"]:
@@ -272,9 +272,9 @@ class ClipStore:
         if meta["fingerprint"] != expected_fingerprint:
             raise ValueError(
                 f"the clip store in {directory} was made from other videos or with another "
-                "preprocessing (decoder, resize_size, starts_on_stride, files changed) than this "
-                "split; "
-                "run python -m run.prepare with this config into a new directory.")
+                "preprocessing (decoder, resize_size, starts_on_stride, crop, files changed) "
+                "than this split; run python -m run.prepare with this config into a new "
+                "directory.")
         if not meta["complete"]:
             raise ValueError(
                 f"the clip store in {directory} is incomplete ({len(_done(directory))} of "

@@ -37,6 +37,7 @@ import concurrent.futures
 import dataclasses
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -149,8 +150,7 @@ class VideoDataset:
         self._masks: tuple[str | None, ...] = tuple(r[1] for _, r in kept)
         self.labels = np.array([rec.label for rec in self.records], np.int32)
         self._store = (store.ClipStore(store_dir, expected_fingerprint=store.fingerprint(
-            self.store_entries(), decoder=options.decoder, resize_size=options.clip.resize_size,
-            frame_step=options.clip.frame_step)) if store_dir else None)
+            self.store_entries(), **self.store_settings())) if store_dir else None)
         self.num_short = sum(i.num_frames < options.clip.span for i in self._info)
         if self.num_short:
             warnings.warn(
@@ -169,6 +169,13 @@ class VideoDataset:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+    def store_settings(self) -> dict[str, Any]:
+        """The store-wide preprocessing of this split, as :func:`data.store.fingerprint` and
+        :func:`data.store.prepare` take it (one place, so writer and reader agree)."""
+        o = self.options
+        return {"decoder": o.decoder, "resize_size": o.clip.resize_size,
+                "frame_step": o.clip.frame_step}
 
     def store_entries(self) -> tuple[store.VideoEntry, ...]:
         """What :func:`data.store.prepare` writes for this split: every video in index order,

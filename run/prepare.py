@@ -52,10 +52,8 @@ def prepare_stores(config, *, workers: int) -> dict[str, dict]:
                 bar.n = done
                 bar.refresh()
 
-            out[subset] = store.prepare(
-                entries, directory, decoder=split.options.decoder,
-                resize_size=split.options.clip.resize_size,
-                frame_step=split.options.clip.frame_step, workers=workers, progress=progress)
+            out[subset] = store.prepare(entries, directory, **split.store_settings(),
+                                        workers=workers, progress=progress)
         split.close()
     return out
 
