@@ -21,6 +21,7 @@ ALLOWED = {
     "reporting": {"accounting", "models", "data", "maskdp_jax"},
     "release": {"accounting", "data", "maskdp_jax", "reporting", "run"},
     "audit": {"accounting", "data", "maskdp_jax", "models", "reporting", "run", "release"},
+    "anonymize": {"data"},
 }
 FIRST_PARTY = set(ALLOWED) | {"configs", "train", "sweep", "benchmarks", "tests"}
 # Third-party imports a package must not make (the DP core: no IO layers, no plots, no configs).
@@ -29,6 +30,7 @@ FORBIDDEN = {
     "data": {"ml_collections", "matplotlib"},
     "accounting": {"matplotlib", "ml_collections", "orbax"},
     "models": {"matplotlib", "ml_collections"},
+    "anonymize": {"jax", "flax", "matplotlib"},
 }
 
 

@@ -1,0 +1,342 @@
+"""Algorithm 1 of seed 001 on one video (:func:`anonymize_video`) and on a folder
+(:func:`anonymize_folder`), writing the layout ``train.py`` reads.
+
+Output, for each source video ``<src>/<key>``:
+
+* ``<dst>/<key>``: the anonymised video under the same relative path and file name (so split
+  files such as UCF-101's ``trainlist01.txt`` still name it). ``store="lossless"`` (default)
+  writes FFV1 ``bgr0`` in a Matroska container whatever the extension: decord and PyAV read it
+  back bit-exactly. ``store="h264"``: H.264 (crf 18) in MP4, and the public mask is eroded by
+  ``codec_margin`` px more; not a guarantee (:mod:`anonymize`).
+* ``<mask_dir>/<key stem>.npz``: uint8 ``[T, H, W]`` under ``mask``, 1 = public (the eroded
+  avatar region), and ``<mask_dir>/<key stem>.json``: the video's summary.
+* ``<dst>/summary.json``: every video's summary (public fraction, frames without a person, what
+  the segmenter read) and the settings.
+
+A video is processed whole in memory (float32 copies: about 16 bytes per pixel and frame).
+Files are written to a temporary name and renamed, so an interrupted run leaves no half file;
+a second run skips videos whose outputs exist (``overwrite=True`` redoes them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import warnings
+from fractions import Fraction
+
+import numpy as np
+
+from anonymize import avatar as avatar_lib
+from anonymize import cleanup, compose, inpaint, segment
+from anonymize.stages import (
+    READS,
+    REFINER_READS,
+    Cleanup,
+    Inpainter,
+    NoRefinement,
+    Refiner,
+    Renderer,
+    Segmenter,
+    check_reads,
+)
+from data import decode
+from data.layouts import VIDEO_EXTENSIONS
+
+STORES = ("lossless", "h264")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """The pluggable stages (:mod:`anonymize.stages`)."""
+
+    segmenter: Segmenter
+    cleanup: Cleanup = cleanup.MaskCleanup()
+    inpainter: Inpainter = inpaint.TemporalMedian()
+    renderer: Renderer = avatar_lib.ProceduralAvatar()
+    refiner: Refiner = NoRefinement()
+
+    def __post_init__(self):
+        check_reads(self.segmenter.reads, allowed=READS, what="the segmenter")
+        check_reads(self.refiner.reads, allowed=REFINER_READS, what="the refiner")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Settings of the pipeline around the stages.
+
+    Attributes:
+      blend_sigma: std (px) of the avatar's compositing edge; the public mask is the avatar
+        region eroded by ⌈3 σ⌉ px.
+      tubelet_pad / tubelet_window: ``C``'s crop padding (px) and smoothing window (frames).
+      store: ``"lossless"`` or ``"h264"`` (module docstring).
+      codec_margin: extra erosion (px) of the public mask under ``store="h264"``.
+      max_reads: the most a segmenter may read (:data:`anonymize.stages.READS`); e.g. ``"boxes"``
+        refuses background subtraction, whose mask depends on the background.
+      allow_no_person: write a video in which no person was found in any frame (an all-private
+        mask: MaskDP then treats the whole video as DP-SGD would) instead of refusing it.
+    """
+
+    blend_sigma: float = 1.5
+    tubelet_pad: int = 8
+    tubelet_window: int = 9
+    store: str = "lossless"
+    codec_margin: int = 16
+    max_reads: str = "video"
+    allow_no_person: bool = False
+
+    def __post_init__(self):
+        if self.store not in STORES:
+            raise ValueError(f"store must be one of {STORES}; got {self.store!r}.")
+        check_reads(self.max_reads, allowed=READS, what="max_reads")
+        if self.blend_sigma < 0 or self.tubelet_pad < 0 or self.tubelet_window < 1 or \
+                self.codec_margin < 0:
+            raise ValueError("blend_sigma, tubelet_pad and codec_margin must be >= 0 and "
+                             "tubelet_window >= 1.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """One anonymised video: ``video`` uint8 ``[T, H, W, 3]``, ``public`` bool ``[T, H, W]``
+    (True = public), the cleaned ``person`` mask, the ``avatar_region`` and the ``summary``."""
+
+    video: np.ndarray
+    public: np.ndarray
+    person: np.ndarray
+    avatar_region: np.ndarray
+    summary: dict
+
+
+class NoPersonError(ValueError):
+    """No person was found in any frame of a video."""
+
+
+def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options) -> Result:
+    """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``); see the package docstring for what
+    the returned public mask means.
+
+    Raises:
+      NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
+      ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
+    """
+    if READS.index(stages.segmenter.reads) > READS.index(options.max_reads):
+        raise ValueError(
+            f"the segmenter reads {stages.segmenter.reads!r}, more than max_reads="
+            f"{options.max_reads!r} allows: its mask (public) would depend on pixels outside "
+            "what you allowed. Use masks from files or person boxes, or raise max_reads.")
+    video = np.asarray(video)
+    if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
+        raise ValueError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
+                         f"{video.shape}.")
+    q = np.asarray(stages.segmenter(video, key))
+    if q.shape != video.shape[:3] or q.dtype != np.bool_:
+        raise ValueError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
+                         f"{video.shape[:3]}.")
+    without = np.flatnonzero(~q.any(axis=(1, 2)))
+    if len(without) == len(q) and not options.allow_no_person:
+        raise NoPersonError(
+            f"{key}: no person found in any of its {len(q)} frames. Nothing to anonymise: its "
+            "mask would be all private. Check the segmenter (configs/anonymize.py: "
+            "segment.method), or set allow_no_person=True to write it with an all-private mask.")
+    q, q_alpha = stages.cleanup(q)
+    removed = stages.inpainter(video, q)
+    background = q_alpha[..., None] * removed + (1 - q_alpha[..., None]) * video
+    avatar = stages.renderer(q)
+    merged = compose.merge(background, avatar, options.blend_sigma)
+    crops = compose.tubelets(avatar.region, pad=options.tubelet_pad,
+                             window=options.tubelet_window)
+    out, touched = compose.refine_and_compose(merged, avatar, q, crops, stages.refiner,
+                                              options.blend_sigma)
+    margin = options.codec_margin if options.store == "h264" else 0
+    public = compose.public_mask(avatar.region, options.blend_sigma, codec_margin=margin)
+    public &= ~touched
+    summary = {
+        "frames": int(len(video)),
+        "size": [int(video.shape[1]), int(video.shape[2])],
+        "public_fraction": float(public.mean()),
+        "person_fraction": float(q.mean()),
+        "frames_without_person": without.tolist(),
+        "tubelets": len(crops),
+        "segmenter": type(stages.segmenter).__name__,
+        "segmenter_reads": stages.segmenter.reads,
+        "refiner_reads": stages.refiner.reads,
+        "store": options.store,
+    }
+    return Result(np.clip(np.rint(out), 0, 255).astype(np.uint8), public, q, avatar.region,
+                  summary)
+
+
+def find_videos(src: str) -> list[str]:
+    """Keys (paths relative to ``src``, sorted) of the video files under ``src``."""
+    if not os.path.isdir(src):
+        raise ValueError(f"{src}: source video directory not found.")
+    keys = []
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        keys += [os.path.relpath(os.path.join(root, f), src) for f in sorted(files)
+                 if f.lower().endswith(VIDEO_EXTENSIONS)]
+    if not keys:
+        raise ValueError(f"{src}: no video files ({', '.join(VIDEO_EXTENSIONS)}).")
+    return keys
+
+
+def read_video(path: str) -> np.ndarray:
+    """Every frame of ``path`` at its own size, uint8 ``[T, H, W, 3]`` (PyAV);
+    :class:`data.decode.BadVideoError` if it cannot be read."""
+    info = decode.probe_video(path, decoder="pyav")
+    return decode.read_video(path, np.arange(info.num_frames), size=(info.height, info.width),
+                             decoder="pyav")
+
+
+def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -> None:
+    """Write uint8 ``[T, H, W, 3]`` atomically (temporary file, then rename): FFV1 ``bgr0`` in
+    Matroska (lossless) or H.264 crf 18 in MP4, whatever ``path``'s extension."""
+    import av
+
+    def write(tmp):
+        lossless = store == "lossless"
+        with av.open(tmp, "w", format="matroska" if lossless else "mp4") as container:
+            stream = container.add_stream("ffv1" if lossless else "libx264",
+                                          rate=Fraction(fps).limit_denominator(1001))
+            stream.height, stream.width = frames.shape[1:3]
+            stream.pix_fmt = "bgr0" if lossless else "yuv420p"
+            if not lossless:
+                stream.options = {"crf": "18"}
+            for frame in frames:
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+            container.mux(stream.encode())
+
+    _save_atomic(path, write)
+
+
+def _save_atomic(path: str, write) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _fps(path: str) -> float:
+    import av
+
+    with av.open(path) as container:
+        rate = container.streams.video[0].average_rate
+    return float(rate) if rate else 25.0
+
+
+def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
+                     overwrite: bool = False, skip_bad: bool = False,
+                     progress: bool = True) -> dict:
+    """Anonymise every video under ``src`` (module docstring for what is written).
+
+    Every source video is probed first: an unreadable one stops the run before anything is
+    written (``skip_bad=True`` leaves it out and lists it in the summary instead). A video with
+    no person anywhere raises :class:`NoPersonError` (videos already written stay, and a rerun
+    resumes). ``dst`` and ``mask_dir`` must differ from ``src``.
+
+    Returns:
+      the summary written to ``<dst>/summary.json``.
+    """
+    keys = find_videos(src)
+    for out_dir, name in ((dst, "dst"), (mask_dir, "mask_dir")):
+        if os.path.realpath(out_dir) == os.path.realpath(src):
+            raise ValueError(f"{name} must not be the source directory {src}: the source videos "
+                             "would be overwritten.")
+    bad = []
+    for key in keys:
+        try:
+            decode.probe_video(os.path.join(src, key), decoder="pyav")
+        except decode.BadVideoError as e:
+            bad.append((key, str(e)))
+    if bad and not skip_bad:
+        listed = "\n  ".join(f"{k}: {reason}" for k, reason in bad)
+        raise ValueError(f"{len(bad)} unreadable source video(s); nothing was written "
+                         f"(skip_bad=True leaves them out):\n  {listed}")
+    bad_keys = {k for k, _ in bad}
+    videos = {}
+    from tqdm import tqdm
+
+    for key in tqdm(keys, desc="anonymise", unit="video", disable=not progress):
+        if key in bad_keys:
+            continue
+        stem = os.path.splitext(os.path.join(mask_dir, key))[0]
+        out_path = os.path.join(dst, key)
+        if not overwrite and all(os.path.isfile(p) for p in
+                                 (out_path, stem + ".npz", stem + ".json")):
+            with open(stem + ".json") as f:
+                videos[key] = json.load(f)
+            continue
+        source = os.path.join(src, key)
+        frames = read_video(source)
+        result = anonymize_video(frames, key, stages, options)
+        write_video(out_path, result.video, store=options.store, fps=_fps(source))
+        _save_atomic(stem + ".npz", lambda p, r=result: _write_npz(p, r.public))
+        _save_atomic(stem + ".json", lambda p, r=result: _write_json(p, r.summary))
+        videos[key] = result.summary
+    if options.store == "h264":
+        warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
+                      "information (motion compensation, rate control); the codec margin only "
+                      "narrows the leak. Use store='lossless' for the guarantee.", stacklevel=2)
+    summary = {
+        "src": os.path.abspath(src),
+        "videos": videos,
+        "skipped_unreadable": [{"key": k, "reason": r} for k, r in bad],
+        "options": dataclasses.asdict(options),
+        "stages": {f.name: type(getattr(stages, f.name)).__name__
+                   for f in dataclasses.fields(stages)},
+        "public_fraction_mean": float(np.mean([v["public_fraction"] for v in videos.values()]))
+        if videos else 0.0,
+        "videos_with_frames_without_person": sorted(
+            k for k, v in videos.items() if v["frames_without_person"]),
+    }
+    _save_atomic(os.path.join(dst, "summary.json"), lambda p: _write_json(p, summary))
+    return summary
+
+
+def _write_npz(path: str, public: np.ndarray) -> None:
+    with open(path, "wb") as f:  # a file object: numpy would append ".npz" to the temp name
+        np.savez_compressed(f, mask=public.astype(np.uint8))
+
+
+def _write_json(path: str, payload: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+        f.write("\n")
+
+
+def build_stages(config) -> tuple[Stages, Options]:
+    """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config."""
+    seg = config.segment
+    if seg.method == "grabcut":
+        segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
+                                          max_gap=seg.max_gap)
+    elif seg.method == "background":
+        segmenter = segment.BackgroundSubtraction(detector=seg.detector, max_gap=seg.max_gap)
+    elif seg.method == "files":
+        if not seg.files_dir:
+            raise ValueError("segment.method='files' needs segment.files_dir (your person masks).")
+        segmenter = segment.MaskFiles(seg.files_dir)
+    else:
+        raise ValueError(f"segment.method must be 'grabcut', 'background' or 'files'; got "
+                         f"{seg.method!r}.")
+    inpainters = {"median": inpaint.TemporalMedian, "opencv": inpaint.OpenCVInpaint}
+    if config.inpaint not in inpainters:
+        raise ValueError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")
+    stages = Stages(
+        segmenter=segmenter,
+        cleanup=cleanup.MaskCleanup(**config.cleanup),
+        inpainter=inpainters[config.inpaint](),
+        renderer=avatar_lib.ProceduralAvatar(**config.avatar),
+    )
+    options = Options(blend_sigma=config.blend_sigma, tubelet_pad=config.tubelet_pad,
+                      tubelet_window=config.tubelet_window, store=config.store,
+                      codec_margin=config.codec_margin, max_reads=config.max_reads,
+                      allow_no_person=config.allow_no_person)
+    return stages, options

@@ -1,0 +1,228 @@
+"""``f_seg``: person masks, three ways (each a :class:`anonymize.stages.Segmenter`).
+
+* :class:`MaskFiles` (``reads="none"``): masks you made with your own segmenter, mirroring the
+  video paths (``<dir>/<key stem>.npz|.npy`` or a gray mask video, as ``train.py`` reads masks,
+  1/255 = person).
+* :class:`BackgroundSubtraction` (``reads="video"``): OpenCV's MOG2 for static cameras (NTU RGB+D,
+  Toyota Smarthome), opened/closed by morphology, small blobs dropped and, optionally, only blobs
+  near a person found by OpenCV's people/face detectors kept. It models every pixel's history:
+  the background is read, and anything that moves in it can enter the mask.
+* :class:`GrabCutPeople` : OpenCV's GrabCut inside person boxes. Boxes from OpenCV's HOG people
+  detector and frontal-face cascade (``reads="video"``: the detectors scan every pixel) or from
+  box files (``reads="boxes"``: GrabCut is run on the box plus ``margin`` cropped out of the frame,
+  so the mask depends on no pixel outside it; this is the mode whose mask depends on the person's
+  pixels, and the margin's, only).
+
+OpenCV is the library (its classical detectors and segmenters run offline on a CPU); the choice
+between them is the user's (configs/anonymize.py). Detectors are imprecise: the summary reports
+the frames where no person was found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from anonymize.opencv import cv2 as _cv2
+from data import decode
+
+
+class MaskFiles:
+    """Person masks read from files mirroring the video paths (1 or 255 = person).
+
+    A missing file, a non-binary mask, or a mask whose ``[T, H, W]`` differs from the video's
+    raises :class:`data.decode.BadVideoError` naming the file.
+    """
+
+    reads = "none"
+
+    def __init__(self, mask_dir: str):
+        if not os.path.isdir(mask_dir):
+            raise ValueError(f"{mask_dir}: person-mask directory not found.")
+        self.mask_dir = mask_dir
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        stem = os.path.splitext(os.path.join(self.mask_dir, key))[0]
+        for ext in (".npz", ".npy", *decode.MASK_VIDEO_EXTENSIONS):
+            if os.path.isfile(stem + ext):
+                mask, _ = decode.load_mask(stem + ext)
+                return decode.binarize_mask(mask, path=stem + ext,
+                                            video_shape=video.shape).astype(bool)
+        raise decode.BadVideoError(stem + ".npz", f"person mask for {key!r} not found.")
+
+
+def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndarray]:
+    """Per frame, int ``[n, 4]`` person boxes ``(x0, y0, x1, y1)`` (exclusive ends): OpenCV's HOG
+    people detector, plus frontal faces grown to head and shoulders (the HOG window is 64 x 128
+    px: close-ups are found by their face)."""
+    cv2 = _cv2()
+    hog = cv2.HOGDescriptor()
+    hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+    face = cv2.CascadeClassifier(os.path.join(cv2.data.haarcascades,
+                                              "haarcascade_frontalface_default.xml"))
+    if face.empty():
+        raise RuntimeError("OpenCV's haarcascade_frontalface_default.xml did not load; reinstall "
+                           "opencv-python-headless (requirements.txt).")
+    t, h, w, _ = video.shape
+    out = []
+    for frame in video:
+        bgr = frame[..., ::-1]
+        boxes = []
+        if h >= 128 and w >= 64:
+            found, _ = hog.detectMultiScale(np.ascontiguousarray(bgr), winStride=(8, 8))
+            boxes += [(x, y, x + bw, y + bh) for x, y, bw, bh in np.reshape(found, (-1, 4))]
+        gray = cv2.cvtColor(np.ascontiguousarray(bgr), cv2.COLOR_BGR2GRAY)
+        faces = face.detectMultiScale(gray, face_scale, 4)
+        for x, y, fw, fh in np.reshape(faces, (-1, 4)):
+            boxes.append((x - 0.75 * fw, y - 0.4 * fh, x + 1.75 * fw, y + 3.5 * fh))
+        out.append(_clip_boxes(np.reshape(np.asarray(boxes, np.float64), (-1, 4)), h, w))
+    return out
+
+
+def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
+    """Frames without a box take the boxes of the nearest frame with one, if at most ``max_gap``
+    frames away (detectors miss frames; a person does not vanish for a frame)."""
+    found = np.array([len(b) > 0 for b in boxes])
+    if not found.any():
+        return boxes
+    where = np.flatnonzero(found)
+    out = []
+    for i, b in enumerate(boxes):
+        if len(b):
+            out.append(b)
+            continue
+        j = where[np.argmin(np.abs(where - i))]
+        out.append(boxes[j] if abs(j - i) <= max_gap else b)
+    return out
+
+
+def read_boxes(boxes_dir: str, key: str, num_frames: int,
+               size: tuple[int, int]) -> list[np.ndarray]:
+    """Person boxes from ``<boxes_dir>/<key stem>.json``: ``{"boxes": [[frame, x0, y0, x1, y1],
+    ...]}`` in pixels, ends exclusive (e.g. from NTU's skeletons or an annotation tool)."""
+    path = os.path.splitext(os.path.join(boxes_dir, key))[0] + ".json"
+    try:
+        with open(path) as f:
+            rows = json.load(f)["boxes"]
+        rows = np.reshape(np.asarray(rows, np.float64), (-1, 5))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise decode.BadVideoError(
+            path, f"person boxes unreadable ({type(e).__name__}: {e}); expected "
+                  '{"boxes": [[frame, x0, y0, x1, y1], ...]}.') from e
+    frame = rows[:, 0].astype(np.int64)
+    if rows.size and (frame.min() < 0 or frame.max() >= num_frames):
+        raise decode.BadVideoError(path, f"box frame indices must lie in [0, {num_frames}).")
+    return [_clip_boxes(rows[frame == i, 1:], *size) for i in range(num_frames)]
+
+
+def _clip_boxes(boxes: np.ndarray, h: int, w: int) -> np.ndarray:
+    b = np.round(boxes).astype(np.int64)
+    b[:, [0, 2]] = np.clip(b[:, [0, 2]], 0, w)
+    b[:, [1, 3]] = np.clip(b[:, [1, 3]], 0, h)
+    return b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+
+
+class GrabCutPeople:
+    """GrabCut (OpenCV) inside each person box, on the box plus ``margin`` px cut out of the frame.
+
+    Args:
+      boxes_dir: ``""``: boxes from :func:`detect_people` (``reads="video"``); else a folder of
+        box files (:func:`read_boxes`, ``reads="boxes"``).
+      margin: px of context around a box given to GrabCut as sure background.
+      iterations: GrabCut iterations.
+      max_gap: frames a detection is carried to frames where the detector found nobody.
+    """
+
+    def __init__(self, *, boxes_dir: str = "", margin: int = 8, iterations: int = 3,
+                 max_gap: int = 12):
+        if margin < 1 or iterations < 1 or max_gap < 0:
+            raise ValueError("GrabCutPeople needs margin >= 1, iterations >= 1, max_gap >= 0.")
+        if boxes_dir and not os.path.isdir(boxes_dir):
+            raise ValueError(f"{boxes_dir}: person-box directory not found.")
+        self.boxes_dir, self.margin, self.iterations, self.max_gap = (
+            boxes_dir, margin, iterations, max_gap)
+        self.reads = "boxes" if boxes_dir else "video"
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        if self.boxes_dir:
+            boxes = read_boxes(self.boxes_dir, key, t, (h, w))
+        else:
+            boxes = fill_gaps(detect_people(video), self.max_gap)
+        q = np.zeros((t, h, w), bool)
+        for i, frame_boxes in enumerate(boxes):
+            for x0, y0, x1, y1 in frame_boxes:
+                cx0, cy0 = max(x0 - self.margin, 0), max(y0 - self.margin, 0)
+                cx1, cy1 = min(x1 + self.margin, w), min(y1 + self.margin, h)
+                crop = np.ascontiguousarray(video[i, cy0:cy1, cx0:cx1, ::-1])
+                rect = (int(x0 - cx0), int(y0 - cy0), int(x1 - x0), int(y1 - y0))
+                if rect[2] < 2 or rect[3] < 2 or rect[2] >= crop.shape[1] - 1 and \
+                        rect[3] >= crop.shape[0] - 1:
+                    continue  # no background left to model: a box that fills the frame
+                labels = np.zeros(crop.shape[:2], np.uint8)
+                cv2.setRNGSeed(0)  # GrabCut's GMM initialisation: deterministic output
+                cv2.grabCut(crop, labels, rect, np.zeros((1, 65)), np.zeros((1, 65)),
+                            self.iterations, cv2.GC_INIT_WITH_RECT)
+                person = (labels == cv2.GC_FGD) | (labels == cv2.GC_PR_FGD)
+                q[i, cy0:cy1, cx0:cx1] |= person
+        return q
+
+
+class BackgroundSubtraction:
+    """MOG2 background subtraction for static cameras, then morphology and blob filtering.
+
+    The model first learns the whole video, every frame with the same weight (learning rate
+    1/T), then labels each frame with the learnt model (so the first frames are labelled as well
+    as the last). A pixel's background is made of its most frequent colours up to
+    ``background_ratio`` of the frames (MOG2's default 0.9 would call a person who covers a pixel
+    in 10 % of the frames background). Shadows (MOG2's 127) count as background.
+
+    Args:
+      history: frames of history of the MOG2 model.
+      var_threshold: MOG2's squared Mahalanobis threshold.
+      background_ratio: MOG2's background ratio (above).
+      min_area: blobs smaller than this fraction of the frame are dropped.
+      detector: ``"people"``: keep only blobs that overlap a box of :func:`detect_people` (gaps
+        filled over ``max_gap`` frames); ``"none"``: keep every blob.
+    """
+
+    reads = "video"
+
+    def __init__(self, *, history: int = 200, var_threshold: float = 16.0,
+                 background_ratio: float = 0.6, min_area: float = 0.002,
+                 detector: str = "people", max_gap: int = 12):
+        if detector not in ("people", "none"):
+            raise ValueError(f"detector must be 'people' or 'none'; got {detector!r}.")
+        self.history, self.var_threshold, self.min_area = history, var_threshold, min_area
+        self.background_ratio = background_ratio
+        self.detector, self.max_gap = detector, max_gap
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        model = cv2.createBackgroundSubtractorMOG2(self.history, self.var_threshold, True)
+        model.setBackgroundRatio(self.background_ratio)
+        for frame in video:
+            model.apply(np.ascontiguousarray(frame[..., ::-1]), learningRate=1.0 / t)
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+        boxes = (fill_gaps(detect_people(video), self.max_gap) if self.detector == "people"
+                 else None)
+        q = np.zeros((t, h, w), bool)
+        for i, frame in enumerate(video):
+            fg = (model.apply(np.ascontiguousarray(frame[..., ::-1]), learningRate=0) == 255)
+            fg = cv2.morphologyEx(fg.astype(np.uint8), cv2.MORPH_OPEN, kernel)
+            fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, kernel)
+            n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+            for c in range(1, n):
+                x, y, bw, bh, area = stats[c]
+                if area < self.min_area * h * w:
+                    continue
+                if boxes is not None and not any(
+                        x < x1 and x + bw > x0 and y < y1 and y + bh > y0
+                        for x0, y0, x1, y1 in boxes[i]):
+                    continue
+                q[i] |= labels == c
+        return q

