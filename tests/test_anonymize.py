@@ -128,6 +128,30 @@ def test_a_refiner_that_reads_the_crop_makes_its_pixels_private(carphone, invari
     assert a.summary["refiner_reads"] == "crop"
 
 
+def test_a_refiner_that_reads_only_the_avatar_keeps_the_public_pixels_public(
+        carphone, invariance_case):
+    """A refiner that mixes neighbouring pixels (a box blur) but reads only the avatar: the public
+    pixels stay functions of the segmentation alone (it is handed the avatar's own colours, not
+    the merged crop whose blended rim holds background)."""
+    q, st, opts, base = invariance_case
+
+    class Blur:
+        reads = "avatar"
+
+        def __call__(self, crop, avatar_mask):
+            padded = np.pad(crop, ((0, 0), (2, 2), (2, 2), (0, 0)), mode="edge")
+            return sum(padded[:, i:i + crop.shape[1], j:j + crop.shape[2]]
+                       for i in range(5) for j in range(5)) / 25
+
+    blur_st = dataclasses.replace(st, refiner=Blur())
+    a = pipeline.anonymize_video(carphone, "c", blur_st, opts)
+    other = np.random.default_rng(3).integers(0, 256, carphone.shape, dtype=np.uint8)
+    b = pipeline.anonymize_video(other, "c", blur_st, opts)
+    np.testing.assert_array_equal(a.public, base.public)
+    assert (a.video[a.public] != base.video[a.public]).any()  # the refiner did something
+    np.testing.assert_array_equal(a.video[a.public], b.video[a.public])
+
+
 def test_lossy_storage_erodes_by_the_codec_margin(carphone, invariance_case):
     q, st, opts, base = invariance_case
     lossy = pipeline.anonymize_video(carphone, "c", st, dataclasses.replace(opts, store="h264"))
