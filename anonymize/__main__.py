@@ -22,6 +22,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from anonymize import pipeline
+from anonymize.stages import InputError
+from data.decode import BadVideoError
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "configs", "anonymize.py")
@@ -32,6 +34,8 @@ flags.DEFINE_string("src", None, "Folder of source videos (any nesting, e.g. <cl
 flags.DEFINE_string("dst", None, "Output folder: the anonymised videos, same relative paths.")
 flags.DEFINE_string("mask_dir", None, "Output folder of the public masks (train.py's mask_dir).")
 flags.DEFINE_bool("overwrite", False, "Redo videos whose outputs exist.")
+flags.DEFINE_string("preview_dir", "", "Also write a PNG strip per video here: source, "
+                    "anonymised, public mask.")
 flags.DEFINE_bool("skip_bad", False, "Leave unreadable source videos out (listed in the summary).")
 flags.mark_flags_as_required(["src", "dst", "mask_dir"])
 
@@ -43,8 +47,9 @@ def main(argv) -> int:
     try:
         stages, options = pipeline.build_stages(f.config)
         summary = pipeline.anonymize_folder(f.src, f.dst, f.mask_dir, stages, options,
-                                            overwrite=f.overwrite, skip_bad=f.skip_bad)
-    except ValueError as err:  # includes data.decode.BadVideoError and NoPersonError
+                                            overwrite=f.overwrite, skip_bad=f.skip_bad,
+                                            preview_dir=f.preview_dir)
+    except (InputError, BadVideoError) as err:  # bad input; anything else is a bug
         print(f"error: {err}", file=sys.stderr)
         return 2
     videos = summary["videos"]

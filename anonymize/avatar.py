@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from anonymize.opencv import cv2 as _cv2
-from anonymize.stages import Avatar
+from anonymize.stages import Avatar, InputError
 
 _SKIN = ((224, 172, 140), (198, 134, 96), (141, 85, 56), (255, 219, 180))
 
@@ -44,7 +44,7 @@ class ProceduralAvatar:
 
     def __post_init__(self):
         if self.cell < 1 or self.smooth < 0:
-            raise ValueError("avatar.cell must be >= 1 and avatar.smooth >= 0.")
+            raise InputError("avatar.cell must be >= 1 and avatar.smooth >= 0.")
 
     def palette(self) -> np.ndarray:
         """float32 ``[3, 3]``: head, shirt and trousers colours."""

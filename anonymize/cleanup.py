@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from anonymize.opencv import cv2 as _cv2
+from anonymize.stages import InputError
 
 
 def blur_radius(sigma: float) -> int:
@@ -90,9 +91,9 @@ class MaskCleanup:
 
     def __post_init__(self):
         if self.window < 1 or self.window % 2 == 0:
-            raise ValueError(f"cleanup.window must be odd and >= 1; got {self.window}.")
+            raise InputError(f"cleanup.window must be odd and >= 1; got {self.window}.")
         if self.grow < 0 or self.edge_sigma < 0:
-            raise ValueError("cleanup.grow and cleanup.edge_sigma must be >= 0.")
+            raise InputError("cleanup.grow and cleanup.edge_sigma must be >= 0.")
 
     def __call__(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q = unflicker(q, self.window)

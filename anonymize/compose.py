@@ -17,7 +17,7 @@ import numpy as np
 
 from anonymize.cleanup import blur_radius, erode, soft_edges
 from anonymize.opencv import cv2 as _cv2
-from anonymize.stages import Avatar, Refiner
+from anonymize.stages import Avatar, InputError, Refiner
 
 
 def merge(background: np.ndarray, avatar: Avatar, sigma: float) -> np.ndarray:
@@ -54,7 +54,7 @@ def tubelets(region: np.ndarray, *, pad: int, window: int, min_iou: float = 0.1)
             box = np.array([x, y, x + bw, y + bh], np.float64)
             best = max(active, key=lambda tr: _iou(tr["boxes"][-1], box), default=None)
             if best is not None and _iou(best["boxes"][-1], box) >= min_iou:
-                active.remove(best)
+                active = [tr for tr in active if tr is not best]
                 best["boxes"].append(box)
                 best["last"] = i
             else:
@@ -115,7 +115,7 @@ def refine_and_compose(merged: np.ndarray, avatar: Avatar, person: np.ndarray,
             refined = refiner(crop, r)
             weight = soft_edges(r | cut(person), sigma, centred=True)
         if refined.shape != crop.shape:
-            raise ValueError(f"refiner returned shape {refined.shape} for a crop of {crop.shape}.")
+            raise InputError(f"refiner returned shape {refined.shape} for a crop of {crop.shape}.")
         for j, t in enumerate(range(tube.start, tube.start + len(tube.boxes))):
             a = weight[j][..., None]
             box = (slice(y0[j], y1[j]), slice(x0[j], x1[j]))

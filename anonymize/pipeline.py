@@ -36,6 +36,7 @@ from anonymize.stages import (
     REFINER_READS,
     Cleanup,
     Inpainter,
+    InputError,
     NoRefinement,
     Refiner,
     Renderer,
@@ -89,11 +90,11 @@ class Options:
 
     def __post_init__(self):
         if self.store not in STORES:
-            raise ValueError(f"store must be one of {STORES}; got {self.store!r}.")
+            raise InputError(f"store must be one of {STORES}; got {self.store!r}.")
         check_reads(self.max_reads, allowed=READS, what="max_reads")
         if self.blend_sigma < 0 or self.tubelet_pad < 0 or self.tubelet_window < 1 or \
                 self.codec_margin < 0:
-            raise ValueError("blend_sigma, tubelet_pad and codec_margin must be >= 0 and "
+            raise InputError("blend_sigma, tubelet_pad and codec_margin must be >= 0 and "
                              "tubelet_window >= 1.")
 
 
@@ -109,7 +110,7 @@ class Result:
     summary: dict
 
 
-class NoPersonError(ValueError):
+class NoPersonError(InputError):
     """No person was found in any frame of a video."""
 
 
@@ -122,17 +123,17 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
       ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
     """
     if READS.index(stages.segmenter.reads) > READS.index(options.max_reads):
-        raise ValueError(
+        raise InputError(
             f"the segmenter reads {stages.segmenter.reads!r}, more than max_reads="
             f"{options.max_reads!r} allows: its mask (public) would depend on pixels outside "
             "what you allowed. Use masks from files or person boxes, or raise max_reads.")
     video = np.asarray(video)
     if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
-        raise ValueError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
+        raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
                          f"{video.shape}.")
     q = np.asarray(stages.segmenter(video, key))
     if q.shape != video.shape[:3] or q.dtype != np.bool_:
-        raise ValueError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
+        raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
                          f"{video.shape[:3]}.")
     without = np.flatnonzero(~q.any(axis=(1, 2)))
     if len(without) == len(q) and not options.allow_no_person:
@@ -171,14 +172,14 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
 def find_videos(src: str) -> list[str]:
     """Keys (paths relative to ``src``, sorted) of the video files under ``src``."""
     if not os.path.isdir(src):
-        raise ValueError(f"{src}: source video directory not found.")
+        raise InputError(f"{src}: source video directory not found.")
     keys = []
     for root, dirs, files in os.walk(src):
         dirs.sort()
         keys += [os.path.relpath(os.path.join(root, f), src) for f in sorted(files)
                  if f.lower().endswith(VIDEO_EXTENSIONS)]
     if not keys:
-        raise ValueError(f"{src}: no video files ({', '.join(VIDEO_EXTENSIONS)}).")
+        raise InputError(f"{src}: no video files ({', '.join(VIDEO_EXTENSIONS)}).")
     return keys
 
 
@@ -231,15 +232,25 @@ def _fps(path: str) -> float:
     return float(rate) if rate else 25.0
 
 
+def preview(source: np.ndarray, result: Result, *, frames: int = 5) -> np.ndarray:
+    """uint8 ``[3 H, frames W, 3]`` RGB: ``frames`` evenly spaced frames of the source (top row),
+    the anonymised video (middle) and the public mask (bottom, white = public)."""
+    idx = np.linspace(0, len(source) - 1, frames).round().astype(int)
+    mask = np.repeat(result.public[idx, ..., None], 3, axis=-1).astype(np.uint8) * 255
+    rows = [np.concatenate(list(a), axis=1) for a in (source[idx], result.video[idx], mask)]
+    return np.concatenate(rows, axis=0)
+
+
 def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
-                     overwrite: bool = False, skip_bad: bool = False,
+                     overwrite: bool = False, skip_bad: bool = False, preview_dir: str = "",
                      progress: bool = True) -> dict:
     """Anonymise every video under ``src`` (module docstring for what is written).
 
     Every source video is probed first: an unreadable one stops the run before anything is
     written (``skip_bad=True`` leaves it out and lists it in the summary instead). A video with
     no person anywhere raises :class:`NoPersonError` (videos already written stay, and a rerun
-    resumes). ``dst`` and ``mask_dir`` must differ from ``src``.
+    resumes). ``dst`` and ``mask_dir`` must differ from ``src``. ``preview_dir``: also write
+    ``<preview_dir>/<key stem>.png`` (:func:`preview`) for each video processed.
 
     Returns:
       the summary written to ``<dst>/summary.json``.
@@ -247,7 +258,7 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
     keys = find_videos(src)
     for out_dir, name in ((dst, "dst"), (mask_dir, "mask_dir")):
         if os.path.realpath(out_dir) == os.path.realpath(src):
-            raise ValueError(f"{name} must not be the source directory {src}: the source videos "
+            raise InputError(f"{name} must not be the source directory {src}: the source videos "
                              "would be overwritten.")
     bad = []
     for key in keys:
@@ -257,7 +268,7 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
             bad.append((key, str(e)))
     if bad and not skip_bad:
         listed = "\n  ".join(f"{k}: {reason}" for k, reason in bad)
-        raise ValueError(f"{len(bad)} unreadable source video(s); nothing was written "
+        raise InputError(f"{len(bad)} unreadable source video(s); nothing was written "
                          f"(skip_bad=True leaves them out):\n  {listed}")
     bad_keys = {k for k, _ in bad}
     videos = {}
@@ -279,6 +290,10 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
         _save_atomic(stem + ".npz", lambda p, r=result: _write_npz(p, r.public))
         _save_atomic(stem + ".json", lambda p, r=result: _write_json(p, r.summary))
+        if preview_dir:
+            png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
+            strip = preview(frames, result)
+            _save_atomic(png, lambda p, s=strip: _write_png(p, s))
         videos[key] = result.summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
@@ -298,6 +313,16 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
     }
     _save_atomic(os.path.join(dst, "summary.json"), lambda p: _write_json(p, summary))
     return summary
+
+
+def _write_png(path: str, rgb: np.ndarray) -> None:
+    from anonymize.opencv import cv2
+
+    ok, data = cv2().imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
+    if not ok:
+        raise OSError(f"PNG encoding failed for {path}.")
+    with open(path, "wb") as f:
+        f.write(data.tobytes())
 
 
 def _write_npz(path: str, public: np.ndarray) -> None:
@@ -321,14 +346,14 @@ def build_stages(config) -> tuple[Stages, Options]:
         segmenter = segment.BackgroundSubtraction(detector=seg.detector, max_gap=seg.max_gap)
     elif seg.method == "files":
         if not seg.files_dir:
-            raise ValueError("segment.method='files' needs segment.files_dir (your person masks).")
+            raise InputError("segment.method='files' needs segment.files_dir (your person masks).")
         segmenter = segment.MaskFiles(seg.files_dir)
     else:
-        raise ValueError(f"segment.method must be 'grabcut', 'background' or 'files'; got "
+        raise InputError(f"segment.method must be 'grabcut', 'background' or 'files'; got "
                          f"{seg.method!r}.")
     inpainters = {"median": inpaint.TemporalMedian, "opencv": inpaint.OpenCVInpaint}
     if config.inpaint not in inpainters:
-        raise ValueError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")
+        raise InputError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")
     stages = Stages(
         segmenter=segmenter,
         cleanup=cleanup.MaskCleanup(**config.cleanup),

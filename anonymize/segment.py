@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from anonymize.opencv import cv2 as _cv2
+from anonymize.stages import InputError
 from data import decode
 
 
@@ -40,7 +41,7 @@ class MaskFiles:
 
     def __init__(self, mask_dir: str):
         if not os.path.isdir(mask_dir):
-            raise ValueError(f"{mask_dir}: person-mask directory not found.")
+            raise InputError(f"{mask_dir}: person-mask directory not found.")
         self.mask_dir = mask_dir
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
@@ -138,9 +139,9 @@ class GrabCutPeople:
     def __init__(self, *, boxes_dir: str = "", margin: int = 8, iterations: int = 3,
                  max_gap: int = 12):
         if margin < 1 or iterations < 1 or max_gap < 0:
-            raise ValueError("GrabCutPeople needs margin >= 1, iterations >= 1, max_gap >= 0.")
+            raise InputError("GrabCutPeople needs margin >= 1, iterations >= 1, max_gap >= 0.")
         if boxes_dir and not os.path.isdir(boxes_dir):
-            raise ValueError(f"{boxes_dir}: person-box directory not found.")
+            raise InputError(f"{boxes_dir}: person-box directory not found.")
         self.boxes_dir, self.margin, self.iterations, self.max_gap = (
             boxes_dir, margin, iterations, max_gap)
         self.reads = "boxes" if boxes_dir else "video"
@@ -195,7 +196,7 @@ class BackgroundSubtraction:
                  background_ratio: float = 0.6, min_area: float = 0.002,
                  detector: str = "people", max_gap: int = 12):
         if detector not in ("people", "none"):
-            raise ValueError(f"detector must be 'people' or 'none'; got {detector!r}.")
+            raise InputError(f"detector must be 'people' or 'none'; got {detector!r}.")
         self.history, self.var_threshold, self.min_area = history, var_threshold, min_area
         self.background_ratio = background_ratio
         self.detector, self.max_gap = detector, max_gap

@@ -105,6 +105,11 @@ class NoRefinement:
         return crop
 
 
+class InputError(ValueError):
+    """Bad input or settings given to the anonymisation pipeline (the CLI prints it and exits 2;
+    any other exception is a bug and keeps its traceback)."""
+
+
 def check_reads(reads: str, *, allowed: tuple[str, ...], what: str) -> None:
     if reads not in allowed:
-        raise ValueError(f"{what} must declare reads in {allowed}; got {reads!r}.")
+        raise InputError(f"{what} must declare reads in {allowed}; got {reads!r}.")

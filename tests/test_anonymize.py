@@ -370,8 +370,13 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
     bad = subprocess.run(base + ["--config.max_reads=none"], cwd=ROOT, capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "more than max_reads='none'" in bad.stderr
-    ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True)
+    ok = subprocess.run(base + [f"--preview_dir={tmp_path / 'preview'}"], cwd=ROOT,
+                        capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
+    from anonymize.opencv import cv2
+
+    strip = cv2().imread(str(tmp_path / "preview" / "c" / "v.png"))
+    assert strip.shape == (3 * video.shape[1], 5 * video.shape[2], 3)
     assert "anonymised 1 videos" in ok.stdout
     assert json.loads((tmp_path / "dst" / "summary.json").read_text())["videos"]["c/v.mp4"]
 
