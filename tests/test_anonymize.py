@@ -302,6 +302,20 @@ def test_tubelets_are_smooth_and_of_one_size():
     assert np.abs(np.diff(tube.boxes[2:-2, 0], 2)).max() <= 2  # jitter of 3 px averaged out
 
 
+def test_tubelets_follow_several_people():
+    region = np.zeros((10, 60, 120), bool)
+    for i in range(10):
+        region[i, 10:30, 5 + i: 15 + i] = True  # walks right
+        region[i, 30:40 if i == 0 else 55, 100 - i: 110 if i == 0 else 112 - i] = True  # grows
+    tubes = compose.tubelets(region, pad=2, window=3)
+    assert len(tubes) == 2 and all(len(t.boxes) == 10 for t in tubes)
+    covered = np.zeros_like(region)
+    for tube in tubes:
+        for i, (x0, y0, x1, y1) in enumerate(tube.boxes):
+            covered[tube.start + i, y0:y1, x0:x1] = True
+    assert np.all(covered[region])
+
+
 # --- folders, files, bad input, training ----------------------------------------------------------
 
 
