@@ -218,6 +218,9 @@ def _save_atomic(path: str, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the dataset from co-workers
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -270,3 +270,24 @@ def test_readme_quotes_the_dpcda_lira_audit():
     assert f"({report['chance_asr_max']:.3f}," in readme
     for r in finite:  # the attack's lower bound never exceeds the accountant's upper bound
         assert all(r[k]["epsilon_lower_bound"] <= r["epsilon"] for k in ("offline", "online"))
+
+
+def test_readme_anonymisation_table_is_the_committed_summary():
+    """README "Anonymising your videos": each row is recomputed from the committed summary.json,
+    and the committed mask is one train.py reads, with the summary's public fraction."""
+    from data import decode
+
+    directory = os.path.join(ROOT, "docs", "results", "anonymize")
+    with open(os.path.join(directory, "summary.json")) as f:
+        videos = json.load(f)["videos"]
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for key, v in videos.items():
+        row = (f"| `{key}` | {v['frames']} | {v['public_fraction']:.3f} | "
+               f"{len(v['frames_without_person'])} | {v['tubelets']} |")
+        assert row in readme, row
+    mask, info = decode.load_mask(os.path.join(directory, "masks", "talk",
+                                               "carphone_pristine.npz"))
+    summary = videos["talk/carphone_pristine.mp4"]
+    assert (info.num_frames, info.height, info.width) == (summary["frames"], *summary["size"])
+    assert mask.mean() == pytest.approx(summary["public_fraction"], abs=1e-12)
