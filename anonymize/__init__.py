@@ -23,7 +23,7 @@ What the guarantee covers (read this before using the masks)
 -----------------------------------------------------------
 MaskDP protects the *private* pixels (mask 0) of a video under masked adjacency: neighbouring
 datasets differ in the private pixels of one video and share everything else, **the masks
-included**. Two consequences for a pipeline that makes the masks:
+included**. Consequences for a pipeline that makes the masks:
 
 * **A public pixel must be a function of public information only.** Here the public mask is the
   avatar's own region ``r``, eroded by the radius of the compositing blur (where the avatar is
@@ -39,14 +39,25 @@ included**. Two consequences for a pipeline that makes the masks:
   motion compensation and rate control let any pixel influence any other; the codec margin only
   keeps the public region away from block-level mixing and is **not** a guarantee, so lossless
   FFV1 is the default.
-* **The mask is public, yet a segmenter reads pixels.** The released mask (and the avatar's
-  silhouette, which is the mask) carries information about every pixel the segmenter read, and
-  that information is *not* protected by DP. The guarantee is therefore *for private pixels
-  given the mask*: an adversary learns, outside DP, what the mask reveals. Each segmenter declares
-  what it reads (``reads``): ``"none"`` (masks from files: whoever made them answers for them),
-  ``"boxes"`` (GrabCut inside given person boxes: the mask depends only on the pixels inside the
-  boxes and a small margin, mostly the person), or ``"video"`` (background subtraction and
-  detectors read every pixel, the background included; e.g. a car passing behind the person can
-  enter the mask, and with it the avatar). The summary records each video's ``reads``, and
-  ``max_reads`` refuses a segmenter that reads more than a user allows.
+* **The mask is public, yet a segmenter reads pixels.** The released mask carries information
+  about every pixel the segmenter read, and so do the avatar's pixels: its outline, bands and
+  shading are drawn from the cleaned person mask ``q``, of which the released mask is only the
+  eroded core (the summary's ``person_fraction`` and ``frames_without_person`` are functions
+  of ``q`` too). None of that is protected by DP. The guarantee is therefore *for private pixels
+  given the segmentation ``q``*: an adversary learns, outside DP, whatever ``q`` reveals. Each
+  segmenter declares what it reads (``reads``): ``"none"`` (masks from files: whoever made them
+  answers for them; the pipeline hands such a segmenter a blank video, so the declaration holds
+  by construction), ``"boxes"`` (GrabCut inside given person boxes: the mask depends only on the
+  pixels inside the boxes and a small margin, mostly the person, and on whatever made the boxes),
+  or ``"video"`` (background subtraction and detectors read every pixel, background included;
+  e.g. a car passing behind the person can enter the mask, and with it the avatar). ``"boxes"``
+  and ``"video"`` are declarations the pipeline trusts. The summary records each video's
+  ``reads``, and ``max_reads`` refuses a segmenter that reads more than a user allows.
+* **A refiner that reads the background leaves nothing public.** With the paper's diffusion
+  refinement (``reads="crop"``) the tubelets cover the whole avatar, every pasted pixel is
+  private, and MaskDP on the output is DP-SGD. Only an avatar-only refiner keeps the public region.
+* **The outputs are private data.** The anonymised videos keep the real background and any part
+  of the person the segmenter missed (both private, protected by MaskDP during training, not by
+  this pipeline), and ``--preview_dir`` strips show the source. Keep them as private as the
+  source videos; "anonymised" here means "the person's region is replaced", not "safe to share".
 """

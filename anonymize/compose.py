@@ -23,7 +23,8 @@ from anonymize.stages import Avatar, InputError, Refiner
 def merge(background: np.ndarray, avatar: Avatar, sigma: float) -> np.ndarray:
     """``x_dd``: the avatar over the inpainted video. float32 ``[T, H, W, 3]``."""
     alpha = soft_edges(avatar.region, sigma, centred=True)[..., None]
-    return alpha * avatar.rgb + (1 - alpha) * background
+    # where alpha is 1 the avatar alone, selected rather than computed (0 * NaN would be NaN)
+    return np.where(alpha == 1, avatar.rgb, alpha * avatar.rgb + (1 - alpha) * background)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,12 +115,13 @@ def refine_and_compose(merged: np.ndarray, avatar: Avatar, person: np.ndarray,
         else:
             refined = refiner(crop, r)
             weight = soft_edges(r | cut(person), sigma, centred=True)
-        if refined.shape != crop.shape:
-            raise InputError(f"refiner returned shape {refined.shape} for a crop of {crop.shape}.")
+        if refined.shape != crop.shape or not np.all(np.isfinite(refined)):
+            raise InputError(f"the refiner returned {refined.shape} with non-finite values or a "
+                             f"shape other than the crop's {crop.shape}.")
         for j, t in enumerate(range(tube.start, tube.start + len(tube.boxes))):
             a = weight[j][..., None]
             box = (slice(y0[j], y1[j]), slice(x0[j], x1[j]))
-            out[t][box] = a * refined[j] + (1 - a) * out[t][box]
+            out[t][box] = np.where(a == 1, refined[j], a * refined[j] + (1 - a) * out[t][box])
             touched[t][box] |= weight[j] > 0
     if refiner.reads == "avatar":
         touched[:] = False

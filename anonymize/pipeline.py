@@ -44,6 +44,7 @@ from anonymize.stages import (
     check_reads,
 )
 from data import decode
+from data.decode import MASK_VIDEO_EXTENSIONS
 from data.layouts import VIDEO_EXTENSIONS
 
 STORES = ("lossless", "h264")
@@ -131,7 +132,12 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
         raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
                          f"{video.shape}.")
-    q = np.asarray(stages.segmenter(video, key))
+    if options.store == "h264" and (video.shape[1] % 2 or video.shape[2] % 2):
+        raise InputError(f"{key}: store='h264' needs even frame sizes (yuv420p); got "
+                         f"{video.shape[2]}x{video.shape[1]}. Use store='lossless'.")
+    # A segmenter that declares it reads no pixel is handed none (a blank video of the shape).
+    seen = np.broadcast_to(np.uint8(0), video.shape) if stages.segmenter.reads == "none" else video
+    q = np.asarray(stages.segmenter(seen, key))
     if q.shape != video.shape[:3] or q.dtype != np.bool_:
         raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
                          f"{video.shape[:3]}.")
@@ -142,9 +148,17 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
             "mask would be all private. Check the segmenter (configs/anonymize.py: "
             "segment.method), or set allow_no_person=True to write it with an all-private mask.")
     q, q_alpha = stages.cleanup(q)
-    removed = stages.inpainter(video, q)
+    removed = np.asarray(stages.inpainter(video, q))
+    if removed.shape != video.shape or not np.all(np.isfinite(removed)):
+        raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} with "
+                         f"non-finite values or a shape other than the video's {video.shape}.")
     background = q_alpha[..., None] * removed + (1 - q_alpha[..., None]) * video
     avatar = stages.renderer(q)
+    if (avatar.region.shape != q.shape or avatar.region.dtype != np.bool_
+            or avatar.rgb.shape != video.shape or not np.all(np.isfinite(avatar.rgb))):
+        raise InputError(f"{key}: the renderer must return a bool region {q.shape} and finite "
+                         f"colours {video.shape}; got {avatar.region.dtype} "
+                         f"{avatar.region.shape} and {avatar.rgb.shape}.")
     merged = compose.merge(background, avatar, options.blend_sigma)
     crops = compose.tubelets(avatar.region, pad=options.tubelet_pad,
                              window=options.tubelet_window)
@@ -259,10 +273,22 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
       the summary written to ``<dst>/summary.json``.
     """
     keys = find_videos(src)
-    for out_dir, name in ((dst, "dst"), (mask_dir, "mask_dir")):
-        if os.path.realpath(out_dir) == os.path.realpath(src):
-            raise InputError(f"{name} must not be the source directory {src}: the source videos "
-                             "would be overwritten.")
+    _check_output_dirs(src, dst, mask_dir, stages)
+    stems: dict[str, str] = {}
+    for key in keys:
+        stem = os.path.splitext(key)[0]
+        if stem in stems:
+            raise InputError(f"{stems[stem]} and {key} would share the mask {stem}.npz (masks "
+                             "mirror the path without its extension); rename one.")
+        stems[stem] = key
+        shadows = [os.path.join(mask_dir, stem) + ext for ext in (".npy", *MASK_VIDEO_EXTENSIONS)
+                   if os.path.isfile(os.path.join(mask_dir, stem) + ext)]
+        if shadows:  # train.py would read it instead of (or beside) the .npz written here
+            raise InputError(f"{shadows[0]} exists: train.py would read it as the mask of {key} "
+                             f"instead of the {stem}.npz this run writes (a stale or person "
+                             "mask would be trained as public). Remove it or pick another "
+                             "--mask_dir. Nothing was written.")
+    settings = _settings(stages, options)
     bad = []
     for key in keys:
         try:
@@ -285,11 +311,19 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         if not overwrite and all(os.path.isfile(p) for p in
                                  (out_path, stem + ".npz", stem + ".json")):
             with open(stem + ".json") as f:
-                videos[key] = json.load(f)
+                done = json.load(f)
+            if done.get("settings") != settings:
+                raise InputError(
+                    f"{out_path} was made with other settings than this run's (stages, reads, "
+                    "store or options differ; see its summary "
+                    f"{stem}.json): rerun with --overwrite, or write to another --dst and "
+                    "--mask_dir. Nothing was changed.")
+            videos[key] = done
             continue
         source = os.path.join(src, key)
         frames = read_video(source)
         result = anonymize_video(frames, key, stages, options)
+        result.summary["settings"] = settings
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
         _save_atomic(stem + ".npz", lambda p, r=result: _write_npz(p, r.public))
         _save_atomic(stem + ".json", lambda p, r=result: _write_json(p, r.summary))
@@ -306,9 +340,8 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         "src": os.path.abspath(src),
         "videos": videos,
         "skipped_unreadable": [{"key": k, "reason": r} for k, r in bad],
-        "options": dataclasses.asdict(options),
-        "stages": {f.name: type(getattr(stages, f.name)).__name__
-                   for f in dataclasses.fields(stages)},
+        "settings": settings,
+        "segmenter_reads": sorted({v["segmenter_reads"] for v in videos.values()}),
         "public_fraction_mean": float(np.mean([v["public_fraction"] for v in videos.values()]))
         if videos else 0.0,
         "videos_with_frames_without_person": sorted(
@@ -316,6 +349,36 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
     }
     _save_atomic(os.path.join(dst, "summary.json"), lambda p: _write_json(p, summary))
     return summary
+
+
+def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages) -> None:
+    src_real = os.path.realpath(src)
+    for out_dir, name in ((dst, "dst"), (mask_dir, "mask_dir")):
+        real = os.path.realpath(out_dir)
+        if real == src_real or real.startswith(src_real + os.sep):
+            raise InputError(f"{name} ({out_dir}) must lie outside the source directory {src}: "
+                             "the source videos would be overwritten or read back as sources.")
+    files_dir = getattr(stages.segmenter, "mask_dir", "")
+    if files_dir and os.path.realpath(files_dir) == os.path.realpath(mask_dir):
+        raise InputError(f"mask_dir must differ from the person-mask folder {files_dir}: "
+                         "train.py would read person masks (1 = person) as public masks.")
+
+
+def _settings(stages: Stages, options: Options) -> dict:
+    """What a video's outputs were made with (compared on resume): each stage's class and
+    parameters, the segmenter's ``reads``, and the options."""
+
+    def describe(stage) -> dict:
+        params = (dataclasses.asdict(stage) if dataclasses.is_dataclass(stage)
+                  else dict(getattr(stage, "__dict__", {})))
+        return {"class": type(stage).__name__,
+                **{k: v for k, v in params.items() if isinstance(v, (str, int, float, bool))}}
+
+    return json.loads(json.dumps({
+        "stages": {f.name: describe(getattr(stages, f.name)) for f in dataclasses.fields(stages)},
+        "segmenter_reads": stages.segmenter.reads,
+        "options": dataclasses.asdict(options),
+    }))
 
 
 def _write_png(path: str, rgb: np.ndarray) -> None:

@@ -11,7 +11,8 @@
   detector and frontal-face cascade (``reads="video"``: the detectors scan every pixel) or from
   box files (``reads="boxes"``: GrabCut is run on the box plus ``margin`` cropped out of the frame,
   so the mask depends on no pixel outside it; this is the mode whose mask depends on the person's
-  pixels, and the margin's, only).
+  pixels, and the margin's, only; whoever made the boxes answers for what *they* read, and the
+  cleanup's temporal vote mixes in the boxes of neighbouring frames).
 
 OpenCV is the library (its classical detectors and segmenters run offline on a CPU); the choice
 between them is the user's (configs/anonymize.py). Detectors are imprecise: the summary reports
@@ -113,8 +114,10 @@ def read_boxes(boxes_dir: str, key: str, num_frames: int,
             path, f"person boxes unreadable ({type(e).__name__}: {e}); expected "
                   '{"boxes": [[frame, x0, y0, x1, y1], ...]}.') from e
     frame = rows[:, 0].astype(np.int64)
-    if rows.size and (frame.min() < 0 or frame.max() >= num_frames):
-        raise decode.BadVideoError(path, f"box frame indices must lie in [0, {num_frames}).")
+    if rows.size and (frame.min() < 0 or frame.max() >= num_frames
+                      or not np.array_equal(frame, rows[:, 0])):
+        raise decode.BadVideoError(
+            path, f"box frame indices must be integers in [0, {num_frames}).")
     return [_clip_boxes(rows[frame == i, 1:], *size) for i in range(num_frames)]
 
 

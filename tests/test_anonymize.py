@@ -99,6 +99,29 @@ def test_public_pixels_depend_on_no_source_pixel_given_the_segmentation(
         np.testing.assert_array_equal(a[base.public], b[base.public])
 
 
+def test_public_pixels_are_exact_before_rounding(invariance_case):
+    """The radius pinned at float level: with backgrounds 0 and 1e6 under the same avatar, merge
+    and composition agree bit-for-bit on every public pixel (uint8 rounding can hide a rim whose
+    background weight is tiny; this cannot), and the public mask is exactly the avatar region
+    eroded by ⌈3σ⌉."""
+    q, st, opts, base = invariance_case
+    q_clean, _ = st.cleanup(q)
+    av = st.renderer(q_clean)
+    crops = compose.tubelets(av.region, pad=opts.tubelet_pad, window=opts.tubelet_window)
+    outs = []
+    for value in (0.0, 1e6):
+        merged = compose.merge(np.full(av.rgb.shape, value, np.float32), av, opts.blend_sigma)
+        out, _ = compose.refine_and_compose(merged, av, q_clean, crops, st.refiner,
+                                            opts.blend_sigma)
+        outs.append(out)
+    public = compose.public_mask(av.region, opts.blend_sigma)
+    np.testing.assert_array_equal(public, cleanup.erode(av.region, 5))  # ⌈3 x 1.5⌉
+    np.testing.assert_array_equal(base.public, public)
+    np.testing.assert_array_equal(outs[0][public], outs[1][public])
+    next_ring = cleanup.erode(av.region, 4) & ~public
+    assert (outs[0][next_ring] != outs[1][next_ring]).any()  # one px less erosion would leak
+
+
 def test_the_invariance_check_fails_without_the_blend_erosion(carphone, invariance_case):
     """The test above has teeth: calling the whole avatar region public (no erosion by the
     blend's radius) lets private pixels into it."""
@@ -111,6 +134,10 @@ def test_the_invariance_check_fails_without_the_blend_erosion(carphone, invarian
 
 
 def test_a_refiner_that_reads_the_crop_makes_its_pixels_private(carphone, invariance_case):
+    """A refiner that reads the background: the pixels it pastes leave the public mask, and the
+    pixels left public stay invariant. Through the pipeline its tubelets cover the whole avatar
+    (the paper's diffusion refiner leaves nothing public: MaskDP then is DP-SGD); one tubelet
+    over the first half of the frames leaves public pixels to compare."""
     q, st, opts, base = invariance_case
 
     class Brighten:
@@ -119,13 +146,24 @@ def test_a_refiner_that_reads_the_crop_makes_its_pixels_private(carphone, invari
         def __call__(self, crop, avatar_mask):
             return crop * 0.5 + crop.mean() * 0.5  # depends on the crop's background
 
-    crop_st = dataclasses.replace(st, refiner=Brighten())
-    a = pipeline.anonymize_video(carphone, "c", crop_st, opts)
-    other = np.random.default_rng(2).integers(0, 256, carphone.shape, dtype=np.uint8)
-    b = pipeline.anonymize_video(other, "c", crop_st, opts)
-    assert a.public.sum() < base.public.sum()
-    np.testing.assert_array_equal(a.video[a.public], b.video[a.public])
-    assert a.summary["refiner_reads"] == "crop"
+    whole = pipeline.anonymize_video(carphone, "c", dataclasses.replace(st, refiner=Brighten()),
+                                     opts)
+    assert whole.public.sum() == 0 and whole.summary["refiner_reads"] == "crop"
+    q_clean, _ = st.cleanup(q)
+    av = st.renderer(q_clean)
+    half = len(q) // 2
+    tube = compose.Tubelet(0, np.tile([0, 0, q.shape[2], q.shape[1]], (half, 1)))
+    public = compose.public_mask(av.region, opts.blend_sigma)
+    results = []
+    for value in (0.0, 255.0):
+        merged = compose.merge(np.full(av.rgb.shape, value, np.float32), av, opts.blend_sigma)
+        out, touched = compose.refine_and_compose(merged, av, q_clean, [tube], Brighten(),
+                                                  opts.blend_sigma)
+        results.append((out, public & ~touched))
+    (a, pub), (b, _) = results
+    assert not pub[:half].any() and pub[half:].sum() > 1000
+    np.testing.assert_array_equal(a[pub], b[pub])
+    assert (a[public & ~pub] != b[public & ~pub]).any()  # what was removed did change
 
 
 def test_a_refiner_that_reads_only_the_avatar_keeps_the_public_pixels_public(
@@ -187,6 +225,14 @@ def test_grabcut_in_given_boxes_reads_only_the_boxes(tmp_path):
     assert (q & person).sum() > 0.8 * person.sum()
     busy, _ = scene(car=True)  # the car stays in rows 4..13, far from every box + margin
     np.testing.assert_array_equal(seg(busy, "v.mp4"), q)
+    # Outside box + margin painted in the person's colour: GrabCut on the whole frame would
+    # take it for person; on the crop it never sees it.
+    painted = video.copy()
+    for i, x0, y0, x1, y1 in boxes:
+        keep = np.zeros(video.shape[1:3], bool)
+        keep[max(y0 - 6, 0):y1 + 6, max(x0 - 6, 0):x1 + 6] = True
+        painted[i][~keep] = (30, 20, 25)
+    np.testing.assert_array_equal(seg(painted, "v.mp4"), q)
 
 
 def test_max_reads_refuses_a_segmenter_that_reads_more():
@@ -302,7 +348,7 @@ def test_inpainting_replaces_only_the_person(carphone, method):
     assert np.abs(out[q] - carphone[q]).mean() > 10
 
 
-def test_avatar_covers_the_person_and_reads_no_pixel(carphone, invariance_case):
+def test_avatar_covers_the_person(carphone, invariance_case):
     q = invariance_case[0]
     a = avatar.ProceduralAvatar()(q)
     assert np.all(a.region[q]) and np.all(a.rgb[~a.region] == 0)
@@ -389,8 +435,71 @@ def test_bad_inputs_are_refused_clearly_and_lose_nothing(tmp_path):
     written = pipeline.anonymize_folder(src, str(tmp_path / "o3"), str(tmp_path / "m3"), files,
                                         pipeline.Options(allow_no_person=True), progress=False)
     assert written["videos"]["c/good.mp4"]["public_fraction"] == 0
-    with pytest.raises(ValueError, match="must not be the source"):
+    with pytest.raises(ValueError, match="must lie outside the source"):
         pipeline.anonymize_folder(src, src, masks, st, pipeline.Options(), progress=False)
+
+
+def test_unsafe_folders_and_resumes_are_refused(tmp_path):
+    """Each way an unsafe mask could reach train.py is refused before anything is written: two
+    videos sharing a mask stem, a stale .npy that train.py would read before the .npz, outputs
+    inside the source, the person-mask folder as mask_dir, and resuming with other settings."""
+    video, person = scene(t=6)
+    src, dst, masks = (str(tmp_path / d) for d in ("src", "dst", "masks"))
+    write_source(src, {"c/a.mp4": video})
+    st = pipeline.Stages(segmenter=FixedSegmenter(person))
+    opts = pipeline.Options()
+    write_source(str(tmp_path / "twin"), {"c/a.mp4": video, "c/a.avi": video})
+    with pytest.raises(stages.InputError, match="would share the mask c/a.npz"):
+        pipeline.anonymize_folder(str(tmp_path / "twin"), dst, masks, st, opts, progress=False)
+    os.makedirs(os.path.join(masks, "c"))
+    np.save(os.path.join(masks, "c", "a.npy"), person.astype(np.uint8))
+    with pytest.raises(stages.InputError, match="a.npy exists: train.py would read it"):
+        pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
+    os.remove(os.path.join(masks, "c", "a.npy"))
+    with pytest.raises(stages.InputError, match="must lie outside the source"):
+        pipeline.anonymize_folder(src, os.path.join(src, "out"), masks, st, opts, progress=False)
+    with pytest.raises(stages.InputError, match="must differ from the person-mask folder"):
+        pipeline.anonymize_folder(src, dst, masks, pipeline.Stages(segment.MaskFiles(masks)),
+                                  opts, progress=False)
+    assert not os.path.exists(dst)
+    pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
+    with pytest.raises(stages.InputError, match="made with other settings"):
+        pipeline.anonymize_folder(src, dst, masks, st, dataclasses.replace(opts, store="h264"),
+                                  progress=False)
+    redone = pipeline.anonymize_folder(src, dst, masks, st, dataclasses.replace(
+        opts, store="h264"), overwrite=True, progress=False)
+    assert redone["videos"]["c/a.mp4"]["store"] == "h264"
+
+
+def test_stages_are_held_to_their_declarations():
+    """A segmenter declaring reads="none" is handed a blank video; non-finite inpainting, odd
+    sizes for H.264 and a malformed avatar are refused."""
+    video, person = scene(t=4)
+    seen = []
+
+    class Blind:
+        reads = "none"
+
+        def __call__(self, v, key):
+            seen.append(v)
+            return person
+
+    pipeline.anonymize_video(video, "v", pipeline.Stages(Blind()), pipeline.Options())
+    assert seen[0].shape == video.shape and not seen[0].any()
+
+    def nan_inpaint(v, q):
+        return np.full(v.shape, np.nan, np.float32)
+
+    with pytest.raises(stages.InputError, match="inpainter returned"):
+        pipeline.anonymize_video(video, "v", pipeline.Stages(Blind(), inpainter=nan_inpaint),
+                                 pipeline.Options())
+    with pytest.raises(stages.InputError, match="needs even frame sizes"):
+        pipeline.anonymize_video(video[:, :-1], "v", pipeline.Stages(FixedSegmenter(
+            person[:, :-1])), pipeline.Options(store="h264"))
+    with pytest.raises(stages.InputError, match="the renderer must return"):
+        pipeline.anonymize_video(video, "v", pipeline.Stages(Blind(), renderer=lambda q: (
+            stages.Avatar(np.zeros((*q.shape, 3), np.float32), q.astype(np.uint8)))),
+            pipeline.Options())
 
 
 def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
