@@ -10,25 +10,14 @@ from typing import Any
 import jax
 import numpy as np
 
-import models
 from accounting import accountant, events
-from audit import coupled, synthetic_release
+from audit import coupled, membership, shadows, synthetic_release
 from data import synthetic
-from maskdp_jax import partition, sampling
+from maskdp_jax import sampling
 from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.tokenizer import Tokenizer
+from reporting import plots
 
-AUDITS = ("coupled", "dpcda_lira")
-
-
-def _model(config, *, num_classes: int, input_shape):
-    """The audited model: preset, initial parameters from the public seed, the config's
-    fine-tuning split."""
-    model = models.get_model(config.model.name, num_classes=num_classes)
-    params = model.init(jax.random.key(config.seed), np.zeros((1, *input_shape), np.float32))
-    mask = models.finetune.trainable_mask(params["params"], strategy=config.model.finetune)
-    trainable, frozen = partition.split(params["params"], mask)
-    return model, trainable, frozen, lambda p, x: model.apply({"params": p}, x)
+AUDITS = ("coupled", "dpcda_lira", "lira")
 
 
 def coupled_audit(config, workdir: str) -> dict[str, Any]:
@@ -39,8 +28,8 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
                                      clip_frames=config.input.clip_frames,
                                      size=config.input.size, seed=config.seed)
     data = train.get_batch(np.arange(len(train)))  # centre clips [N, 1, T, S, S, 3]
-    model, trainable, frozen, apply_fn = _model(config, num_classes=train.num_classes,
-                                                input_shape=data["video"].shape[2:])
+    model, trainable, frozen, apply_fn = shadows.audited_model(
+        config, num_classes=train.num_classes, input_shape=data["video"].shape[2:])
     n = len(train)
     q = config.batch_size / n
     steps_for_training = events.steps_for_epochs(num_examples=n, batch_size=config.batch_size,
@@ -49,7 +38,7 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
                        steps=steps_for_training, l2_clip_norm=1.0,
                        noise_multiplier=config.noise_multiplier, delta=config.delta)
     common = dict(apply_fn=apply_fn, plan=plan,
-                  tokens=Tokenizer(patch_stride=tuple(model.patch_stride)))
+                  tokens=shadows.tokenizer(model))
     rows = []
     for scheme in ("coupled", "decoupled"):
         sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
@@ -115,6 +104,13 @@ def run(config, workdir: str) -> dict[str, Any]:
     """Dispatch on ``config.audit`` (:data:`AUDITS`)."""
     if config.audit == "coupled":
         return coupled_audit(config, workdir)
+    if config.audit == "lira":
+        report = membership.audit(config)
+        _write(workdir, report, membership.markdown(config, report))
+        plots.asr_vs_epsilon(membership.table(report), os.path.join(workdir, "asr_vs_epsilon.png"),
+                             chance=report["chance_asr_max"],
+                             title=f"LiRA on {config.num_shadows} shadow models per setting")
+        return report
     if config.audit == "dpcda_lira":
         report = synthetic_release.audit(config)
         _write(workdir, report, synthetic_release.markdown(config, report))

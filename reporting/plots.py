@@ -136,6 +136,41 @@ def accuracy_vs_mixing_order(
     _save_accuracy_axes(fig, ax, path, title=title, chance=chance)
 
 
+def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, chance: float, title: str) -> None:
+    """LiRA (seed 004 Fig. 3 shape): ASR^M vs ε per mode, online (solid) and offline (dashed),
+    mean ± std over seeds; the non-private models as a horizontal band at the right edge's
+    ε = ∞ and random guessing's ASR^M as a dotted line.
+
+    Args:
+      table: rows of :func:`audit.membership.table` (``mode``, ``epsilon``, ``kind``,
+        ``asr_max = (mean, std)``).
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+    for kind, ls in (("online", "-"), ("offline", "--")):
+        for mode in MODE_ORDER:
+            pts = sorted((r["epsilon"], r["asr_max"]) for r in table
+                         if r["mode"] == mode and r["kind"] == kind)
+            if not pts:
+                continue
+            style = dict(_STYLE[mode], label=f"{_STYLE[mode]['label']}, {kind}")
+            if not Mode(mode).is_private:
+                mean, std = pts[0][1]
+                ax.axhline(mean, ls=ls, lw=1.2, color="black", label=style["label"])
+                ax.axhspan(mean - std, mean + std, color="black", alpha=0.08)
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
+                        capsize=3, lw=1.5, ms=5, ls=ls, **style)
+    ax.axhline(chance, color="gray", ls=":", lw=1, label=f"random guessing ({chance:.3f})")
+    ax.set_xlabel("ε (δ fixed)")
+    ax.set_ylabel("ASR^M (max over videos of per-video attack success)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def per_class(
     accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int] | None,
     path: str, *, title: str,

@@ -28,7 +28,31 @@ def test_coupled_audit_command_writes_its_report(tmp_path):
 def test_unknown_audit_is_refused(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "audit", "--config=configs/audit_coupled.py",
-         f"--workdir={tmp_path}", "--config.audit=lira"],
+         f"--workdir={tmp_path}", "--config.audit=nope"],
         cwd=ROOT, capture_output=True, text=True, env=os.environ | {"JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 2 and "config.audit must be one of" in proc.stderr
     assert audit_coupled.get_config().audit == "coupled"
+
+
+def test_lira_audit_writes_its_table_and_plot(tmp_path):
+    """configs/audit_lira.py at a tiny size: one row per (mode, ε, seed), the table's mean ±
+    std over seeds, the report and the ASR^M plot."""
+    from audit import membership, runs
+    from configs import audit_lira
+
+    config = audit_lira.get_config()
+    config.modes, config.epsilons, config.seeds = ("nonprivate", "maskdp"), (4.0,), (0, 1)
+    config.input.num_train, config.num_shadows, config.chunk = 16, 6, 6  # LOO: 2 per side
+    config.batch_size = config.physical_batch_size = 4
+    config.num_epochs = 1.0
+    report = runs.run(config, str(tmp_path))
+    assert [(r["mode"], r["epsilon"], r["seed"]) for r in report["rows"]] == [
+        ("nonprivate", float("inf"), 0), ("nonprivate", float("inf"), 1),
+        ("maskdp", 4.0, 0), ("maskdp", 4.0, 1)]
+    row = report["rows"][2]
+    assert row["noise_multiplier"] > 0 and 0.5 <= row["online"]["asr_max"] <= 1
+    table = membership.table(report)
+    assert len(table) == 4 and all(e["seeds"] == 2 for e in table)
+    text = (tmp_path / "report.md").read_text()
+    assert "| maskdp | 4 | online |" in text and "| nonprivate | ∞ | offline |" in text
+    assert (tmp_path / "asr_vs_epsilon.png").stat().st_size > 0
