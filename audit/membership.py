@@ -58,7 +58,8 @@ def audit(config) -> dict[str, Any]:
                                                         config.num_shadows, n)
             trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
                                     apply_fn=apply_fn, tx=tx,
-                                    tokens=tokens, batching="vmap", chunk=config.chunk)
+                                    tokens=tokens, batching=config.batching,
+                                    chunk=config.chunk)
             phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn)
             row = {"mode": mode, "epsilon": eps, "seed": seed,
                    "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,

@@ -162,8 +162,14 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
                tx=tx, tokens=tokens, progress=progress or (lambda n: None))
 
 
+@functools.cache
+def _train_step(apply_fn, tx, plan, tokens):
+    return step_lib.make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens)
+
+
 def _train_loop(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress):
-    step_fn = step_lib.make_train_step(apply_fn=apply_fn, tx=tx, plan=setup.plan, tokens=tokens)
+    # The step does not read plan.steps: one compilation serves any number of steps.
+    step_fn = _train_step(apply_fn, tx, dataclasses.replace(setup.plan, steps=1), tokens)
     out = []
     for m, rows in enumerate(members):
         state = step_lib.TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
@@ -206,7 +212,7 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
     plan = setup.plan
     public, private = _vmapped_accumulations(apply_fn, tokens, dataclasses.replace(
         plan, noise_multiplier=0.0, target_epsilon=None, steps=1))
-    final = _vmapped_finalize(tx, plan)
+    final = _vmapped_finalize(tx, dataclasses.replace(plan, steps=1))
     p = setup.physical_batch_size
     empty = (np.zeros(p, np.int64), np.zeros(p, np.float32))
     done = []

@@ -162,7 +162,7 @@ def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, chance: float, tit
                         capsize=3, lw=1.5, ms=5, ls=ls, **style)
     ax.axhline(chance, color="gray", ls=":", lw=1, label=f"random guessing ({chance:.3f})")
     ax.set_xlabel("ε (δ fixed)")
-    ax.set_ylabel("ASR^M (max over videos of per-video attack success)")
+    ax.set_ylabel("ASR^M (the most exposed video)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)

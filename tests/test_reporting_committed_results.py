@@ -291,3 +291,32 @@ def test_readme_anonymisation_table_is_the_committed_summary():
     summary = videos["talk/carphone_pristine.mp4"]
     assert (info.num_frames, info.height, info.width) == (summary["frames"], *summary["size"])
     assert mask.mean() == pytest.approx(summary["public_fraction"], abs=1e-12)
+
+
+def test_readme_lira_table_is_the_committed_audit():
+    """README "Membership inference with shadow models": every row recomputed from the committed
+    report.json (mean ± sample std over seeds, audit.membership.table); the dp lower bounds stay
+    below their ε."""
+    from audit import membership
+
+    with open(os.path.join(ROOT, "docs", "results", "audit_lira", "report.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    table = membership.table(report)
+
+    def cell(entry, key):
+        return f"{entry[key][0]:.2f} ± {entry[key][1]:.2f}"
+
+    for mode, eps in dict.fromkeys((e["mode"], e["epsilon"]) for e in table):
+        off, on = ([e for e in table if (e["mode"], e["epsilon"], e["kind"]) == (mode, eps, k)][0]
+                   for k in ("offline", "online"))
+        shown = "∞" if math.isinf(eps) else f"{eps:g}"
+        row = (f"| {mode} | {shown} | {cell(off, 'auc')} | {cell(on, 'auc')} | "
+               f"{cell(off, 'asr_max')} | {cell(on, 'asr_max')} | "
+               f"{cell(off, 'epsilon_lower_bound')} |")
+        assert row in readme, row
+        if mode == "dp":
+            assert all(r[k]["epsilon_lower_bound"] <= eps for r in report["rows"]
+                       if r["mode"] == "dp" and r["epsilon"] == eps for k in ("offline", "online"))
+    assert f"Random guessing's ASR^M is {report['chance_asr_max']:.3f}" in readme.replace("\n", " ")
