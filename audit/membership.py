@@ -33,7 +33,7 @@ def settings(config) -> list[tuple[str, float]]:
 
 
 def audit(config) -> dict[str, Any]:
-    """Run the study of ``configs/audit_lira.py``; the report's ``rows`` hold one entry per
+    """Run the study of ``configs/audit_synthetic.py``; the report's ``rows`` hold one entry per
     (mode, ε, seed)."""
     n = config.input.num_train
     train, _ = synthetic.make_splits(num_train=n, num_test=8, frames=config.input.frames,

@@ -35,12 +35,12 @@ def test_unknown_audit_is_refused(tmp_path):
 
 
 def test_lira_audit_writes_its_table_and_plot(tmp_path):
-    """configs/audit_lira.py at a tiny size: one row per (mode, ε, seed), the table's mean ±
+    """configs/audit_synthetic.py at a tiny size: one row per (mode, ε, seed), the table's mean ±
     std over seeds, the report and the ASR^M plot."""
     from audit import membership, runs
-    from configs import audit_lira
+    from configs import audit_synthetic
 
-    config = audit_lira.get_config()
+    config = audit_synthetic.get_config()
     config.modes, config.epsilons, config.seeds = ("nonprivate", "maskdp"), (4.0,), (0, 1)
     config.input.num_train, config.num_shadows, config.chunk = 16, 6, 6  # LOO: 2 per side
     config.batch_size = config.physical_batch_size = 4

@@ -299,7 +299,7 @@ def test_readme_lira_table_is_the_committed_audit():
     below their ε."""
     from audit import membership
 
-    with open(os.path.join(ROOT, "docs", "results", "audit_lira", "report.json")) as f:
+    with open(os.path.join(ROOT, "docs", "results", "audit_synthetic", "report.json")) as f:
         report = json.load(f)
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()

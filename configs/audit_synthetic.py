@@ -1,6 +1,6 @@
 r"""LiRA against shadow models trained with our step (issue 17, part 1; seed 004 Sec. III).
 
-    python -m audit --config=configs/audit_lira.py --workdir=docs/results/audit_lira
+    python -m audit --config=configs/audit_synthetic.py --workdir=docs/results/audit_synthetic
 
 For each setting (non-private; DP and MaskDP at each ε) and seed: 16 shadow models of the tiny
 CPU model, each trained on a complementary half of 64 embedded videos, vmapped over the models
