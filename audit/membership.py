@@ -65,12 +65,7 @@ def audit(config) -> dict[str, Any]:
                    "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,
                    "train_accuracy_in": float(np.mean((phi > 0)[inclusion])),
                    "seconds": time.time() - start}
-            for kind in lira.KINDS:
-                stat = lira.lira_statistic(phi, inclusion, kind=kind)
-                asr = lira.per_example_asr(lira.member_guess(stat, kind=kind), inclusion)
-                m = metrics.attack_metrics(stat, inclusion, delta=config.delta)
-                row[kind] = {"asr_mean": float(asr.mean()), "asr_max": lira.asr_max(asr),
-                             **m.to_dict()}
+            row.update(metrics.lira_attacks(phi, inclusion, delta=config.delta))
             rows.append(row)
             print(f"{mode} ε={eps:g} seed {seed}: ASR^M {row['online']['asr_max']:.3f} (online), "
                   f"AUC {row['online']['auc']:.3f}, {row['seconds']:.0f} s", flush=True)

@@ -19,6 +19,8 @@ import dataclasses
 
 import numpy as np
 
+from audit import lira
+
 FPRS = (0.001, 0.01)
 
 
@@ -72,3 +74,15 @@ def attack_metrics(statistic: np.ndarray, inclusion: np.ndarray, *, delta: float
         significance=significance, delta=delta,
         num_in=int(inclusion.sum()), num_out=int((~inclusion).sum()),
     )
+
+
+def lira_attacks(scores: np.ndarray, inclusion: np.ndarray, *, delta: float) -> dict[str, dict]:
+    """Offline and online LiRA on ``scores [M, N]`` (:mod:`audit.lira`): per kind, seed 004's mean
+    per-example ASR and ASR^M, and :func:`attack_metrics`."""
+    out = {}
+    for kind in lira.KINDS:
+        stat = lira.lira_statistic(scores, inclusion, kind=kind)
+        asr = lira.per_example_asr(lira.member_guess(stat, kind=kind), inclusion)
+        out[kind] = {"asr_mean": float(asr.mean()), "asr_max": lira.asr_max(asr),
+                     **attack_metrics(stat, inclusion, delta=delta).to_dict()}
+    return out

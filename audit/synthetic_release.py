@@ -65,14 +65,8 @@ def audit(config) -> dict[str, Any]:
     rows = []
     for eps in spec.epsilons:
         scores = shadow_scores(config, train, inclusion, epsilon=eps, order=spec.order)
-        row = {"epsilon": eps}
-        for kind in lira.KINDS:
-            stat = lira.lira_statistic(scores, inclusion, kind=kind)
-            asr = lira.per_example_asr(lira.member_guess(stat, kind=kind), inclusion)
-            m = metrics.attack_metrics(stat, inclusion, delta=config.delta)
-            row[kind] = {"asr_mean": float(asr.mean()), "asr_max": lira.asr_max(asr),
-                         **m.to_dict()}
-        rows.append(row)
+        rows.append({"epsilon": eps,
+                     **metrics.lira_attacks(scores, inclusion, delta=config.delta)})
     return {"audit": "dpcda_lira", "config": config.to_dict(), "num_records": len(train.labels),
             "chance_asr_max": lira.chance_asr_max(spec.num_shadows, len(train.labels)),
             "rows": rows}

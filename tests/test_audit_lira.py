@@ -94,6 +94,19 @@ def test_a_memorising_model_is_caught():
     assert (m.num_in, m.num_out) == (M * N // 2, M * N // 2)
 
 
+def test_lira_attacks_summarises_both_kinds():
+    """metrics.lira_attacks: the per-kind summary both audits report, equal to the pieces."""
+    scores, inclusion = _planted(10.0, seed=4, spread=0.5)
+    out = metrics.lira_attacks(scores, inclusion, delta=1e-5)
+    assert list(out) == list(lira.KINDS)
+    assert out["online"]["asr_max"] == 1.0 and out["online"]["auc"] == 1.0
+    stat = lira.lira_statistic(scores, inclusion, kind="offline")
+    asr = lira.per_example_asr(lira.member_guess(stat, kind="offline"), inclusion)
+    assert out["offline"]["asr_mean"] == float(asr.mean())
+    assert out["offline"]["epsilon_lower_bound"] == metrics.attack_metrics(
+        stat, inclusion, delta=1e-5).epsilon_lower_bound
+
+
 def test_bad_inputs():
     scores, inclusion = _planted(1.0)
     with pytest.raises(ValueError, match="kind"):
