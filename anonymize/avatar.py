@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from anonymize.cleanup import blur_radius
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import Avatar, InputError
 
@@ -65,7 +66,7 @@ class ProceduralAvatar:
         coarse = np.repeat(np.repeat(grid, c, axis=1), c, axis=2)[:, :h, :w].astype(np.float32)
         sigma = self.smooth * c
         if sigma > 0:
-            k = 2 * int(np.ceil(3 * sigma)) + 1
+            k = 2 * blur_radius(sigma) + 1
             coarse = np.stack([cv2.GaussianBlur(f, (k, k), sigma) for f in coarse])
         return (coarse >= 0.5) | q
 

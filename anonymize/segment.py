@@ -1,8 +1,8 @@
 """``f_seg``: person masks, three ways (each a :class:`anonymize.stages.Segmenter`).
 
 * :class:`MaskFiles` (``reads="none"``): masks you made with your own segmenter, mirroring the
-  video paths (``<dir>/<key stem>.npz|.npy`` or a gray mask video, as ``train.py`` reads masks,
-  1/255 = person).
+  video paths (``<dir>/<key stem>.npy|.npz`` or a gray mask video, found and read as
+  ``train.py`` finds and reads masks, 1/255 = person).
 * :class:`BackgroundSubtraction` (``reads="video"``): OpenCV's MOG2 for static cameras (NTU RGB+D,
   Toyota Smarthome), opened/closed by morphology, small blobs dropped and, optionally, only blobs
   near a person found by OpenCV's people/face detectors kept. It models every pixel's history:
@@ -29,6 +29,7 @@ import numpy as np
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
 from data import decode
+from data.video_dataset import find_mask
 
 
 class MaskFiles:
@@ -46,13 +47,9 @@ class MaskFiles:
         self.mask_dir = mask_dir
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
-        stem = os.path.splitext(os.path.join(self.mask_dir, key))[0]
-        for ext in (".npz", ".npy", *decode.MASK_VIDEO_EXTENSIONS):
-            if os.path.isfile(stem + ext):
-                mask, _ = decode.load_mask(stem + ext)
-                return decode.binarize_mask(mask, path=stem + ext,
-                                            video_shape=video.shape).astype(bool)
-        raise decode.BadVideoError(stem + ".npz", f"person mask for {key!r} not found.")
+        path = find_mask(self.mask_dir, key)  # train.py's lookup: same names, same order
+        mask, _ = decode.load_mask(path)
+        return decode.binarize_mask(mask, path=path, video_shape=video.shape).astype(bool)
 
 
 def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndarray]:

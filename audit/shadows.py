@@ -100,13 +100,16 @@ class ShadowSetup:
     sampling: str = "decoupled"
     seed: int = 0
 
+    def _model_seed(self, model: int) -> int:
+        return self.seed * 100_003 + model
+
     def sampler(self, model: int) -> sampling.PoissonSampler:
         return sampling.PoissonSampler(num_examples=self.plan.num_examples,
                                        expected_batch_size=self.plan.batch_size,
-                                       seed=self.seed * 100_003 + model)
+                                       seed=self._model_seed(model))
 
     def key(self, model: int) -> jax.Array:
-        return jax.random.key(self.seed * 100_003 + model)
+        return jax.random.key(self._model_seed(model))
 
 
 def logical_batches(setup: ShadowSetup, model: int, members: np.ndarray, step: int
@@ -181,7 +184,7 @@ def _train_loop(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
             state, _ = step_fn(state, batch, setup.key(m))
         out.append(state.trainable)
         progress(len(out))
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *out)
+    return _stack(out)
 
 
 def _stack(trees):
