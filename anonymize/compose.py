@@ -102,6 +102,7 @@ def refine_and_compose(merged: np.ndarray, avatar: Avatar, person: np.ndarray,
     region = avatar.region
     out = merged.copy()
     touched = np.zeros(region.shape, bool)
+    reads_crop = refiner.reads == "crop"
     for tube in crops:
         x0, y0, x1, y1 = tube.boxes.T
 
@@ -109,7 +110,7 @@ def refine_and_compose(merged: np.ndarray, avatar: Avatar, person: np.ndarray,
             return np.stack([a[start + j, y0[j]:y1[j], x0[j]:x1[j]] for j in range(len(x0))])
 
         crop, r = cut(merged), cut(region)
-        if refiner.reads == "avatar":
+        if not reads_crop:
             refined = refiner(cut(avatar.rgb) * r[..., None], r)
             weight = soft_edges(r, sigma, centred=True) * r  # only over the avatar's own pixels
         else:
@@ -122,9 +123,8 @@ def refine_and_compose(merged: np.ndarray, avatar: Avatar, person: np.ndarray,
             a = weight[j][..., None]
             box = (slice(y0[j], y1[j]), slice(x0[j], x1[j]))
             out[t][box] = np.where(a == 1, refined[j], a * refined[j] + (1 - a) * out[t][box])
-            touched[t][box] |= weight[j] > 0
-    if refiner.reads == "avatar":
-        touched[:] = False
+            if reads_crop:
+                touched[t][box] |= weight[j] > 0
     return out, touched
 
 
