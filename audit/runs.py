@@ -7,9 +7,9 @@ import json
 import os
 from typing import Any
 
-import jax
 import numpy as np
 
+import models
 from accounting import accountant, events
 from audit import coupled, membership, shadows, synthetic_release
 from data import synthetic
@@ -37,8 +37,7 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
     plan = PrivacyPlan(mode="maskdp", num_examples=n, batch_size=config.batch_size,
                        steps=steps_for_training, l2_clip_norm=1.0,
                        noise_multiplier=config.noise_multiplier, delta=config.delta)
-    common = dict(apply_fn=apply_fn, plan=plan,
-                  tokens=shadows.tokenizer(model))
+    common = dict(apply_fn=apply_fn, plan=plan, tokens=shadows.tokenizer(model))
     rows = []
     for scheme in ("coupled", "decoupled"):
         sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
@@ -59,10 +58,9 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
             "epsilon_method": ("PLD, revealed-sample bound" if scheme == "coupled"
                                else "PLD, Theorem 4.1's mechanism"),
         })
-    num_trainable = int(sum(np.size(x) for x in jax.tree.leaves(trainable)))
     report = {"audit": "coupled", "config": config.to_dict(), "num_videos": n, "q": q,
-              "trainable_parameters": num_trainable, "training_steps": steps_for_training,
-              "rows": rows}
+              "trainable_parameters": models.finetune.count_params(trainable),
+              "training_steps": steps_for_training, "rows": rows}
     _write(workdir, report, _coupled_markdown(config, report))
     return report
 
