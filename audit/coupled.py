@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import models
 from maskdp_jax import sampling, train_step
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
@@ -80,7 +81,7 @@ def step_public_gradient(trainable, frozen, data: dict, indices: np.ndarray, *, 
                                       tokens=tokens))
         total = part if total is None else total + part
     if total is None:  # an empty Poisson batch: the public gradient is zero
-        total = np.zeros(int(sum(np.size(x) for x in jax.tree.leaves(trainable))), np.float32)
+        total = np.zeros(models.finetune.count_params(trainable), np.float32)
     return total
 
 
