@@ -150,8 +150,8 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
         )):
             b = dataset.get_batch(
                 idx[rows], num_clips=config.input.clips_per_video,
-                seed=[config.seed, step, stream, j, *block],
-            )
+                seed=[config.seed, step, stream, j, *block], normalize=False,
+            )  # uint8 pixels: the step normalises them on the device
             b["weight"] = weight[rows]
             check_finite(b, idx[rows], name=dataset.name)
             out.append(b if mesh is None else parallel.global_batch(b, mesh, p))
@@ -166,12 +166,15 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
 def check_finite(batch: dict, indices: np.ndarray, *, name: str) -> None:
     """Refuse a batch whose real rows hold NaN or inf pixels: one such example would turn the
     clipped sum (and with it the update) into NaN, silently. Padding rows (weight 0) may hold
-    anything; the step ignores them.
+    anything; the step ignores them. uint8 pixels are finite by type, and their normalisation
+    cannot make them infinite (:class:`data.clips.PixelNorm` refuses a zero std when made).
 
     Raises:
       ValueError: naming the dataset and the video indices.
     """
     video = batch["video"]
+    if not np.issubdtype(video.dtype, np.floating):
+        return
     bad = ~np.isfinite(video.reshape(len(video), -1)).all(axis=1) & (batch["weight"] > 0)
     if bad.any():
         raise ValueError(
@@ -391,7 +394,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         mesh = data_parallel_mesh(config)
         train_step = make_train_step(
             apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
-            microbatch_size=config.privacy.get("microbatch_size", 0) or None)
+            microbatch_size=config.privacy.get("microbatch_size", 0) or None,
+            pixel_norm=train_ds.pixel_norm)
         state, resumed = guard.resume(TrainState.create(trainable=trainable, frozen=frozen, tx=tx))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "

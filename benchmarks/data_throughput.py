@@ -11,8 +11,11 @@ side 256, centre crop 224, normalised float32 ``[16, 224, 224, 3]`` plus its mas
 video, one physical batch of ``--batch`` videos per call with a fresh seed (fresh offsets) each
 time. Every timed call decodes from the files (no cache). ``--sources`` instead compares, on one
 thread and the same clips, decoding with decord, decoding with PyAV, and reading a clip store
-(:mod:`data.store`, written first; its writing time is printed). Results: benchmarks/RESULTS.md
-("Data throughput (issue 5)", "Clip store (issue 18)").
+(:mod:`data.store`, written first; its writing time is printed), each as training reads it
+(uint8 clips, ``get_batch(normalize=False)``, normalised later inside the step) and normalised
+on the host (float32, as before); it also times that normalisation jitted, which on a GPU
+host is the device's work and on this CPU is a cost of the step. Results:
+benchmarks/RESULTS.md ("Data throughput (issue 5)", "Clip store (issue 18)").
 """
 
 from __future__ import annotations
@@ -81,8 +84,9 @@ def _options(root, *, workers, masks, decoder, starts_on_stride=False) -> VideoO
 
 
 def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder, store_dir="",
-                     starts_on_stride=False):
-    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls."""
+                     starts_on_stride=False, normalize=True):
+    """``(clips per wall second, CPU seconds per clip)`` of training ``get_batch`` calls
+    (``normalize=False``: uint8 clips, as the trainer reads them)."""
     options = _options(root, workers=workers, masks=masks, decoder=decoder,
                        starts_on_stride=starts_on_stride)
     ds = VideoDataset(layout, options, name="bench", store_dir=store_dir)
@@ -90,20 +94,41 @@ def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder, s
     ds.get_batch(rng.choice(len(ds), batch), seed=[0])  # warm-up (thread start, libraries)
     start, cpu = time.perf_counter(), _cpu_seconds()
     for b in range(batches):
-        out = ds.get_batch(rng.choice(len(ds), batch), seed=[1, b])
+        out = ds.get_batch(rng.choice(len(ds), batch), seed=[1, b], normalize=normalize)
         assert out["video"].shape == (batch, 1, 16, 224, 224, 3)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     ds.close()
     return batch * batches / seconds, cpu / (batch * batches)
 
 
+def device_normalisation_ms(batch: int) -> float:
+    """Median ms per clip of the step's normalisation (:class:`data.clips.PixelNorm`, jitted)
+    of ``batch`` uint8 16x224² clips on jax's default device."""
+    import jax
+
+    from data import clips
+
+    norm = jax.jit(clips.PixelNorm(KINETICS_MEAN, KINETICS_STD))
+    pixels = jax.device_put(np.random.default_rng(0).integers(
+        0, 256, (batch, 16, 224, 224, 3), dtype=np.uint8))
+    jax.block_until_ready(norm(pixels))
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        jax.block_until_ready(norm(pixels))
+        times.append(time.perf_counter() - t)
+    return 1e3 * float(np.median(times)) / batch
+
+
 def compare_sources(layout, *, root, sources, batch, batches):
     """One decoding thread, the same clips (same seeds, starts on the stride so that the store
-    keeps every 4th frame): decord, PyAV, a clip store."""
+    keeps every 4th frame): decord, PyAV, a clip store; uint8 (what training reads) and
+    normalised on the host."""
     from data import store
 
-    print("| source | clips/s (1 thread) | CPU ms/clip | clips/s vs decord |")
-    print("|---|---:|---:|---:|")
+    print("| source | clips/s, uint8 (1 thread) | CPU ms/clip, uint8 | uint8 clips/s vs decord "
+          "| clips/s, normalised on the host | CPU ms/clip, normalised |")
+    print("|---|---:|---:|---:|---:|---:|")
     base = None
     for source in sources:
         store_dir = ""
@@ -117,11 +142,18 @@ def compare_sources(layout, *, root, sources, batch, batches):
             ds.close()
             print(f"(store written in {time.perf_counter() - t:.1f} s, one process: "
                   f"{meta['bytes'] / 2**20:.0f} MiB for {meta['num_videos']} videos)")
-        rate, cpu = clips_per_second(layout, root=root, workers=1, batch=batch, batches=batches,
-                                     masks=True, decoder="decord" if source == "store" else source,
-                                     store_dir=store_dir, starts_on_stride=True)
+        (rate, cpu), (rate_f, cpu_f) = [
+            clips_per_second(layout, root=root, workers=1, batch=batch, batches=batches,
+                             masks=True, decoder="decord" if source == "store" else source,
+                             store_dir=store_dir, starts_on_stride=True, normalize=normalize)
+            for normalize in (False, True)]
         base = base or rate
-        print(f"| {source} | {rate:.1f} | {1e3 * cpu:.1f} | {rate / base:.1f}× |", flush=True)
+        print(f"| {source} | {rate:.1f} | {1e3 * cpu:.1f} | {rate / base:.1f}× | {rate_f:.1f} | "
+              f"{1e3 * cpu_f:.1f} |", flush=True)
+    import jax
+
+    print(f"normalisation inside the step (PixelNorm, jitted, {jax.default_backend()}): "
+          f"{device_normalisation_ms(batch):.2f} ms/clip (wall, all cores)")
 
 
 def main():

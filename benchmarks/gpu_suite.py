@@ -137,7 +137,9 @@ def data_part(args, *, env: dict) -> str:
            "--batches=2"]
     return _run(cmd, env=env) + (
         "\n\nCores to feed a MaskDP step: 2B clips per step (public and private batch) ÷ step "
-        "seconds (the `step` section) × CPU seconds per clip (the table above).")
+        "seconds (the `step` section) × CPU seconds per clip, uint8 column (training loads uint8 "
+        "clips; their normalisation runs inside the step, on the device: timed under the "
+        "table).")
 
 
 def main() -> None:

@@ -45,7 +45,8 @@ def main(argv):
         l2_clip_norm=config.privacy.l2_clip_norm, delta=config.privacy.delta,
         noise_multiplier=None if mode == "nonprivate" else 3.0)
     tokens = Tokenizer(patch_stride=tuple(model.patch_stride), fill_value=config.fill_value)
-    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens)
+    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens,
+                              pixel_norm=train_ds.pixel_norm)
     sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
                                       seed=0)
 

@@ -14,8 +14,10 @@ degenerate-mask check belong to the tokeniser
 ``maskdp_jax``.
 
 Every split is a :class:`Dataset`: ``name``, ``class_names``, ``num_classes``, ``labels [N]``,
-``has_masks``, ``__len__``, ``get_batch(indices, *, num_clips, seed) -> {video, mask, label}``
-with ``video [n, K, T, H, W, 3]`` float32 (normalised), ``mask [n, K, T, H, W]`` uint8 (1 = public)
+``has_masks``, ``pixel_norm``, ``__len__``,
+``get_batch(indices, *, num_clips, seed, normalize) -> {video, mask, label}`` with
+``video [n, K, T, H, W, 3]`` float32 (normalised by ``pixel_norm``; uint8 pixels with
+``normalize=False``, which training uses), ``mask [n, K, T, H, W]`` uint8 (1 = public)
 and ``label [n]`` int32 (``seed=None`` gives the fixed evaluation views, for real videos
 ``K * eval_crops`` of them, whose logits the evaluation averages), and
 ``get_masks(indices) -> [n, T, H, W]`` uint8, the centre view's masks read without decoding video.

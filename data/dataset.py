@@ -13,6 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from data import clips
+
 
 @runtime_checkable
 class Dataset(Protocol):
@@ -24,12 +26,15 @@ class Dataset(Protocol):
       labels: ``[N]`` int32 class indices.
       has_masks: whether the split carries pixel masks; without them every pixel is private
         (``dp`` and ``nonprivate`` train, ``maskdp`` refuses).
+      pixel_norm: how the split's uint8 pixels become the model's input
+        (:class:`data.clips.PixelNorm`).
     """
 
     name: str
     class_names: tuple[str, ...]
     labels: np.ndarray
     has_masks: bool
+    pixel_norm: clips.PixelNorm
 
     @property
     def num_classes(self) -> int:
@@ -39,7 +44,8 @@ class Dataset(Protocol):
         """N, the number of videos."""
 
     def get_batch(
-        self, indices: np.ndarray, *, num_clips: int = 1, seed: int | None = None
+        self, indices: np.ndarray, *, num_clips: int = 1, seed: int | None = None,
+        normalize: bool = True,
     ) -> dict[str, np.ndarray]:
         """Clips of videos ``indices``.
 
@@ -49,9 +55,14 @@ class Dataset(Protocol):
           seed: training draws the views from ``numpy.random.default_rng(seed)``; ``None`` gives
             the fixed evaluation views (for real videos ``K * eval_crops`` of them), whose logits
             the evaluation averages.
+          normalize: False leaves ``video`` as uint8 pixels, normalised later by ``pixel_norm``
+            (the training step does it on the device: less to copy and to transfer). A split
+            whose clips are not pixels (a view of another split, ``run.views``) returns its
+            float32 model input either way.
 
         Returns:
-          ``video`` float32 ``[n, K, T, H, W, 3]`` (normalised), ``mask`` uint8
+          ``video`` float32 ``[n, K, T, H, W, 3]`` (normalised; uint8 pixels with
+          ``normalize=False``), ``mask`` uint8
           ``[n, K, T, H, W]`` (1 = public, *not protected*; 0 = private) and ``label`` int32
           ``[n]``.
         """

@@ -43,6 +43,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -116,6 +117,12 @@ def _offsets(entries: Sequence[VideoEntry], frame_step: int) -> dict[str, np.nda
         "num_frames": np.array([e.num_frames for e in entries], np.int64),
         "total_pixels": np.int64(pixels.sum()),
     }
+
+
+def store_bytes(entries: Sequence[VideoEntry], *, frame_step: int) -> int:
+    """Bytes a store of ``entries`` takes on disk: 3 per stored pixel, plus 1 with masks."""
+    has_masks = any(e.mask_path is not None for e in entries)
+    return int(_offsets(entries, frame_step)["total_pixels"]) * (4 if has_masks else 3)
 
 
 def _read_meta(directory: str) -> dict | None:
@@ -211,6 +218,13 @@ def prepare(
     layout = _offsets(entries, frame_step)
     has_masks = any(e.mask_path is not None for e in entries)
     if meta is None:  # a new store: size the files (sparse until written), then the metadata
+        needed = store_bytes(entries, frame_step=frame_step)
+        free = shutil.disk_usage(directory).free
+        if needed > free:  # a memory map written past a full disk dies with SIGBUS, mid-way
+            raise OSError(
+                f"the clip store needs {needed / 2**30:.1f} GiB but {directory} has "
+                f"{free / 2**30:.1f} GiB free: free space or choose another --config.input."
+                "store_dir (README, 'Clip store': disk per dataset).")
         for name, size in ((FRAMES, 3 * layout["total_pixels"]),
                            (MASKS, layout["total_pixels"] if has_masks else 0)):
             if size:
@@ -221,7 +235,7 @@ def prepare(
         meta = {"version": STORE_VERSION, "fingerprint": fp, "num_videos": len(entries),
                 "decoder": decoder, "resize_size": resize_size, "frame_step": frame_step,
                 "has_masks": has_masks,
-                "bytes": int(layout["total_pixels"] * (4 if has_masks else 3)),
+                "bytes": store_bytes(entries, frame_step=frame_step),
                 "complete": False}
         _write_meta(directory, meta)
     done = _done(directory)

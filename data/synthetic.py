@@ -41,9 +41,7 @@ _VELOCITY = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}  # (dy, dx) per frame
 PIXEL_MEAN, PIXEL_STD = 0.5, 0.25
 
 
-def normalize(frames: np.ndarray) -> np.ndarray:
-    """uint8 pixels -> float32 with 0 at mid-grey."""
-    return (frames.astype(np.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD
+PIXEL_NORM = clips.PixelNorm((PIXEL_MEAN,), (PIXEL_STD,))  # 0 at mid-grey
 
 
 @functools.lru_cache(maxsize=4)
@@ -146,8 +144,14 @@ class SyntheticMaskedActions:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    @property
+    def pixel_norm(self) -> clips.PixelNorm:
+        """How the uint8 pixels become the model's input (0 at mid-grey)."""
+        return PIXEL_NORM
+
     def get_batch(
-        self, indices: np.ndarray, *, num_clips: int = 1, seed: int | None = None
+        self, indices: np.ndarray, *, num_clips: int = 1, seed: int | None = None,
+        normalize: bool = True,
     ) -> dict[str, np.ndarray]:
         """Clips of the given videos.
 
@@ -157,15 +161,18 @@ class SyntheticMaskedActions:
           seed: training draws clip offsets from ``default_rng(seed)`` (placed by
             ``clip_sampling``); ``None`` gives the fixed evaluation views (K offsets evenly spread,
             the centre for K = 1).
+          normalize: False leaves ``video`` uint8 (:attr:`pixel_norm` normalises it).
 
         Returns:
-          ``video [n, K, T, S, S, 3]`` float32, ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
+          ``video [n, K, T, S, S, 3]`` float32 (uint8 with ``normalize=False``),
+          ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
         """
         indices = np.asarray(indices)
         offsets = self._frame_offsets(len(indices), num_clips=num_clips, seed=seed)
         rows = indices[:, None, None]
+        video = self.frames[rows, offsets]
         return {
-            "video": normalize(self.frames[rows, offsets]),
+            "video": self.pixel_norm(video) if normalize else video,
             "mask": self.masks[rows, offsets],
             "label": self.labels[indices],
         }

@@ -105,7 +105,13 @@ class TfdsUcf101:
             out[v] = clip[:, :, ::-1] if flip else clip
         return out
 
-    def get_batch(self, indices, *, num_clips: int = 1, seed=None) -> dict[str, np.ndarray]:
+    @property
+    def pixel_norm(self) -> clips.PixelNorm:
+        """How this split's uint8 pixels become the model's input (``options.mean``/``std``)."""
+        return clips.PixelNorm(self.options.mean, self.options.std)
+
+    def get_batch(self, indices, *, num_clips: int = 1, seed=None,
+                  normalize: bool = True) -> dict[str, np.ndarray]:
         """Same contract as :meth:`VideoDataset.get_batch`; ``mask`` is all zeros (all private)."""
         indices = np.asarray(indices, np.int64)
         rng = None if seed is None else np.random.default_rng(seed)
@@ -117,7 +123,7 @@ class TfdsUcf101:
             zip((int(i) for i in indices), plans, strict=True),
         )))
         return {
-            "video": clips.normalize(video, mean=o.mean, std=o.std),
+            "video": self.pixel_norm(video) if normalize else video,
             "mask": np.zeros(video.shape[:-1], np.uint8),
             "label": self.labels[indices],
         }

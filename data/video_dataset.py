@@ -4,7 +4,9 @@
 :mod:`data.synthetic`, so ``train.py``'s Poisson logical -> physical batch splitter, the train step
 and the evaluation do not know which dataset they read:
 
-* ``video`` float32 ``[n, V, T, c, c, 3]``, normalised ``(x / 255 - mean) / std``;
+* ``video`` float32 ``[n, V, T, c, c, 3]``, normalised ``(x / 255 - mean) / std``
+  (:attr:`VideoDataset.pixel_norm`), or with ``normalize=False`` the uint8 pixels, which the
+  training step normalises on the device;
 * ``mask`` uint8 ``[n, V, T, c, c]``, 1 = public (*not protected*), 0 = private (protected under
   MaskDP). A dataset without mask files returns all zeros (everything private), which is what
   ``dp`` assumes; ``maskdp`` refuses such a dataset;
@@ -83,6 +85,7 @@ class VideoOptions:
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1; got {self.num_workers}.")
         clips.spatial_positions(self.eval_crops)
+        clips.PixelNorm(self.mean, self.std)  # refuses a zero std now, not at the first batch
 
 
 def find_mask(mask_dir: str, key: str) -> str:
@@ -167,6 +170,11 @@ class VideoDataset:
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    @property
+    def pixel_norm(self) -> clips.PixelNorm:
+        """How this split's uint8 pixels become the model's input (``options.mean``/``std``)."""
+        return clips.PixelNorm(self.options.mean, self.options.std)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
@@ -221,8 +229,9 @@ class VideoDataset:
         except decode.BadVideoError as e:
             return e
 
-    def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int):
-        """Clips of video ``i``: normalised float32 ``[V, T, c, c, 3]``, uint8 ``[V, T, c, c]``."""
+    def _load_one(self, i: int, plan: clips.ViewPlan, num_clips: int, normalize: bool):
+        """Clips of video ``i``: ``[V, T, c, c, 3]`` (normalised float32, or uint8 pixels) and
+        their masks uint8 ``[V, T, c, c]``."""
         wanted, sel, size = self._view_frames(i, plan, num_clips)
         if self._store is not None:
             frames = self._store.frames(i, wanted)
@@ -233,8 +242,8 @@ class VideoDataset:
         crop = self.options.clip.crop_size
         out_v = _crop_views(frames, sel, plan, crop_size=crop)
         out_m = _crop_views(masks, sel, plan, crop_size=crop)
-        # Normalised here, on the decoding thread, so that it runs in parallel too.
-        return clips.normalize(out_v, mean=self.options.mean, std=self.options.std), out_m
+        # Normalised here (when asked), on the decoding thread, so that it runs in parallel too.
+        return (self.pixel_norm(out_v) if normalize else out_v), out_m
 
     def _view_frames(self, i: int, plan: clips.ViewPlan, num_clips: int):
         """``(wanted, sel, (h, w))`` for the views of video ``i``: the distinct source frames
@@ -264,16 +273,17 @@ class VideoDataset:
         return clips.resize_mask(raw, size)
 
     def get_batch(
-        self, indices: np.ndarray, *, num_clips: int = 1, seed=None
+        self, indices: np.ndarray, *, num_clips: int = 1, seed=None, normalize: bool = True
     ) -> dict[str, np.ndarray]:
-        """Clips of videos ``indices`` (see the module docstring for shapes and views)."""
+        """Clips of videos ``indices`` (see the module docstring for shapes and views);
+        ``normalize=False`` leaves ``video`` uint8 (:attr:`pixel_norm` normalises it)."""
         indices = np.asarray(indices, np.int64)
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options
         plans = [clips.plan_views(rng, num_clips=num_clips, eval_crops=o.eval_crops,
                                   augment=o.augment, sampling=o.clip.sampling) for _ in indices]
         loaded = list(self._pool.map(
-            lambda args: self._load_one(*args, num_clips),
+            lambda args: self._load_one(*args, num_clips, normalize),
             zip((int(i) for i in indices), plans, strict=True),
         ))
         return {

@@ -20,7 +20,8 @@ Mode by mode:
 
 Each physical batch is a dict::
 
-    video  [P, K, T, H, W, C] float32   normalised pixels, K clips per video
+    video  [P, K, T, H, W, C] uint8     pixels, K clips per video, normalised inside the step by
+                                        ``pixel_norm`` (float32: already the model's input)
     mask   [P, K, T, H, W]    uint8     1 = public pixel, 0 = private pixel (public information)
     label  [P]                int32     class index (public under masked adjacency)
     weight [P]                float32   1 = real example, 0 = padding
@@ -49,6 +50,7 @@ from maskdp_jax.plan import PrivacyPlan
 PyTree = Any
 Batch = dict[str, jnp.ndarray]
 ApplyFn = Callable[[PyTree, jnp.ndarray], jnp.ndarray]
+PixelNorm = Callable[[jnp.ndarray], jnp.ndarray]  # uint8 pixels -> float32 (data.clips.PixelNorm)
 
 
 class TrainState(struct.PyTreeNode):
@@ -121,6 +123,23 @@ def video_loss(apply_fn: ApplyFn, params: PyTree, clips: jnp.ndarray, label: jnp
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
 
+def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray:
+    """The model's input of a physical batch: uint8 pixels normalised here, on the device, by
+    ``pixel_norm`` (the loader ships uint8: a quarter of the bytes); a float ``video`` is already
+    the model's input and passes unchanged.
+
+    Raises:
+      TypeError: uint8 pixels without a ``pixel_norm`` (they would reach the model as 0..255).
+    """
+    if video.dtype != jnp.uint8:
+        return video
+    if pixel_norm is None:
+        raise TypeError("the batch holds uint8 pixels but the step has no pixel_norm: pass "
+                        "make_train_step(pixel_norm=dataset.pixel_norm), or load normalised "
+                        "batches (get_batch(normalize=True)).")
+    return pixel_norm(video)
+
+
 def batch_views(batch: Batch, tokens: tokenizer.Tokenizer) -> tokenizer.Views:
     """Views of a physical batch ``[P, K, ...]``; video-level flags reduce over the K clips."""
     views = tokens.views(batch["video"], batch["mask"])
@@ -133,11 +152,15 @@ def batch_views(batch: Batch, tokens: tokenizer.Tokenizer) -> tokenizer.Views:
 def accumulate_public(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
     apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
+    pixel_norm: PixelNorm | None = None,
 ) -> Accumulator:
     """Add one physical batch's public gradient ``sum_i w_i grad L(view_pu_i)`` (no clipping).
 
-    The gradient depends only on public pixels, the masks and the labels.
+    The gradient depends only on public pixels, the masks and the labels (normalisation is per
+    pixel, so it moves no private pixel into the public view). ``pixel_norm``: see
+    :func:`model_video`.
     """
+    batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
     if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:
@@ -171,14 +194,15 @@ def accumulate_public(
 def accumulate_private(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
     apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
-    microbatch_size: int | None = None,
+    microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
 ) -> Accumulator:
     """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``.
 
     ``microbatch_size``: per-example gradients are computed ``m`` at a time (None: the whole
     physical batch at once); bounds memory for full fine-tuning, same sum
-    (:func:`maskdp_jax.clipping.clipped_grad_sum`).
+    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``pixel_norm``: see :func:`model_video`.
     """
+    batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
     if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:
@@ -246,7 +270,7 @@ class LogicalBatchData:
 def make_train_step(
     *, apply_fn: ApplyFn, tx: optax.GradientTransformation, plan: PrivacyPlan,
     tokens: tokenizer.Tokenizer, microbatch_size: int | None = None,
-    mesh: jax.sharding.Mesh | None = None,
+    mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
 ) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
     """Build ``train_step(state, batch, key) -> (state, metrics)``.
 
@@ -264,6 +288,8 @@ def make_train_step(
         noise draw (same update as one device for the same key and batch). ``state`` must then be
         replicated on the mesh (:func:`maskdp_jax.parallel.replicate`) and the physical batch size
         a multiple of the number of devices.
+      pixel_norm: the training split's ``data.clips.PixelNorm``: uint8 batches are normalised
+        inside the jitted accumulation (None: batches must arrive normalised, float32).
 
     Returns:
       A function of ``(state, batch: LogicalBatchData, key)``; it runs one jitted accumulation
@@ -280,9 +306,10 @@ def make_train_step(
         return jax.jit(fn, donate_argnums=0)
 
     public = build(functools.partial(accumulate_public, apply_fn=apply_fn, plan=plan,
-                                     tokens=tokens))
+                                     tokens=tokens, pixel_norm=pixel_norm))
     private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
-                                      tokens=tokens, microbatch_size=microbatch_size))
+                                      tokens=tokens, microbatch_size=microbatch_size,
+                                      pixel_norm=pixel_norm))
     final = jax.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
     mode = plan.mode
 

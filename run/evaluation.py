@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from data import Dataset
-from maskdp_jax import tokenizer
+from maskdp_jax import tokenizer, train_step
 
 PyTree = Any
 VIEWS = ("full", "public", "private", "two_view")
@@ -35,9 +35,10 @@ def predict(
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``.
       params: full parameter tree.
-      dataset: a :class:`data.Dataset` (``__len__`` and ``get_batch(indices, num_clips=K,
-        seed=None)`` are read) returning ``video [n, V, T, H, W, C]`` with V fixed views (V = K,
-        or K temporal x S spatial crops for real videos).
+      dataset: a :class:`data.Dataset` (``__len__``, ``pixel_norm`` and ``get_batch(indices,
+        num_clips=K, seed=None, normalize=False)`` are read) returning ``video [n, V, T, H, W,
+        C]`` with V fixed views (V = K, or K temporal x S spatial crops for real videos); uint8
+        clips are normalised on the device, as in training.
       num_clips: K, temporal views per video; the logits of all V views are averaged.
       batch_size: videos per device call (the last call is padded to keep one compiled shape).
       view: what the model sees of each test clip. ``"full"`` (the evaluation of every mode): the
@@ -56,7 +57,10 @@ def predict(
     if view != "full" and tokens is None:
         raise ValueError(f"view {view!r} needs the tokeniser (tokens=Tokenizer(patch_stride=...)).")
 
+    pixel_norm = dataset.pixel_norm
+
     def views_forward(params, video, mask):
+        video = train_step.model_video(video, pixel_norm)
         if view == "full":
             return apply_fn(params, video)
         split = tokens.views(video, mask)
@@ -71,7 +75,7 @@ def predict(
     for start in range(0, n, batch_size):
         idx = np.arange(start, min(start + batch_size, n))
         padded = np.concatenate([idx, np.full(batch_size - len(idx), idx[-1])])
-        batch = dataset.get_batch(padded, num_clips=num_clips, seed=None)
+        batch = dataset.get_batch(padded, num_clips=num_clips, seed=None, normalize=False)
         video = batch["video"]
         views = video.shape[1]
         flat = video.reshape(batch_size * views, *video.shape[2:])

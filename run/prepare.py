@@ -8,6 +8,8 @@ r"""Decode a folder dataset once into clip stores (:mod:`data.store`), one per s
 
 Takes the training config (the same flags as the training run: the store is checked against
 them) and writes ``<input.store_dir>/train`` and ``<input.store_dir>/<input.test_subset>``.
+``--dry_run`` prints the disk space each store will take (from the videos' headers) and writes
+nothing; a store that does not fit on its disk is refused before anything is written.
 Resumable: run it again after an interruption and it continues with the videos not yet
 written; a complete store is left as it is. ``--workers`` decoding processes (default: every
 CPU). The store is as private as the videos (it holds them decoded).
@@ -30,9 +32,10 @@ from data import store
 from run import datasets as run_datasets
 
 
-def prepare_stores(config, *, workers: int) -> dict[str, dict]:
+def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, dict]:
     """Write (or finish) the clip store of every split of ``config.input``; returns
-    ``{subset: meta}``.
+    ``{subset: meta}``. ``dry_run``: write nothing; the metas hold the bytes each store would
+    take (``complete`` False), read from the videos' headers.
 
     Raises:
       ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, or a
@@ -47,6 +50,11 @@ def prepare_stores(config, *, workers: int) -> dict[str, dict]:
     for subset, split in splits.items():
         entries = split.store_entries()
         directory = os.path.join(root, subset)
+        if dry_run:
+            size = store.store_bytes(entries, frame_step=split.store_settings()["frame_step"])
+            out[subset] = {"num_videos": len(entries), "complete": False, "bytes": size}
+            split.close()
+            continue
         with tqdm(total=len(entries), desc=f"store {split.name}", unit="video") as bar:
             def progress(done, total, bar=bar):
                 bar.n = done
@@ -61,10 +69,12 @@ def prepare_stores(config, *, workers: int) -> dict[str, dict]:
 def main(argv):
     del argv
     start = time.time()
-    metas = prepare_stores(flags.FLAGS.config, workers=flags.FLAGS.workers)
+    dry_run = flags.FLAGS.dry_run
+    metas = prepare_stores(flags.FLAGS.config, workers=flags.FLAGS.workers, dry_run=dry_run)
     for subset, meta in metas.items():
-        print(f"{subset}: {meta['num_videos']} videos, {meta['bytes'] / 2**30:.2f} GiB, "
-              f"complete={meta['complete']}")
+        print(f"{subset}: {meta['num_videos']} videos, {meta['bytes'] / 2**30:.2f} GiB"
+              + (" (would be written: --dry_run)" if dry_run else
+                 f", complete={meta['complete']}"))
     print(f"done in {time.time() - start:.0f} s")
 
 
@@ -72,5 +82,6 @@ if __name__ == "__main__":
     config_flags.DEFINE_config_file("config", None, "Training config (configs/*.py).",
                                     lock_config=True)
     flags.DEFINE_integer("workers", os.cpu_count() or 1, "Decoding processes.")
+    flags.DEFINE_bool("dry_run", False, "Print each store's size on disk; write nothing.")
     flags.mark_flags_as_required(["config"])
     app.run(main)

@@ -65,7 +65,11 @@ class ViewDataset:
     def num_classes(self) -> int:
         return self.dataset.num_classes
 
-    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None) -> dict:
+    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
+                  normalize: bool = True) -> dict:
+        """The wrapped batch with ``video`` the view: float32 model input even with
+        ``normalize=False`` (the fill value lives in normalised units)."""
+        del normalize  # a view is computed on the normalised clip
         batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed))
         batch["video"] = np.asarray(self._views(batch["video"], batch["mask"]))
         return batch

@@ -138,3 +138,34 @@ def test_starts_on_stride_puts_every_clip_frame_on_the_stride_grid(sampling):
                 assert spec.frame_step == 3
             elif frames >= 61:
                 assert not on_grid.all() and spec.frame_step == 1
+
+
+def test_pixel_norm_gives_the_same_float32_on_the_host_and_in_a_jitted_step():
+    """The loader ships uint8 and the step normalises on the device: both read one lookup table
+    of correctly rounded values, so the device gives the host's values bit for bit (with
+    arithmetic, XLA's reciprocal and fused multiply-add differ from NumPy in the last bit)."""
+    import jax
+
+    norm = clips.PixelNorm((0.45, 0.4, 0.35), (0.225, 0.25, 0.3))
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 3, 5, 7, 3), dtype=np.uint8)
+    host = norm(pixels)
+    device = np.asarray(jax.jit(norm)(pixels))
+    assert host.dtype == device.dtype == np.float32
+    np.testing.assert_array_equal(device, host)
+    expected = (pixels / 255.0 - np.array([0.45, 0.4, 0.35])) / np.array([0.225, 0.25, 0.3])
+    np.testing.assert_allclose(host, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mean, std, match", [
+    ((0.5,), (0.0,), "std must be finite and > 0"),
+    ((0.5, 0.5, 0.5), (0.2, float("nan"), 0.2), "std must be finite and > 0"),
+    ((0.5, 0.5), (0.2, 0.2), "1 or 3 values"),
+])
+def test_pixel_norm_refuses_a_normalisation_that_is_not_one(mean, std, match):
+    with pytest.raises(ValueError, match=match):
+        clips.PixelNorm(mean, std)
+
+
+def test_pixel_norm_refuses_pixels_that_are_already_floats():
+    with pytest.raises(TypeError, match="normalises uint8 pixels; got float32"):
+        clips.PixelNorm((0.5,), (0.25,))(np.zeros((2, 3), np.float32))

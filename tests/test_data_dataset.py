@@ -15,6 +15,18 @@ def _options(**overrides) -> VideoOptions:
     return VideoOptions(clip=spec, mean=(0.5,) * 3, std=(0.25,) * 3, num_workers=1, **overrides)
 
 
+def _assert_raw_pixels_normalise_to_the_batch(ds, indices, **kw):
+    """``get_batch(normalize=False)`` is the same batch with uint8 pixels, and the split's
+    ``pixel_norm`` turns them into ``get_batch()``'s video bit for bit (training takes the
+    first and normalises on the device, evaluation and the audits read the second)."""
+    raw, normalised = ds.get_batch(indices, normalize=False, **kw), ds.get_batch(indices, **kw)
+    assert raw["video"].dtype == np.uint8 and normalised["video"].dtype == np.float32
+    np.testing.assert_array_equal(ds.pixel_norm(raw["video"]), normalised["video"])
+    for key in ("mask", "label"):
+        np.testing.assert_array_equal(raw[key], normalised[key])
+    assert raw["video"].std() > 0  # real pixels, not a constant
+
+
 def test_synthetic_is_a_dataset_and_get_masks_is_its_centre_view():
     train, _ = synthetic.make_splits(num_train=8, num_test=8, frames=12, clip_frames=4, size=32)
     assert isinstance(train, data.Dataset)
@@ -26,6 +38,7 @@ def test_synthetic_is_a_dataset_and_get_masks_is_its_centre_view():
     np.testing.assert_array_equal(
         masks, train.get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]
     )
+    _assert_raw_pixels_normalise_to_the_batch(train, indices, num_clips=2, seed=[0, 1])
     chunks = list(data.mask_chunks(train, chunk=3))
     assert [len(c) for c in chunks] == [3, 3, 2]
     np.testing.assert_array_equal(np.concatenate(chunks), train.get_masks(np.arange(8)))
@@ -42,13 +55,16 @@ def test_video_dataset_is_a_dataset_and_get_masks_is_its_centre_view(tmp_path):
         np.testing.assert_array_equal(
             ds.get_masks(indices), ds.get_batch(indices, num_clips=1, seed=None)["mask"][:, 0]
         )
+        _assert_raw_pixels_normalise_to_the_batch(ds, indices, num_clips=2, seed=[0, 3])
+        _assert_raw_pixels_normalise_to_the_batch(ds, indices)
     finally:
         ds.close()
 
 
 def _fake_tfds(num_videos: int = 3) -> types.SimpleNamespace:
     """Just enough of tensorflow_datasets for TfdsUcf101 to be built without TensorFlow."""
-    elements = [{"video": np.zeros((8, 16, 16, 3), np.uint8), "label": i % 2}
+    rng = np.random.default_rng(0)
+    elements = [{"video": rng.integers(0, 256, (8, 16, 16, 3), np.uint8), "label": i % 2}
                 for i in range(num_videos)]
     label = types.SimpleNamespace(names=["a", "b"])
     return types.SimpleNamespace(
@@ -67,3 +83,4 @@ def test_tfds_ucf101_is_a_dataset_without_masks(monkeypatch):
     assert not ds.has_masks and len(ds) == 3 and ds.num_classes == 2
     with pytest.raises(ValueError, match="has no masks"):
         ds.get_masks(np.array([0]))
+    _assert_raw_pixels_normalise_to_the_batch(ds, np.array([2, 0]), seed=[1])

@@ -240,7 +240,8 @@ def test_nan_pixels_are_refused_naming_the_video(monkeypatch, tmp_path):
     the clipped sum NaN; the batch loader refuses it, naming the video, before the step."""
     original = data.synthetic.SyntheticMaskedActions.get_batch
 
-    def with_nan(self, indices, *, num_clips=1, seed=None):
+    def with_nan(self, indices, *, num_clips=1, seed=None, normalize=True):
+        del normalize  # a custom source returning float clips (normalised by itself)
         batch = original(self, indices, num_clips=num_clips, seed=seed)
         if seed is not None:  # training batches
             batch["video"][np.asarray(indices) == 5, 0, 0, 0, 0, 0] = np.nan

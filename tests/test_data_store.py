@@ -135,6 +135,21 @@ def test_missing_or_incomplete_store_says_what_to_run(ucf, tmp_path):
         run_datasets.get_datasets(config.input)
 
 
+def test_dry_run_says_the_size_and_a_store_too_big_for_its_disk_is_refused_before_writing(
+        ucf, stored, tmp_path, monkeypatch):
+    """--dry_run's bytes are what prepare writes; a store larger than the free space is refused
+    before any file exists (a memory map written past a full disk dies with SIGBUS mid-way)."""
+    dry = prepare.prepare_stores(_config(ucf, str(tmp_path / "dry")), workers=1, dry_run=True)
+    assert {k: m["bytes"] for k, m in dry.items()} == {k: m["bytes"] for k, m in stored[1].items()}
+    assert not os.path.exists(tmp_path / "dry")
+    free = stored[1]["train"]["bytes"] - 1
+    monkeypatch.setattr(store.shutil, "disk_usage",
+                        lambda path: type("Usage", (), {"free": free})())
+    with pytest.raises(OSError, match=r"needs 0\.0 GiB but .* has 0\.0 GiB free"):
+        prepare.prepare_stores(_config(ucf, str(tmp_path / "full")), workers=1)
+    assert os.listdir(tmp_path / "full" / "train") == []
+
+
 def test_an_interrupted_prepare_resumes_with_the_videos_not_yet_written(ucf, stored, tmp_path,
                                                                           monkeypatch):
     root = str(tmp_path / "store")
@@ -219,4 +234,8 @@ def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
                         capture_output=True, text=True, timeout=1800)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "train: 6 videos" in ok.stdout and "test: 2 videos" in ok.stdout
+    dry = subprocess.run(cmd + [f"--config.input.store_dir={tmp_path / 'dry'}", "--dry_run"],
+                         cwd=root, capture_output=True, text=True, timeout=1800)
+    assert dry.returncode == 0 and "(would be written: --dry_run)" in dry.stdout, dry.stderr
+    assert not os.path.exists(tmp_path / "dry")
     assert json.load(open(tmp_path / "train" / store.META))["complete"]

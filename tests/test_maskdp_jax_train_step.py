@@ -8,6 +8,7 @@ import optax
 import pytest
 from conftest import PATCH_STRIDE, random_batch
 
+from data import clips
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
@@ -256,3 +257,49 @@ def test_public_pass_ignores_non_finite_padding_rows(tiny_model, mode):
     step = make_train_step(apply_fn=apply_fn, tx=optax.sgd(0.1), **_cfg(mode))
     new_state, _ = step(state, LogicalBatchData(public=[bad], private=[]), KEY)
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(new_state.trainable))
+
+
+def _uint8_batch(rng, *, size, clips=2):
+    batch = random_batch(rng, size=size, clips=clips)
+    batch["video"] = rng.integers(0, 256, batch["video"].shape, dtype=np.uint8)
+    return batch
+
+
+def test_uint8_pixels_are_normalised_inside_the_step_as_on_the_host(tiny_model):
+    """The loader ships uint8 (a quarter of the bytes) and the step normalises on the device:
+    the update equals that of the same batch normalised on the host, bit for bit, in both
+    passes; without a pixel_norm the step refuses uint8 instead of feeding 0..255 to the model."""
+    _, params, apply_fn = tiny_model
+    norm = clips.PixelNorm((0.45,), (0.225,))
+    raw = _uint8_batch(np.random.default_rng(11), size=4)
+    host = dict(raw, video=norm(raw["video"]))
+    tx = optax.sgd(0.1, momentum=0.9)
+    state = _state(params, tx)
+    batches = [LogicalBatchData(public=[b], private=[b]) for b in (raw, host)]
+    step_raw = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0), pixel_norm=norm)
+    step_host = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0))
+    (got, got_m), (want, want_m) = step_raw(state, batches[0], KEY), step_host(state, batches[1],
+                                                                               KEY)
+    _assert_tree_equal(got.trainable, want.trainable)
+    _assert_tree_equal(got_m, want_m)
+    assert float(got_m["private/batch_size"]) > 0 and float(got_m["public/batch_size"]) > 0
+    with pytest.raises(TypeError, match="uint8 pixels but the step has no pixel_norm"):
+        step_host(state, batches[0], KEY)
+
+
+def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_change(tiny_model):
+    """The invariant above, through the on-device normalisation: it is per pixel, so it moves
+    no private pixel into the public view."""
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(12)
+    batch = _uint8_batch(rng, size=6)
+    other = dict(batch, video=batch["video"].copy())
+    private = other["mask"] == 0
+    other["video"][private] = rng.integers(0, 256, (private.sum(), 3), dtype=np.uint8)
+    cfg = dict(_cfg(), pixel_norm=clips.PixelNorm((0.45,), (0.225,)))
+    state = _state(params, optax.sgd(1.0))
+    a, b = (_public(state, x, apply_fn, cfg) for x in (batch, other))
+    _assert_tree_equal(a.public_sum, b.public_sum)
+    assert _leaves_norm(a.public_sum) > 0
+    pa, pb = (_private(state, x, apply_fn, cfg) for x in (batch, other))
+    assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])

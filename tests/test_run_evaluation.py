@@ -13,6 +13,7 @@ class _Clips:
     """A dataset surface as evaluation.predict reads it: fixed views, masks optional."""
 
     name = "fake"
+    pixel_norm = None  # the clips are float: already the model's input
 
     def __init__(self, batch, with_masks=True):
         self.batch, self.with_masks = batch, with_masks
@@ -20,7 +21,7 @@ class _Clips:
     def __len__(self):
         return len(self.batch["label"])
 
-    def get_batch(self, indices, *, num_clips=1, seed=None):
+    def get_batch(self, indices, *, num_clips=1, seed=None, normalize=True):
         assert seed is None
         out = {"video": self.batch["video"][indices], "label": self.batch["label"][indices]}
         if self.with_masks:
