@@ -14,7 +14,9 @@ thread and the same clips, decoding with decord, decoding with PyAV, and reading
 (:mod:`data.store`, written first; its writing time is printed), each as training reads it
 (uint8 clips, ``get_batch(normalize=False)``, normalised later inside the step) and normalised
 on the host (float32, as before); it also times that normalisation jitted, which on a GPU
-host is the device's work and on this CPU is a cost of the step. Results:
+host is the device's work and on this CPU is a cost of the step; and, to choose the store's
+on-disk format by measurement, the time to read a clip's rows from the store's memory maps
+against the same rows written as ArrayRecord records (one record per frame). Results:
 benchmarks/RESULTS.md ("Data throughput (issue 5)", "Clip store (issue 18)").
 """
 
@@ -120,6 +122,59 @@ def device_normalisation_ms(batch: int) -> float:
     return 1e3 * float(np.median(times)) / batch
 
 
+def compare_formats(store_dir: str, *, clips: int = 128, seed: int = 0) -> str:
+    """Milliseconds to read the 16 stored rows (frames and masks) of a clip: from the store's
+    memory maps, and from the same rows as an ArrayRecord file (one record per frame, frame and
+    mask bytes; uncompressed, group size 1, for random access), on one thread. A Markdown table.
+    """
+    from array_record.python import array_record_module as ar
+
+    from data import store
+
+    index = np.load(os.path.join(store_dir, store.INDEX))
+    shapes, starts = index["shape"], index["frame_offset"] // 3
+    frames = np.memmap(os.path.join(store_dir, store.FRAMES), np.uint8, "r")
+    masks = np.memmap(os.path.join(store_dir, store.MASKS), np.uint8, "r")
+    path = os.path.join(store_dir, "frames.array_record")
+    writer = ar.ArrayRecordWriter(path, "group_size:1,uncompressed")
+    first_record = np.concatenate([[0], np.cumsum(shapes[:, 0])])
+    for (r, h, w), start in zip(shapes, starts, strict=True):
+        for j in range(r):
+            a = start + j * h * w
+            writer.write(frames[3 * a:3 * (a + h * w)].tobytes() + masks[a:a + h * w].tobytes())
+    writer.close()
+    reader = ar.ArrayRecordReader(path, "readahead_buffer_size:0")
+    rng = np.random.default_rng(seed)
+    picks = [(v, int(rng.integers(0, shapes[v, 0] - 15)))
+             for v in rng.integers(0, len(shapes), clips)]
+
+    def from_memmap(v, first):
+        r, h, w = (int(x) for x in shapes[v])
+        a = int(starts[v])
+        f = frames[3 * a:3 * (a + r * h * w)].reshape(r, h, w, 3)[first:first + 16].copy()
+        m = masks[a:a + r * h * w].reshape(r, h, w)[first:first + 16].copy()
+        return f, m
+
+    def from_records(v, first):
+        _, h, w = (int(x) for x in shapes[v])
+        rows = reader.read(list(range(first_record[v] + first, first_record[v] + first + 16)))
+        raw = np.frombuffer(b"".join(rows), np.uint8).reshape(16, h * w * 4)
+        return raw[:, :h * w * 3].reshape(16, h, w, 3), raw[:, h * w * 3:].reshape(16, h, w)
+
+    for v, first in picks[:4]:  # same bytes (and warm pages) before timing
+        for want, got in zip(from_memmap(v, first), from_records(v, first), strict=True):
+            np.testing.assert_array_equal(want, got)
+    lines = ["| on-disk format | ms per clip (16 frames + masks, 1 thread) |", "|---|---:|"]
+    for name, read in (("memory-mapped NumPy (the store)", from_memmap),
+                       ("ArrayRecord, a record per frame", from_records)):
+        t = time.perf_counter()
+        for v, first in picks:
+            read(v, first)
+        lines.append(f"| {name} | {1e3 * (time.perf_counter() - t) / len(picks):.2f} |")
+    reader.close()
+    return "\n".join(lines)
+
+
 def compare_sources(layout, *, root, sources, batch, batches):
     """One decoding thread, the same clips (same seeds, starts on the stride so that the store
     keeps every 4th frame): decord, PyAV, a clip store; uint8 (what training reads) and
@@ -150,6 +205,8 @@ def compare_sources(layout, *, root, sources, batch, batches):
         base = base or rate
         print(f"| {source} | {rate:.1f} | {1e3 * cpu:.1f} | {rate / base:.1f}× | {rate_f:.1f} | "
               f"{1e3 * cpu_f:.1f} |", flush=True)
+    if "store" in sources:
+        print(compare_formats(os.path.join(root, "store")))
     import jax
 
     print(f"normalisation inside the step (PixelNorm, jitted, {jax.default_backend()}): "

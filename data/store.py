@@ -24,7 +24,10 @@ Why raw memory-mapped NumPy and not a record format (ArrayRecord, TFRecord): a c
 video's frames, scattered by the stride; with raw rows that is an index into a memory map (no
 deserialisation, no copy beyond the frames wanted, pages shared between processes and cached by
 the OS), where a record format would read and deserialise a whole record per video or per frame.
-Lossless, so the equality with decoding holds; the price is disk (README, "Clip store").
+Measured (``benchmarks/data_throughput.py --sources=...,store``): a clip's 16 rows and masks read
+in 0.25 ms from the memory maps against 1.54 ms from an ArrayRecord file of the same rows (one
+record per frame, uncompressed). Lossless, so the equality with decoding holds; the price is disk
+(README, "Clip store").
 
 The fingerprint covers what decides the bytes: the store version, the decoder, the resize, the
 frame step, the crop, and for every video its key, label, file size, frame count and size, and
