@@ -66,3 +66,34 @@ def trainable_mask(params: Any, *, strategy: str, num_last_blocks: int = 2) -> A
 def count_params(tree: Any) -> int:
     """Number of scalars in a parameter pytree."""
     return sum(int(x.size) for x in jax.tree.leaves(tree))
+
+
+def first_trainable_block(trainable: Any) -> int:
+    """Where the frozen prefix ends: the lowest block holding a trainable parameter, or the
+    number of blocks when only the final norm and the head train (``linear``, ``selective`` with
+    k = 0). Everything before it is a fixed function of the clip, which the feature cache
+    (``run.features``) computes once.
+
+    Args:
+      trainable: boolean pytree like the parameters (:func:`trainable_mask`).
+
+    Raises:
+      ValueError: a parameter before block 0 trains (patch embedding, class token, positions:
+        ``full`` fine-tuning), so there is no frozen prefix.
+    """
+    flat = traverse_util.flatten_dict(trainable)
+    num_blocks = len({b for b in map(_block_index, flat) if b is not None})
+    first = num_blocks
+    for path, trains in flat.items():
+        if not trains:
+            continue
+        block = _block_index(path)
+        if block is not None:
+            first = min(first, block)
+        elif path[0] not in ("norm", "head"):
+            raise ValueError(
+                f"parameter {'/'.join(path)} trains, so nothing before block 0 is frozen and "
+                "there is no prefix to cache (full fine-tuning); use a strategy that freezes the "
+                "patch embedding (selective, norms, linear, adapters) or turn the feature cache "
+                "off (--config.feature_cache.enabled=False).")
+    return first

@@ -320,8 +320,68 @@ class MViT(nn.Module):
                 strict=True)
         )
 
+    def grid_before(self, block: int) -> tuple[int, int, int]:
+        """Token grid ``(t, h, w)`` entering block ``block`` (``len(blocks)``: leaving the last)."""
+        thw = self.token_grid()
+        for spec in self.blocks[:block]:
+            if _pools(spec.kernel_q, spec.stride_q):
+                thw = _pooled_size(thw, spec.kernel_q, spec.stride_q)
+        return thw
+
     @nn.compact
-    def __call__(self, x, *, train: bool = False):
+    def __call__(self, x, *, train: bool = False, start_block: int = 0,
+                 stop_block: int | None = None):
+        """Logits of clips, or a part of the network (the frozen prefix and its trainable suffix,
+        for the feature cache of ``run.features``).
+
+        Args:
+          x: clips ``[B, T, H, W, C]`` (``start_block=0`` only), or the tokens entering block
+            ``start_block`` (any, 0 included: after the patch embedding), ``[B, 1 + t*h*w,
+            dim]`` (:meth:`grid_before`); entering the final norm (``start_block=len(blocks)``)
+            the class token alone, ``[B, 1, dim]``, suffices.
+          start_block: first block to run; the blocks before it (and the patch embedding) are
+            skipped.
+          stop_block: stop before this block and return the tokens entering it (``len(blocks)``:
+            leaving the last block, before the final norm); None: run to the logits.
+
+        Returns:
+          logits ``[B, num_classes]``, or tokens ``[B, N, dim]`` when ``stop_block`` is set.
+          ``apply(x, stop_block=k)`` then ``apply(tokens, start_block=k)`` gives the logits of
+          ``apply(x)`` (tested for every k).
+        """
+        stop = len(self.blocks) if stop_block is None else stop_block
+        if not 0 <= start_block <= stop <= len(self.blocks):
+            raise ValueError(f"need 0 <= start_block <= stop_block <= {len(self.blocks)}; got "
+                             f"start_block={start_block}, stop_block={stop_block}.")
+        thw = self.grid_before(start_block)
+        if x.ndim == 5:
+            if start_block:
+                raise ValueError(f"start_block={start_block} takes tokens [B, N, dim]; got clips "
+                                 f"of shape {tuple(x.shape)}.")
+            x = self._embed(x)
+        elif start_block < len(self.blocks) and x.shape[1] != 1 + math.prod(thw):
+            raise ValueError(f"block {start_block} takes 1 + {'x'.join(map(str, thw))} tokens; "
+                             f"got x of shape {tuple(x.shape)}.")
+        for i in range(start_block, stop):
+            spec = self.blocks[i]
+            spatial = max(self.token_grid()[1:])  # the relative position table's recurrence
+            for earlier in self.blocks[:i]:
+                spatial //= earlier.stride_q[1]
+            q_size = spatial // spec.stride_q[1]
+            kv_size = spatial // spec.stride_kv[1]
+            block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
+                                    adapter=self.adapters, rel_pos_embed=self.rel_pos_embed,
+                                    residual_pool=self.residual_pool,
+                                    proj_after_attn=self.proj_after_attn, name=f"blocks_{i}")
+            x, thw = block(x)
+        if stop_block is not None:
+            return x
+        x = _layer_norm("norm")(x)[:, 0]
+        x = nn.Dropout(self.head_dropout, deterministic=not train)(x)
+        return nn.Dense(self.num_classes, name="head")(x)
+
+    def _embed(self, x):
+        """Clips ``[B, T, H, W, C]`` -> the tokens entering block 0 (class token first)."""
         if tuple(x.shape[1:4]) != tuple(self.input_size):
             raise ValueError(
                 f"input clips are {tuple(x.shape[1:4])} (T, H, W) but this model's relative "
@@ -343,16 +403,4 @@ class MViT(nn.Module):
             class_pos = self.param("class_pos", init, (dim,))
             grid = (temporal_pos[:, None] + spatial_pos[None]).reshape(-1, dim)  # (t, hw) order
             x = x + jnp.concatenate([class_pos[None], grid])
-        spatial = max(thw[1:])
-        for i, spec in enumerate(self.blocks):
-            q_size = spatial // spec.stride_q[1]
-            kv_size = spatial // spec.stride_kv[1]
-            block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
-                                    adapter=self.adapters, rel_pos_embed=self.rel_pos_embed,
-                                    residual_pool=self.residual_pool,
-                                    proj_after_attn=self.proj_after_attn, name=f"blocks_{i}")
-            x, thw = block(x)
-            spatial = q_size
-        x = _layer_norm("norm")(x)[:, 0]
-        x = nn.Dropout(self.head_dropout, deterministic=not train)(x)
-        return nn.Dense(self.num_classes, name="head")(x)
+        return x

@@ -117,3 +117,25 @@ def test_adapters_at_init_leave_the_output_unchanged():
     moved = {**with_adapters, "blocks_1": {**with_adapters["blocks_1"], "adapter": {
         **with_adapters["blocks_1"]["adapter"], "up": {**up, "kernel": kernel}}}}
     assert float(jnp.abs(apply(adapted, moved) - expected).max()) > 1e-3
+
+
+def test_first_trainable_block_is_where_the_frozen_prefix_ends():
+    """The feature cache's cut: selective k trains from block L - k, linear only after the last
+    block, norms and adapters from block 0; full has no frozen prefix and is refused."""
+    import models
+    from models import finetune
+
+    model = models.get_model("mvit_parity", num_classes=3)
+    params = jax.eval_shape(model.init, jax.random.key(0),
+                            jax.ShapeDtypeStruct((1, *model.input_size, 3), jnp.float32))["params"]
+    depth = len(model.blocks)
+
+    def cut(strategy, **kw):
+        return finetune.first_trainable_block(finetune.trainable_mask(params, strategy=strategy,
+                                                                      **kw))
+
+    assert [cut("selective", num_last_blocks=k) for k in (0, 1, 2)] == [depth, depth - 1,
+                                                                        depth - 2]
+    assert cut("linear") == depth and cut("norms") == 0
+    with pytest.raises(ValueError, match="parameter .* trains, so nothing before block 0"):
+        cut("full")

@@ -70,3 +70,30 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding):
         out_x, out_y = ours.apply(params, x), ours.apply(params, y)
         np.testing.assert_array_equal(out_x[:, 1:], out_y[:, 1:])
         assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
+
+
+@pytest.mark.parametrize("preset", ["mvit_parity", "mvit_v1_parity"])
+def test_prefix_then_suffix_is_the_whole_network_at_every_cut(preset):
+    """The feature cache runs blocks [0, k) once and trains on blocks [k, L) + norm + head:
+    apply(x, stop_block=k) then apply(tokens, start_block=k) must be apply(x), for every k
+    (v2 relative positions and v1 absolute positions), and entering the final norm the class
+    token alone suffices."""
+    import models
+
+    model = models.get_model(preset, num_classes=5)
+    x = jax.random.normal(jax.random.key(0), (2, *model.input_size, 3))
+    params = jax.jit(model.init)(jax.random.key(1), x)
+    whole = model.apply(params, x)
+    depth = len(model.blocks)
+    for k in range(depth + 1):
+        tokens = model.apply(params, x, stop_block=k)
+        thw = model.grid_before(k)
+        assert tokens.shape[:2] == (2, 1 + int(np.prod(thw))), (k, tokens.shape, thw)
+        if k == depth:
+            tokens = tokens[:, :1]
+        np.testing.assert_allclose(model.apply(params, tokens, start_block=k), whole,
+                                   rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="block 1 takes 1 \\+"):
+        model.apply(params, tokens, start_block=1)
+    with pytest.raises(ValueError, match="start_block <= stop_block"):
+        model.apply(params, x, start_block=2, stop_block=1)
