@@ -20,6 +20,11 @@ Layout of a store directory (one per split)::
     meta.json     fingerprint, video count, ``complete``
     done.txt      videos written so far (one index per line): what a restart skips
 
+The directory part (:func:`begin`, :class:`DoneLog`, :func:`complete`, :func:`open_complete`:
+fixed-size files written in place, fingerprint, resume by video, completion) is shared with the
+feature cache (:mod:`data.feature_cache`), whose payload is the frozen prefix's features instead
+of frames: one store, two payloads.
+
 Why raw memory-mapped NumPy and not a record format (ArrayRecord, TFRecord): a clip reads 16 of a
 video's frames, scattered by the stride; with raw rows that is an index into a memory map (no
 deserialisation, no copy beyond the frames wanted, pages shared between processes and cached by
@@ -128,7 +133,28 @@ def store_bytes(entries: Sequence[VideoEntry], *, frame_step: int) -> int:
     return int(_offsets(entries, frame_step)["total_pixels"]) * (4 if has_masks else 3)
 
 
-def _read_meta(directory: str) -> dict | None:
+# ----------------------------------------------------------------------------------------------
+# A store directory: the part both payloads share (this module's clip store, and the feature
+# cache of run.features / data.feature_cache): fixed-size files written in place, a fingerprint,
+# resume by index, and completion.
+# ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What a store directory holds, for messages: ``"clip store"`` written by ``python -m
+    run.prepare``, or ``"feature cache"`` written by ``train.py``."""
+
+    name: str
+    writer: str
+    differs: str  # what a different fingerprint means, in words
+
+
+CLIPS = Kind("clip store", "python -m run.prepare --config=<the same config> (README, 'Clip "
+             "store')", "from other videos or with another preprocessing (decoder, resize_size, "
+             "starts_on_stride, crop, files changed)")
+
+
+def read_meta(directory: str) -> dict | None:
+    """The store's ``meta.json``, or None when there is no store in ``directory``."""
     path = os.path.join(directory, META)
     if not os.path.isfile(path):
         return None
@@ -145,13 +171,104 @@ def _write_meta(directory: str, meta: dict) -> None:
     os.replace(tmp, os.path.join(directory, META))
 
 
-def _done(directory: str) -> set[int]:
+def done_indices(directory: str) -> set[int]:
+    """Indices (videos) already written into the store in ``directory``."""
     path = os.path.join(directory, DONE)
     if not os.path.isfile(path):
         return set()
     with open(path) as f:
         # A line cut by a kill has no newline: that video is written again.
         return {int(line) for line in f.read().split("\n")[:-1] if line.strip()}
+
+
+def begin(directory: str, *, kind: Kind, fingerprint: str, files: dict[str, int],
+          meta: dict, write_index: Callable[[], None] | None = None) -> tuple[dict, set[int]]:
+    """Open the store in ``directory`` for writing: ``(meta, indices already written)``.
+
+    A new store: checks the free space, sizes ``files`` (name -> bytes; sparse until written),
+    then writes ``meta`` with the fingerprint and ``complete`` False. An existing store with the
+    same fingerprint is continued (a complete one is returned as it is). ``write_index`` runs
+    for a new store before its meta exists, so a store with a meta always has its index.
+
+    Raises:
+      ValueError: ``directory`` holds a store with another fingerprint.
+      OSError: the files do not fit on the disk (a memory map written past a full disk dies
+        with SIGBUS, mid-way, so this is checked before anything is written).
+    """
+    os.makedirs(directory, exist_ok=True)
+    old = read_meta(directory)
+    if old is not None and old["fingerprint"] != fingerprint:
+        raise ValueError(
+            f"{directory} holds a {kind.name} made {kind.differs} than this one (fingerprint "
+            f"{old['fingerprint'][:12]}… vs {fingerprint[:12]}…); write it into another "
+            "directory, or delete this one.")
+    if old is not None:
+        return old, done_indices(directory)
+    needed, free = sum(files.values()), shutil.disk_usage(directory).free
+    if needed > free:
+        raise OSError(
+            f"the {kind.name} needs {needed / 2**30:.1f} GiB but {directory} has "
+            f"{free / 2**30:.1f} GiB free: free space or choose another directory (README: "
+            "disk per dataset).")
+    for name, size in files.items():
+        if size:
+            with open(os.path.join(directory, name), "wb") as f:
+                f.truncate(int(size))
+    if write_index is not None:
+        write_index()
+    meta = {**meta, "fingerprint": fingerprint, "bytes": int(needed), "complete": False}
+    _write_meta(directory, meta)
+    return meta, set()
+
+
+class DoneLog:
+    """``with DoneLog(directory) as finished: finished(i)`` records index ``i`` as written
+    (flushed at once, fsynced at the end), so a restart skips it."""
+
+    def __init__(self, directory: str):
+        self._path = os.path.join(directory, DONE)
+
+    def __enter__(self) -> Callable[[int], None]:
+        self._log = open(self._path, "a")  # noqa: SIM115 (closed in __exit__)
+
+        def finished(i: int) -> None:
+            self._log.write(f"{i}\n")
+            self._log.flush()
+
+        return finished
+
+    def __exit__(self, *exc) -> None:
+        os.fsync(self._log.fileno())
+        self._log.close()
+
+
+def complete(directory: str, meta: dict) -> dict:
+    """Mark the store complete (after every index was written); returns the new meta."""
+    meta = {**meta, "complete": True}
+    _write_meta(directory, meta)
+    return meta
+
+
+def open_complete(directory: str, *, kind: Kind, fingerprint: str) -> dict:
+    """The meta of the complete store in ``directory`` whose fingerprint is ``fingerprint``.
+
+    Raises:
+      FileNotFoundError: no store there.
+      ValueError: another fingerprint, or an incomplete store.
+    """
+    meta = read_meta(directory)
+    if meta is None:
+        raise FileNotFoundError(f"no {kind.name} in {directory}: write it first with "
+                                f"{kind.writer}.")
+    if meta["fingerprint"] != fingerprint:
+        raise ValueError(
+            f"the {kind.name} in {directory} was made {kind.differs} than this run needs; "
+            f"write one with {kind.writer} into a new directory.")
+    if not meta["complete"]:
+        raise ValueError(
+            f"the {kind.name} in {directory} is incomplete ({len(done_indices(directory))} of "
+            f"{meta['num_videos']} videos written): run {kind.writer} again to finish it.")
+    return meta
 
 
 def _write_video(task: tuple) -> int:
@@ -204,51 +321,29 @@ def prepare(
 
     Raises:
       ValueError: ``directory`` holds a store made from other videos or another preprocessing.
+      OSError: the store does not fit on its disk (nothing is written).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1; got {workers}.")
     fp = fingerprint(entries, decoder=decoder, resize_size=resize_size, frame_step=frame_step)
-    os.makedirs(directory, exist_ok=True)
-    meta = _read_meta(directory)
-    if meta is not None and meta["fingerprint"] != fp:
-        raise ValueError(
-            f"{directory} holds a clip store made from other videos or with another "
-            f"preprocessing (decoder, resize_size, starts_on_stride, crop) than this split's "
-            f"(fingerprint {meta['fingerprint'][:12]}… vs {fp[:12]}…); prepare into another "
-            "directory, or delete this one.")
-    if meta is not None and meta["complete"]:
-        return meta
     layout = _offsets(entries, frame_step)
     has_masks = any(e.mask_path is not None for e in entries)
-    if meta is None:  # a new store: size the files (sparse until written), then the metadata
-        needed = store_bytes(entries, frame_step=frame_step)
-        free = shutil.disk_usage(directory).free
-        if needed > free:  # a memory map written past a full disk dies with SIGBUS, mid-way
-            raise OSError(
-                f"the clip store needs {needed / 2**30:.1f} GiB but {directory} has "
-                f"{free / 2**30:.1f} GiB free: free space or choose another --config.input."
-                "store_dir (README, 'Clip store': disk per dataset).")
-        for name, size in ((FRAMES, 3 * layout["total_pixels"]),
-                           (MASKS, layout["total_pixels"] if has_masks else 0)):
-            if size:
-                with open(os.path.join(directory, name), "wb") as f:
-                    f.truncate(int(size))
-        np.savez(os.path.join(directory, INDEX), **{k: v for k, v in layout.items()
-                                                  if k != "total_pixels"})
-        meta = {"version": STORE_VERSION, "fingerprint": fp, "num_videos": len(entries),
-                "decoder": decoder, "resize_size": resize_size, "frame_step": frame_step,
-                "has_masks": has_masks,
-                "bytes": store_bytes(entries, frame_step=frame_step),
-                "complete": False}
-        _write_meta(directory, meta)
-    done = _done(directory)
+    files = {FRAMES: 3 * int(layout["total_pixels"]),
+             MASKS: int(layout["total_pixels"]) if has_masks else 0}
+    meta, done = begin(
+        directory, kind=CLIPS, fingerprint=fp, files=files,
+        meta={"version": STORE_VERSION, "num_videos": len(entries), "decoder": decoder,
+              "resize_size": resize_size, "frame_step": frame_step, "has_masks": has_masks},
+        write_index=lambda: np.savez(os.path.join(directory, INDEX), **{
+            k: v for k, v in layout.items() if k != "total_pixels"}))
+    if meta["complete"]:
+        return meta
     tasks = [(i, e, directory, decoder, frame_step, int(layout["frame_offset"][i]),
               int(layout["mask_offset"][i]))
              for i, e in enumerate(entries) if i not in done]
-    with open(os.path.join(directory, DONE), "a") as log:
+    with DoneLog(directory) as log:
         def finished(i: int) -> None:
-            log.write(f"{i}\n")
-            log.flush()
+            log(i)
             done.add(i)
             if progress is not None:
                 progress(len(done), len(entries))
@@ -261,10 +356,7 @@ def prepare(
             with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
                 for i in pool.map(_write_video, tasks, chunksize=1):
                     finished(i)
-        os.fsync(log.fileno())
-    meta["complete"] = True
-    _write_meta(directory, meta)
-    return meta
+    return complete(directory, meta)
 
 
 class ClipStore:
@@ -281,22 +373,7 @@ class ClipStore:
     """
 
     def __init__(self, directory: str, *, expected_fingerprint: str):
-        meta = _read_meta(directory)
-        if meta is None:
-            raise FileNotFoundError(
-                f"no clip store in {directory}: write it first with python -m run.prepare "
-                "--config=<the same config> (README, 'Clip store').")
-        if meta["fingerprint"] != expected_fingerprint:
-            raise ValueError(
-                f"the clip store in {directory} was made from other videos or with another "
-                "preprocessing (decoder, resize_size, starts_on_stride, crop, files changed) "
-                "than this split; run python -m run.prepare with this config into a new "
-                "directory.")
-        if not meta["complete"]:
-            raise ValueError(
-                f"the clip store in {directory} is incomplete ({len(_done(directory))} of "
-                f"{meta['num_videos']} videos written): run python -m run.prepare again with the "
-                "same config to finish it.")
+        meta = open_complete(directory, kind=CLIPS, fingerprint=expected_fingerprint)
         self.directory = directory
         self.meta = meta
         with np.load(os.path.join(directory, INDEX)) as index:
