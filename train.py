@@ -42,7 +42,7 @@ from reporting import plots, run_report
 from reporting import privacy as privacy_lib
 from run import config as run_config
 from run import datasets as run_datasets
-from run import evaluation, views
+from run import evaluation, features, views
 from run import metrics as metrics_lib
 from run.guard import PrivacyGuard
 
@@ -172,10 +172,12 @@ def check_finite(batch: dict, indices: np.ndarray, *, name: str) -> None:
     Raises:
       ValueError: naming the dataset and the video indices.
     """
-    video = batch["video"]
-    if not np.issubdtype(video.dtype, np.floating):
-        return
-    bad = ~np.isfinite(video.reshape(len(video), -1)).all(axis=1) & (batch["weight"] > 0)
+    bad = np.zeros(len(batch["label"]), bool)
+    for key in ("video", "public", "private"):  # pixels, or the feature cache's features
+        video = batch.get(key)
+        if video is not None and np.issubdtype(video.dtype, np.floating):
+            bad |= ~np.isfinite(video.reshape(len(video), -1)).all(axis=1)
+    bad &= batch["weight"] > 0
     if bad.any():
         raise ValueError(
             f"{name}: video(s) {sorted({int(i) for i in np.asarray(indices)[bad]})[:10]} hold "
@@ -392,10 +394,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)
+        step_ds, step_apply = train_ds, apply_fn
+        if config.feature_cache.enabled:  # the steps read the frozen prefix's features
+            params = partition.merge(trainable, frozen)
+            step_ds, cut = features.open_or_build(
+                config, train_ds=train_ds, model=model, params=params, tokens=tokens,
+                trainable_mask=models.finetune.trainable_mask(
+                    params, strategy=config.model.finetune,
+                    num_last_blocks=config.model.num_last_blocks),
+                workdir=workdir)
+
+            def step_apply(params, tokens_in):
+                return model.apply({"params": params}, tokens_in, start_block=cut)
         train_step = make_train_step(
-            apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
+            apply_fn=step_apply, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
             microbatch_size=config.privacy.get("microbatch_size", 0) or None,
-            pixel_norm=train_ds.pixel_norm)
+            pixel_norm=step_ds.pixel_norm)
         state, resumed = guard.resume(TrainState.create(trainable=trainable, frozen=frozen, tx=tx))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
@@ -406,7 +420,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
         def batch_at(step):  # a pure function of the step, so it can be prepared ahead
             logical = sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling)
-            return load_logical_batch(train_ds, logical, config=config, step=step, mesh=mesh)
+            return load_logical_batch(step_ds, logical, config=config, step=step, mesh=mesh)
 
         t_train = time.time()
         state, history, preempted = train_loop(config, guard=guard, state=state, mesh=mesh,

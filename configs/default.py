@@ -77,6 +77,17 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.warmup_epochs = 1.0
     config.optimizer.weight_decay = 0.0
 
+    # Frozen-prefix feature cache (data/feature_cache.py, README "Feature cache"): with a
+    # strategy that freezes the first blocks (selective, linear, norms, adapters; not full), the
+    # tokens entering the first trainable block are computed once for G clips per video and the
+    # steps run only the trainable suffix. Clips then come from that fixed grid of G positions.
+    config.feature_cache = ml_collections.ConfigDict()
+    config.feature_cache.enabled = False
+    config.feature_cache.dir = ""            # default <workdir>/private/feature_cache (private)
+    config.feature_cache.clips_per_video = 4  # G, cached clip positions per video (>= K)
+    config.feature_cache.dtype = "float32"   # float32 | bfloat16 on disk (steps in float32)
+    config.feature_cache.batch_size = 0      # videos per prefix call; 0 = physical_batch_size
+
     config.log_every_steps = 10
     # orbax checkpoints in <workdir>/private/checkpoints (private: in secret mode they hold the
     # noise secret); a rerun with the same --workdir resumes.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 
 import numpy as np
 
@@ -143,6 +144,14 @@ class SyntheticMaskedActions:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    def fingerprint(self) -> str:
+        """sha256 of the split's pixels, masks, labels and clip length (what a feature cache
+        made from it is checked against)."""
+        h = hashlib.sha256(f"{self.name}|{self.clip_frames}|{self.frames.shape}".encode())
+        for array in (self.frames, self.masks, self.labels):
+            h.update(np.ascontiguousarray(array).tobytes())
+        return h.hexdigest()
 
     @property
     def pixel_norm(self) -> clips.PixelNorm:

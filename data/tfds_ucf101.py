@@ -21,6 +21,9 @@ Requires ``pip install -r requirements-tfds.txt`` (TensorFlow is not in requirem
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import hashlib
+import json
 
 import numpy as np
 
@@ -104,6 +107,15 @@ class TfdsUcf101:
             clip = clip[:, y:y + c, x:x + c]
             out[v] = clip[:, :, ::-1] if flip else clip
         return out
+
+    def fingerprint(self) -> str:
+        """sha256 of the split's name, labels and clip options (what a feature cache made from
+        it is checked against; the TFDS files themselves are versioned by TFDS)."""
+        o = self.options
+        options = {k: v for k, v in dataclasses.asdict(o).items()
+                   if k not in ("num_workers", "validate", "skip_bad_videos")}
+        blob = json.dumps({"name": self.name, "options": options}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode() + self.labels.tobytes()).hexdigest()
 
     @property
     def pixel_norm(self) -> clips.PixelNorm:

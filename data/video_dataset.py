@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
+import json
 import os
 import warnings
 from typing import Any
@@ -184,6 +186,18 @@ class VideoDataset:
         o = self.options
         return {"decoder": o.decoder, "resize_size": o.clip.resize_size,
                 "frame_step": o.clip.frame_step}
+
+    def fingerprint(self) -> str:
+        """sha256 of the videos and of everything that decides a clip (the clip store's
+        fingerprint: files, decoder, resize, frame step; and the clip geometry, normalisation
+        and views): what a feature cache made from this split is checked against."""
+        o = self.options
+        options = {k: v for k, v in dataclasses.asdict(o).items()
+                   if k not in ("num_workers", "validate", "skip_bad_videos", "mask_dir")}
+        blob = json.dumps({"store": store.fingerprint(self.store_entries(),
+                                                      **self.store_settings()),
+                           "options": options}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
 
     def store_entries(self) -> tuple[store.VideoEntry, ...]:
         """What :func:`data.store.prepare` writes for this split: every video in index order,

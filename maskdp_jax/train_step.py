@@ -18,7 +18,9 @@ Mode by mode:
   masks ``maskdp`` computes exactly the same update.
 * ``nonprivate``: no private pass and no noise; the public pass sees the whole video.
 
-Each physical batch is a dict::
+Each physical batch is a dict (or, from the feature cache, ``video`` holds the frozen prefix's
+features, and for ``maskdp`` the views come made: ``public``/``private`` features and
+``has_public``/``has_private [P, K]``, see :func:`batch_views`)::
 
     video  [P, K, T, H, W, C] uint8     pixels, K clips per video, normalised inside the step by
                                         ``pixel_norm`` (float32: already the model's input)
@@ -140,9 +142,25 @@ def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray
     return pixel_norm(video)
 
 
+def _normalised(batch: Batch, pixel_norm: PixelNorm | None) -> Batch:
+    if "video" not in batch:  # views from the feature cache
+        return batch
+    return {**batch, "video": model_video(batch["video"], pixel_norm)}
+
+
 def batch_views(batch: Batch, tokens: tokenizer.Tokenizer) -> tokenizer.Views:
-    """Views of a physical batch ``[P, K, ...]``; video-level flags reduce over the K clips."""
-    views = tokens.views(batch["video"], batch["mask"])
+    """Views of a physical batch ``[P, K, ...]``; video-level flags reduce over the K clips.
+
+    A batch from the feature cache (``data.feature_cache``) carries its views already made
+    (``public``, ``private``, ``has_public``, ``has_private``: the same tokeniser's views, cut
+    before the frozen prefix that produced them); otherwise they are cut here from ``video`` and
+    ``mask``.
+    """
+    if "public" in batch:
+        views = tokenizer.Views(batch["public"], batch["private"], batch["has_public"],
+                                batch["has_private"])
+    else:
+        views = tokens.views(batch["video"], batch["mask"])
     return views._replace(
         has_public=jnp.any(views.has_public, axis=1),
         has_private=jnp.any(views.has_private, axis=1),
@@ -160,7 +178,7 @@ def accumulate_public(
     pixel, so it moves no private pixel into the public view). ``pixel_norm``: see
     :func:`model_video`.
     """
-    batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
+    batch = _normalised(batch, pixel_norm)
     if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:
@@ -202,7 +220,7 @@ def accumulate_private(
     physical batch at once); bounds memory for full fine-tuning, same sum
     (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``pixel_norm``: see :func:`model_video`.
     """
-    batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
+    batch = _normalised(batch, pixel_norm)
     if not plan.mode.uses_views:
         video, weights = batch["video"], batch["weight"]
     else:

@@ -147,6 +147,8 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
     _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)
 
+    _check_feature_cache(config)
+
     o = config.optimizer
     _choice("optimizer.name", o.get("name", "sgd"), OPTIMIZERS)
     _real("optimizer.learning_rate", o.learning_rate, minimum=0.0, strict=True)
@@ -158,6 +160,34 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     if not Mode(config.mode).is_private:
         return
     _check_privacy(config, num_devices=num_devices)
+
+
+def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
+    """Refuse a feature cache that could not serve the run as configured (data/feature_cache.py)."""
+    c = config.get("feature_cache")
+    if c is None or not c.get("enabled", False):
+        return
+    if config.model.finetune == "full":
+        _fail("feature_cache.enabled", "needs a frozen prefix, but model.finetune='full' trains "
+              "every parameter; use selective, norms, linear or adapters, or turn the cache off.")
+    _integer("feature_cache.clips_per_video", c.clips_per_video, minimum=1)
+    if c.clips_per_video < config.input.clips_per_video:
+        _fail("feature_cache.clips_per_video",
+              f"must be >= input.clips_per_video ({config.input.clips_per_video}): each step "
+              f"draws K distinct cached clips per video; got {c.clips_per_video}.")
+    _choice("feature_cache.dtype", c.get("dtype", "float32"), ("float32", "bfloat16"))
+    _integer("feature_cache.batch_size", c.get("batch_size", 0), minimum=0)
+    for key, value, fine, why in (
+        ("input.augment", config.input.get("augment", False), False,
+         "augmented clips are not a fixed function of the video"),
+        ("input.clip_sampling", config.input.get("clip_sampling", "uniform"), "uniform",
+         "the cache draws K of its G fixed clips"),
+        ("input.eval_crops", config.input.get("eval_crops", 1), 1,
+         "the cache holds the centre crop only"),
+        ("view", config.get("view", "full"), "full", "one-view training reads pixels"),
+    ):
+        if value != fine:
+            _fail(key, f"must be {fine!r} with the feature cache ({why}); got {value!r}.")
 
 
 def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> None:
