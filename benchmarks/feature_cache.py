@@ -5,9 +5,10 @@ r"""Epoch time with and without the frozen-prefix feature cache, and the cache's
 
 Generated videos (``data.synthetic`` at the preset's clip size), the preset with a ``--classes``
 head, random weights, ``selective`` fine-tuning of the last ``--last_blocks`` blocks (the papers'
-setting). One epoch = ``videos / batch`` MaskDP (or ``--mode``) steps of ``batch`` videos, each
-a physical batch used by both passes (public and private, as ``maskdp`` does with coupled
-sampling; the work per step is the same as with Poisson batches of that size). It prints:
+setting) or another ``--strategy``. One epoch = ``videos / batch`` MaskDP (or ``--mode``) steps
+of ``batch`` videos, each a physical batch used by both passes (public and private, as
+``maskdp`` does with coupled sampling; the work per step is the same as with Poisson batches of
+that size). It prints:
 
 * without the cache: the first step (compilation) and the median of ``--epochs`` epochs, clips
   decoded from the generated uint8 frames as ``train.py`` loads them;
@@ -67,6 +68,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4, help="videos per step")
     parser.add_argument("--grid", type=int, default=2, help="G, cached clips per video")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per setting")
+    parser.add_argument("--strategy", default="selective",
+                        choices=("selective", "linear", "norms", "adapters"))
     parser.add_argument("--last_blocks", type=int, default=2, help="k of selective")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     args = parser.parse_args()
@@ -75,13 +78,15 @@ def main() -> None:
     frames, size = model.input_size[0], model.input_size[1]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"jax {jax.__version__} on {jax.default_backend()}; {args.preset} with "
-          f"{args.classes} classes, {args.mode}, N={args.videos}, {args.batch} videos per step, "
+          f"{args.classes} classes, {args.strategy}"
+          f"{f' k={args.last_blocks}' if args.strategy == 'selective' else ''}, {args.mode}, "
+          f"N={args.videos}, {args.batch} videos per step, "
           f"G={args.grid}, {args.dtype} cache")
     train_ds, _ = synthetic.make_splits(num_train=max(args.videos, 8), num_test=8,
                                         frames=frames + 8, clip_frames=frames, size=size)
     params = train.init_params(model, input_shape=(frames, size, size, 3),
                                key=jax.random.key(0))
-    mask = finetune.trainable_mask(params, strategy="selective",
+    mask = finetune.trainable_mask(params, strategy=args.strategy,
                                    num_last_blocks=args.last_blocks)
     trainable, frozen = partition.split(params, mask)
     tokens = Tokenizer(patch_stride=tuple(model.patch_stride))

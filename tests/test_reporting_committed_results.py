@@ -320,3 +320,37 @@ def test_readme_lira_table_is_the_committed_audit():
             assert all(r[k]["epsilon_lower_bound"] <= eps for r in report["rows"]
                        if r["mode"] == "dp" and r["epsilon"] == eps for k in ("offline", "online"))
     assert f"Random guessing's ASR^M is {report['chance_asr_max']:.3f}" in readme.replace("\n", " ")
+
+
+def test_readme_feature_cache_table_is_the_benchmark_output_in_results_md():
+    """The README's feature-cache rows quote benchmarks/RESULTS.md's verbatim output (epoch
+    times, speed-ups, bytes per clip, break-even), not hand-typed numbers."""
+    with open(os.path.join(ROOT, "benchmarks", "RESULTS.md")) as f:
+        bench = f.read()
+    section = bench[bench.index("## Feature cache (issue 22)"):]
+    runs = {}
+    for strategy, block in zip(("selective", "linear"), section.split("$ python -m "
+                                                                       "benchmarks.feature_cache")[1:3],
+                               strict=True):
+        no_cache = float(re.search(r"\| no cache \|.*epoch ([\d.]+) s", block)[1])
+        cached = float(re.search(r"\| cache \(blocks .*epoch ([\d.]+) s", block)[1])
+        speedup = re.search(r"speed-up with the cache: ([\d.]+)x", block)[1]
+        mib = re.search(r"([\d.]+) MiB per clip", block)[1]
+        epochs = re.search(r"pays for itself after ([\d.]+) epochs", block)[1]
+        runs[strategy] = (no_cache, cached, speedup, mib, epochs)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    rows = {"selective": r"\| selective, k = 2 \(the papers'\) \| ([\d.]+) s → ([\d.]+) s \| "
+                         r"\*\*([\d.]+)×\*\* \| ([\d.]+) MiB .*\| ([\d.]+) epochs \|",
+            "linear": r"\| linear probe \| ([\d.]+) s → ([\d.]+) s \| \*\*([\d.]+)×\*\* \| .* \| "
+                      r"([\d.]+) epochs \|"}
+    for strategy, pattern in rows.items():
+        m = re.search(pattern, readme)
+        assert m, f"README feature-cache row {strategy!r} not found"
+        no_cache, cached, speedup, mib, epochs = runs[strategy]
+        assert float(m[1]) == round(no_cache, 1) and float(m[2]) == round(cached, 2 if cached < 1
+                                                                           else 1)
+        assert float(m[3]) == round(float(speedup)) or m[3] == speedup
+        assert m.groups()[-1] == epochs
+        if strategy == "selective":
+            assert m[4] == mib
