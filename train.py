@@ -46,13 +46,18 @@ from run import evaluation, features, views
 from run import metrics as metrics_lib
 from run.guard import PrivacyGuard
 
-
 # ----------------------------------------------------------------------------------------------
 # Model and optimiser
 # ----------------------------------------------------------------------------------------------
+# bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
+# gradient (so clipping, sums and noise) in float32 (models/mvit.py).
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
 def build_model(config: ml_collections.ConfigDict, *, num_classes: int, input_shape, key):
     """Model, ``(trainable, frozen)`` parameters and the apply function."""
     overrides = {"adapters": True} if config.model.finetune == "adapters" else {}
+    overrides["dtype"] = COMPUTE_DTYPES[config.model.get("compute_dtype", "float32")]
     model = models.get_model(config.model.name, num_classes=num_classes, **overrides)
     if config.model.init_from:
         # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.

@@ -71,17 +71,21 @@ def main() -> None:
     parser.add_argument("--strategy", default="selective",
                         choices=("selective", "linear", "norms", "adapters"))
     parser.add_argument("--last_blocks", type=int, default=2, help="k of selective")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the cache's dtype on disk")
+    parser.add_argument("--compute_dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the model's products (train.py's model.compute_dtype)")
     args = parser.parse_args()
 
-    model = models.get_model(args.preset, num_classes=args.classes)
+    model = models.get_model(args.preset, num_classes=args.classes,
+                             dtype=train.COMPUTE_DTYPES[args.compute_dtype])
     frames, size = model.input_size[0], model.input_size[1]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"jax {jax.__version__} on {jax.default_backend()}; {args.preset} with "
           f"{args.classes} classes, {args.strategy}"
           f"{f' k={args.last_blocks}' if args.strategy == 'selective' else ''}, {args.mode}, "
           f"N={args.videos}, {args.batch} videos per step, "
-          f"G={args.grid}, {args.dtype} cache")
+          f"G={args.grid}, {args.dtype} cache, {args.compute_dtype} compute")
     train_ds, _ = synthetic.make_splits(num_train=max(args.videos, 8), num_test=8,
                                         frames=frames + 8, clip_frames=frames, size=size)
     params = train.init_params(model, input_shape=(frames, size, size, 3),

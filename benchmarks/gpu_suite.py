@@ -14,6 +14,9 @@ so a run cut off by a time limit keeps what it measured):
   fine-tuning, the four modes, one round): step times, DP overhead, peak device memory.
 * ``full``: the same for full fine-tuning, ours against the PyTorch per-example loop
   (``maskdp`` and its two-view non-private baseline).
+* ``cache``: epoch time without and with the frozen-prefix feature cache
+  (``benchmarks/feature_cache.py``, selective fine-tuning, maskdp) with float32 and with
+  bfloat16 compute, and the cache's bytes per clip.
 * ``data``: clips per second per core, decoding (decord, PyAV) against reading a clip store
   (``benchmarks/data_throughput.py --sources``), and how many cores would feed the ``step``
   part's measured MaskDP step (2B clips per step).
@@ -42,7 +45,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.opacus_maskdp import SIZES  # noqa: E402
 
-PARTS = ("forward", "step", "full", "data")
+PARTS = ("forward", "step", "full", "cache", "data")
 
 
 def device_line(device: str) -> str:
@@ -131,6 +134,19 @@ def opacus_part(args, *, strategy: str, env: dict) -> str:
     return _run(cmd, env=env)
 
 
+def cache_part(size: dict, args, *, env: dict) -> str:
+    """benchmarks/feature_cache.py at the size, float32 then bfloat16 compute."""
+    videos = max(2 * size["physical"], args.cache_videos)
+    out = []
+    for dtype in ("float32", "bfloat16"):
+        cmd = [sys.executable, "-m", "benchmarks.feature_cache", f"--preset={size['preset']}",
+               f"--classes={size['classes']}", f"--videos={videos}",
+               f"--batch={size['physical']}", "--grid=2", "--epochs=2",
+               f"--compute_dtype={dtype}"]
+        out.append(_run(cmd, env=env))
+    return "\n\n".join(out)
+
+
 def data_part(args, *, env: dict) -> str:
     cmd = [sys.executable, "-m", "benchmarks.data_throughput", "--sources=decord,pyav,store",
            "--mask_format=npy", f"--videos={args.data_videos}", f"--batch={args.data_videos}",
@@ -156,6 +172,7 @@ def main() -> None:
     parser.add_argument("--peak_tflops", type=float,
                         help="the device's peak for the MFU column (e.g. an H100's dense TF32)")
     parser.add_argument("--data_videos", type=int, default=8, help="videos for the data part")
+    parser.add_argument("--cache_videos", type=int, default=32, help="videos for the cache part")
     parser.add_argument("--cache_dir", default=os.path.expanduser("~/.cache/maskdp_jax/xla"),
                         help="persistent compilation cache shared by the JAX workers")
     args = parser.parse_args()
@@ -184,6 +201,8 @@ def main() -> None:
             body = opacus_part(args, strategy="selective", env=env)
         elif part == "full":
             body = opacus_part(args, strategy="full", env=env)
+        elif part == "cache":
+            body = cache_part(size, args, env=env)
         else:
             body = data_part(args, env=env)
         section = f"## {part} ({time.perf_counter() - t:.0f} s)\n\n{body}\n\n"

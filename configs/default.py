@@ -40,6 +40,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.finetune = "full"      # full | selective | norms | linear | adapters
     config.model.num_last_blocks = 2    # k for `selective`
     config.model.init_from = ""         # orbax checkpoint written by `python -m models.convert`
+    # float32 | bfloat16 (mixed precision: products in bf16; parameters, norms, softmax, residual
+    # stream, logits and gradients, so clipping and noise, in float32). README "Speed".
+    config.model.compute_dtype = "float32"
 
     config.batch_size = 64              # expected logical batch size B (Poisson, q = B / N)
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size

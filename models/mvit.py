@@ -31,12 +31,17 @@ Shared structure:
 
 Exact (erf) GELU and LayerNorm eps 1e-6 everywhere. The module fields ``patch_stride`` and
 ``input_size`` are what the tokeniser and the position tables rely on.
+
+Mixed precision (``dtype=jnp.bfloat16``): the matrix products, convolutions and attention run in
+bfloat16. The parameters, every LayerNorm, the softmax, the residual stream, the head and its
+logits stay float32, so gradients (and the DP clipping, sums and noise) are float32. The default
+``float32`` computes everything in float32: every cast is then a no-op and the parity tests hold.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import einops
 import flax.linen as nn
@@ -68,7 +73,8 @@ def _gelu(x):
 
 
 def _layer_norm(name: str):
-    return nn.LayerNorm(epsilon=LN_EPS, name=name)
+    """LayerNorm computed (and returned) in float32 whatever the compute dtype."""
+    return nn.LayerNorm(epsilon=LN_EPS, dtype=jnp.float32, name=name)
 
 
 def _pooled_size(size: tuple[int, int, int], kernel, stride) -> tuple[int, int, int]:
@@ -103,6 +109,7 @@ class DepthwiseConv3d(nn.Module):
     def __call__(self, x):
         c = x.shape[-1]
         w = self.param("kernel", nn.initializers.lecun_normal(), (*self.kernel, 1, c))[..., 0, :]
+        w = w.astype(x.dtype)  # float32 parameters, computed in the input's dtype
         pads = [(k // 2, k // 2) for k in self.kernel]
         xp = jnp.pad(x, [(0, 0), *pads, (0, 0)])
         out_size = _pooled_size(x.shape[1:4], self.kernel, self.stride)
@@ -131,12 +138,15 @@ class PatchEmbed(nn.Module):
     kernel: tuple[int, int, int]
     stride: tuple[int, int, int]
     padding: tuple[int, int, int]
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
         kernel = self.param("kernel", nn.initializers.lecun_normal(),
                             (*self.kernel, x.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        x = x.astype(self.dtype)
+        kernel, bias = kernel.astype(self.dtype), bias.astype(self.dtype)
         if tuple(self.kernel) != tuple(self.stride) or any(self.padding):
             out = jax.lax.conv_general_dilated(
                 x, kernel, self.stride, [(p, p) for p in self.padding],
@@ -167,7 +177,7 @@ class Pool(nn.Module):
         new_thw = x.shape[1:4]
         x = x.reshape(b, h, -1, c)
         x = jnp.concatenate([cls, x], axis=2)
-        return _layer_norm("norm")(x), new_thw
+        return _layer_norm("norm")(x).astype(cls.dtype), new_thw
 
 
 class MultiscaleAttention(nn.Module):
@@ -179,6 +189,7 @@ class MultiscaleAttention(nn.Module):
     dim: int  # attention width: dim_out (v2, projection after attention) or dim_in (v1)
     rel_pos_embed: bool = True
     residual_pool: bool = True
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
@@ -186,7 +197,7 @@ class MultiscaleAttention(nn.Module):
         b, n, _ = x.shape
         heads, dim = s.num_heads, self.dim
         head_dim = dim // heads
-        qkv = nn.Dense(3 * dim, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
+        qkv = nn.Dense(3 * dim, dtype=self.dtype, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
         q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # [B, heads, N, hd]
         thw = q_thw = k_thw = self.input_size
         if _pools(s.kernel_q, s.stride_q):
@@ -198,11 +209,12 @@ class MultiscaleAttention(nn.Module):
         attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
         if self.rel_pos_embed:
             attn = self._add_rel_pos(attn, q, q_thw, k_thw, head_dim)
-        out = jnp.einsum("bhqk,bhkc->bhqc", nn.softmax(attn, axis=-1), v)
+        probs = nn.softmax(attn.astype(jnp.float32), axis=-1).astype(v.dtype)  # in float32
+        out = jnp.einsum("bhqk,bhkc->bhqc", probs, v)
         if self.residual_pool:
             out = out.at[:, :, 1:].add(q[:, :, 1:])  # class token excluded
         out = out.transpose(0, 2, 1, 3).reshape(b, -1, dim)
-        return nn.Dense(dim, name="proj")(out), q_thw
+        return nn.Dense(dim, dtype=self.dtype, name="proj")(out), q_thw
 
     def _add_rel_pos(self, attn, q, q_thw, k_thw, head_dim):
         """Decomposed relative position bias (MViTv2), from the pooled, unscaled q."""
@@ -212,7 +224,7 @@ class MultiscaleAttention(nn.Module):
         rel_h = self.param("rel_pos_h", init, (self.rel_pos_spatial, head_dim))
         rel_w = self.param("rel_pos_w", init, (self.rel_pos_spatial, head_dim))
         r_q = q[:, :, 1:].reshape(b, heads, *q_thw, head_dim)
-        tables = [table[_rel_index(qs, ks)] for table, qs, ks in
+        tables = [table[_rel_index(qs, ks)].astype(q.dtype) for table, qs, ks in
                   zip((rel_t, rel_h, rel_w), q_thw, k_thw, strict=True)]
         bias_t = jnp.einsum("bythwc,tkc->bythwk", r_q, tables[0])
         bias_h = jnp.einsum("bythwc,hkc->bythwk", r_q, tables[1])
@@ -232,10 +244,12 @@ class Mlp(nn.Module):
 
     dim: int
     dim_out: int
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
-        return nn.Dense(self.dim_out, name="fc2")(_gelu(nn.Dense(4 * self.dim, name="fc1")(x)))
+        hidden = _gelu(nn.Dense(4 * self.dim, dtype=self.dtype, name="fc1")(x))
+        return nn.Dense(self.dim_out, dtype=self.dtype, name="fc2")(hidden)
 
 
 class Adapter(nn.Module):
@@ -244,11 +258,13 @@ class Adapter(nn.Module):
 
     dim: int
     bottleneck: int
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
-        h = _gelu(nn.Dense(self.bottleneck, name="down")(x))
-        return x + nn.Dense(self.dim, kernel_init=nn.initializers.zeros, name="up")(h)
+        h = _gelu(nn.Dense(self.bottleneck, dtype=self.dtype, name="down")(x))
+        return x + nn.Dense(self.dim, kernel_init=nn.initializers.zeros, dtype=self.dtype,
+                            name="up")(h)
 
 
 class MultiscaleBlock(nn.Module):
@@ -259,6 +275,7 @@ class MultiscaleBlock(nn.Module):
     rel_pos_embed: bool = True
     residual_pool: bool = True
     proj_after_attn: bool = True
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
@@ -268,9 +285,9 @@ class MultiscaleBlock(nn.Module):
         x_norm = _layer_norm("norm1")(x)
         x_attn, thw = MultiscaleAttention(
             s, self.input_size, self.rel_pos_spatial, attn_dim, rel_pos_embed=self.rel_pos_embed,
-            residual_pool=self.residual_pool, name="attn")(x_norm)
+            residual_pool=self.residual_pool, dtype=self.dtype, name="attn")(x_norm)
         if widens and self.proj_after_attn:
-            x = nn.Dense(s.dim_out, name="project")(x_norm)
+            x = nn.Dense(s.dim_out, dtype=self.dtype, name="project")(x_norm)
         if math.prod(s.stride_q) > 1:
             kernel = tuple(st + 1 if st > 1 else st for st in s.stride_q)
             cls, rest = x[:, :1], x[:, 1:].reshape(x.shape[0], *self.input_size, x.shape[-1])
@@ -280,10 +297,10 @@ class MultiscaleBlock(nn.Module):
         x = x + x_attn
         x_norm = _layer_norm("norm2")(x)
         if widens and not self.proj_after_attn:  # v1: widen on the MLP's skip path
-            x = nn.Dense(s.dim_out, name="project")(x_norm)
-        x = x + Mlp(attn_dim, s.dim_out, name="mlp")(x_norm)
+            x = nn.Dense(s.dim_out, dtype=self.dtype, name="project")(x_norm)
+        x = x + Mlp(attn_dim, s.dim_out, dtype=self.dtype, name="mlp")(x_norm)
         if self.adapter:
-            x = Adapter(s.dim_out, max(1, s.dim_out // 4), name="adapter")(x)
+            x = Adapter(s.dim_out, max(1, s.dim_out // 4), dtype=self.dtype, name="adapter")(x)
         return x, thw
 
 
@@ -297,6 +314,8 @@ class MViT(nn.Module):
       patch_kernel / patch_stride / patch_padding: the patch-embedding Conv3d.
       adapters: add an identity-initialised residual adapter after every block.
       head_dropout: dropout before the head (train=True only; rng name 'dropout').
+      dtype: compute dtype of the products (``jnp.bfloat16``: mixed precision, see the module
+        docstring).
       rel_pos_embed / residual_pool / proj_after_attn: MViTv2 (all True) or MViTv1 (all False);
         see the module docstring.
     """
@@ -312,6 +331,7 @@ class MViT(nn.Module):
     rel_pos_embed: bool = True
     residual_pool: bool = True
     proj_after_attn: bool = True
+    dtype: Any = jnp.float32
 
     def token_grid(self) -> tuple[int, int, int]:
         return tuple(
@@ -372,7 +392,8 @@ class MViT(nn.Module):
             block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
                                     adapter=self.adapters, rel_pos_embed=self.rel_pos_embed,
                                     residual_pool=self.residual_pool,
-                                    proj_after_attn=self.proj_after_attn, name=f"blocks_{i}")
+                                    proj_after_attn=self.proj_after_attn, dtype=self.dtype,
+                                    name=f"blocks_{i}")
             x, thw = block(x)
         if stop_block is not None:
             return x
@@ -388,7 +409,8 @@ class MViT(nn.Module):
                 f"position tables are built for {tuple(self.input_size)}."
             )
         x = PatchEmbed(self.blocks[0].dim_in, self.patch_kernel, self.patch_stride,
-                       self.patch_padding, name="patch_embed")(x)
+                       self.patch_padding, dtype=self.dtype, name="patch_embed")(x)
+        x = x.astype(jnp.float32)  # the residual stream stays float32
         b = x.shape[0]
         x = x.reshape(b, -1, x.shape[-1])
         init = nn.initializers.truncated_normal(0.02)

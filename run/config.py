@@ -105,6 +105,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     m = config.model
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
+    _choice("model.compute_dtype", m.get("compute_dtype", "float32"), ("float32", "bfloat16"))
     preset = models.PRESETS[m.name]
     if m.finetune == "selective":
         blocks = len(preset["blocks"])

@@ -65,7 +65,8 @@ def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, t
     blob = json.dumps({
         "version": CACHE_VERSION, "source": source.fingerprint(), "weights": h.hexdigest(),
         "model": [type(model).__name__, repr(model.blocks), list(model.input_size),
-                  list(model.patch_kernel), list(model.patch_stride), model.rel_pos_embed],
+                  list(model.patch_kernel), list(model.patch_stride), model.rel_pos_embed,
+                  str(jnp.dtype(model.dtype))],
         "cut": cut, "layout": [layout.grid, layout.tokens, layout.dim, list(layout.views),
                                layout.dtype],
         "tokens": [list(tokens.patch_stride), tokens.fill_value],

@@ -97,3 +97,26 @@ def test_prefix_then_suffix_is_the_whole_network_at_every_cut(preset):
         model.apply(params, tokens, start_block=1)
     with pytest.raises(ValueError, match="start_block <= stop_block"):
         model.apply(params, x, start_block=2, stop_block=1)
+
+
+def test_bfloat16_compute_keeps_float32_parameters_logits_and_gradients():
+    """dtype=bfloat16 runs the products in bfloat16 and everything the DP step reads (logits,
+    loss, per-parameter gradients) in float32, close to the float32 model."""
+    import models
+
+    x = jax.random.normal(jax.random.key(0), (2, 8, 32, 32, 3))
+    full, half = (models.get_model("mvit_test", num_classes=5, dtype=d)
+                  for d in (jnp.float32, jnp.bfloat16))
+    params = jax.jit(full.init)(jax.random.key(1), x)
+    assert jax.tree.all(jax.tree.map(lambda p: p.dtype == jnp.float32, params))
+    want, got = jax.jit(full.apply)(params, x), jax.jit(half.apply)(params, x)
+    assert got.dtype == jnp.float32
+    np.testing.assert_allclose(got, want, atol=0.05 * float(jnp.abs(want).max()))
+    assert not np.array_equal(got, want)  # the products did run in bfloat16
+
+    def loss(p, model):
+        return jnp.sum(model.apply(p, x) ** 2)
+
+    grads = jax.jit(jax.grad(lambda p: loss(p, half)))(params)
+    assert jax.tree.all(jax.tree.map(lambda g: g.dtype == jnp.float32, grads))
+    assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
