@@ -154,3 +154,29 @@ def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str
                      f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
                      f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
     return "\n".join(lines)
+
+
+def paired_table(reports: list[dict[str, Any]], *, variants: tuple[str, str]) -> str:
+    """One row per seed of two sweep variants (run names ending ``_<variant>``): test top-1 in
+    percent of each, their difference, and each run's training seconds, then the mean
+    difference. A paired comparison when the runs are seeded: the two runs of a seed share
+    batches, clips and noise."""
+    a, b = variants
+    by_seed: dict[int, dict[str, dict]] = defaultdict(dict)
+    for r in reports:
+        for v in variants:
+            if r["run"].endswith(f"_{v}"):
+                by_seed[int(r["config"]["seed"])][v] = r
+    lines = [f"| seed | top-1 {a} | top-1 {b} | {b} − {a} | train s {a} | train s {b} |",
+             "|---|---|---|---|---|---|"]
+    diffs = []
+    for seed in sorted(by_seed):
+        pair = by_seed[seed]
+        if set(pair) != set(variants):
+            continue
+        ta, tb = (100 * float(pair[v]["metrics"]["top1"]) for v in variants)
+        diffs.append(tb - ta)
+        sa, sb = (float(pair[v]["timing"]["train_seconds"]) for v in variants)
+        lines.append(f"| {seed} | {ta:.1f} | {tb:.1f} | {tb - ta:+.1f} | {sa:.0f} | {sb:.0f} |")
+    lines.append(f"| mean | | | {float(np.mean(diffs)):+.1f} | | |")
+    return "\n".join(lines)

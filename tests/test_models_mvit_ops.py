@@ -72,7 +72,7 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding):
         assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
 
 
-@pytest.mark.parametrize("preset", ["mvit_parity", "mvit_v1_parity"])
+@pytest.mark.parametrize("preset", ["mvit_test", "mvit_v1_parity"])
 def test_prefix_then_suffix_is_the_whole_network_at_every_cut(preset):
     """The feature cache runs blocks [0, k) once and trains on blocks [k, L) + norm + head:
     apply(x, stop_block=k) then apply(tokens, start_block=k) must be apply(x), for every k

@@ -163,7 +163,8 @@ def test_readme_quotes_the_spread_of_fresh_default_runs():
         c = r["config"]
         assert (c["mode"], c["privacy"]["randomness"], c["num_epochs"]) == (
             "maskdp", "secret", config.num_epochs)
-        assert c["model"] == config.model.to_dict()
+        # compute_dtype came later; runs without it computed in float32, today's default.
+        assert {"compute_dtype": "float32", **c["model"]} == config.model.to_dict()
     top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = " ".join(f.read().split())
@@ -172,19 +173,27 @@ def test_readme_quotes_the_spread_of_fresh_default_runs():
     assert cell in readme, cell
 
 
+def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
+    """The committed reports of a variant sweep: exactly its grid, with ``randomness``, each
+    calibrated to ε = 1."""
+    import sweep
+
+    reports = _load(root)
+    assert {r["run"] for r in reports} == {name for name, _ in sweep.grid(config)}
+    for r in reports:
+        assert r["config"]["privacy"]["randomness"] == randomness
+        assert abs(float(r["privacy"]["epsilon_pld"]) - 1.0) < 0.01
+    return reports
+
+
 def test_readme_quotes_the_robustness_sweep():
     """Issue 19, item 14: the variant table in the README is recomputed from the committed
     reports, which are exactly the sweep's grid (secret randomness, each calibrated to ε = 1)."""
-    import sweep
     from configs import sweep_robustness
 
     root = os.path.join(ROOT, "docs", "results", "robustness")
     config = sweep_robustness.get_config()
-    reports = _load(root)
-    assert {r["run"] for r in reports} == {name for name, _ in sweep.grid(config)}
-    for r in reports:
-        assert r["config"]["privacy"]["randomness"] == "secret"
-        assert abs(float(r["privacy"]["epsilon_pld"]) - 1.0) < 0.01
+    reports = _sweep_reports(root, config, randomness="secret")
     table = results.variant_table(results.rows(reports),
                                   {n: dict(o) for n, o in config.sweep.variants})
     for path in (os.path.join(root, "results.md"), os.path.join(ROOT, "README.md")):
@@ -354,3 +363,17 @@ def test_readme_feature_cache_table_is_the_benchmark_output_in_results_md():
         assert m.groups()[-1] == epochs
         if strategy == "selective":
             assert m[4] == mib
+
+
+def test_readme_quotes_the_precision_sweep():
+    """The bfloat16 table in the README is recomputed from the committed reports: the sweep's
+    grid, seeded (paired: a seed's two runs share batches, clips and noise), each at ε = 1."""
+    from configs import sweep_precision
+
+    root = os.path.join(ROOT, "docs", "results", "precision")
+    reports = _sweep_reports(root, sweep_precision.get_config(), randomness="seeded")
+    for r in reports:
+        assert r["config"]["model"]["compute_dtype"] == r["run"].rsplit("_", 1)[1]
+    table = results.paired_table(reports, variants=("float32", "bfloat16"))
+    with open(os.path.join(ROOT, "README.md")) as f:
+        assert table in f.read()
