@@ -135,10 +135,10 @@ def opacus_part(args, *, strategy: str, env: dict) -> str:
 
 
 def cache_part(size: dict, args, *, env: dict) -> str:
-    """benchmarks/feature_cache.py at the size, float32 then bfloat16 compute."""
+    """benchmarks/feature_cache.py at the size, for each ``--cache_dtypes`` compute dtype."""
     videos = max(2 * size["physical"], args.cache_videos)
     out = []
-    for dtype in ("float32", "bfloat16"):
+    for dtype in args.cache_dtypes.split(","):
         cmd = [sys.executable, "-m", "benchmarks.feature_cache", f"--preset={size['preset']}",
                f"--classes={size['classes']}", f"--videos={videos}",
                f"--batch={size['physical']}", "--grid=2", "--epochs=2",
@@ -173,6 +173,8 @@ def main() -> None:
                         help="the device's peak for the MFU column (e.g. an H100's dense TF32)")
     parser.add_argument("--data_videos", type=int, default=8, help="videos for the data part")
     parser.add_argument("--cache_videos", type=int, default=32, help="videos for the cache part")
+    parser.add_argument("--cache_dtypes", default="float32,bfloat16",
+                        help="compute dtypes the cache part measures")
     parser.add_argument("--cache_dir", default=os.path.expanduser("~/.cache/maskdp_jax/xla"),
                         help="persistent compilation cache shared by the JAX workers")
     args = parser.parse_args()

@@ -14,6 +14,7 @@ def test_gpu_suite_at_tiny_size_on_cpu(tmp_path):
     proc = subprocess.run(
         [sys.executable, "benchmarks/gpu_suite.py", "--size=tiny", "--device=cpu",
          "--parts=forward,step,cache,data", "--steps=2", "--data_videos=2", "--cache_videos=8",
+         "--cache_dtypes=float32",  # bfloat16 on the CPU is slow; its model is tested apart
          f"--out={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -21,9 +22,8 @@ def test_gpu_suite_at_tiny_size_on_cpu(tmp_path):
     assert md.index("## forward") < md.index("## step") < md.index("## cache") < md.index(
         "## data")
     cache = md[md.index("## cache"):md.index("## data")]
-    for dtype in ("float32", "bfloat16"):
-        assert re.search(rf"{dtype} compute\n\| no cache \|.*epoch [\d.]+ s", cache), cache
-    assert len(re.findall(r"epoch speed-up with the cache: [\d.]+x", cache)) == 2, cache
+    assert re.search(r"float32 compute\n\| no cache \|.*epoch [\d.]+ s", cache), cache
+    assert re.search(r"epoch speed-up with the cache: [\d.]+x", cache), cache
     row = re.search(r"\| ([\d.]+) \| ([\d.]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| - \(give", md)
     assert row and all(float(v) > 0 for v in row.groups()), md
     step = md[md.index("## step"):md.index("## data")]
