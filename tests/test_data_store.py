@@ -193,28 +193,29 @@ def test_worker_processes_write_the_same_store(ucf, stored, tmp_path):
 
 def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tmp_path,
                                                                 monkeypatch):
-    """The same seeded maskdp run (tiny model, a few steps) from the videos, from the store, and
-    from the store preempted mid-run (SIGTERM while a batch loads) then resumed: identical
-    metrics rows and test predictions."""
+    """The same seeded maskdp run (tiny model, three steps) from the videos, and from the store
+    preempted mid-run (SIGTERM while step 1 loads) then resumed: identical metrics rows and test
+    predictions (a resumed store run equal to the videos' run is equal to an uninterrupted store
+    run too: the store and the resume are each exact)."""
     import signal
 
     import train
 
     load = train.load_logical_batch
 
-    def preempted_at_step_2(*args, step, **kw):
-        if step == 2 and not sent:
+    def preempted_at_step_1(*args, step, **kw):
+        if step == 1 and not sent:
             sent.append(step)
             os.kill(os.getpid(), signal.SIGTERM)  # the trainer's handler: checkpoint and stop
         return load(*args, step=step, **kw)
 
     sent = []
     outs = []
-    for name, root in (("videos", ""), ("store", stored[0]), ("resumed", stored[0])):
+    for name, root in (("videos", ""), ("resumed", stored[0])):
         config = _config(ucf, root, clip_frames=8, stride=1, resize_size=32, crop_size=32)
         config.model.name = "mvit_test"
         config.batch_size = config.physical_batch_size = 4
-        config.num_epochs, config.privacy.delta = 2.0, 1e-3  # 4 steps of 4 of the 6 videos
+        config.num_epochs, config.privacy.delta = 1.5, 1e-3  # 3 steps of 4 of the 6 videos
         config.privacy.randomness, config.tensorboard, config.log_every_steps = "seeded", False, 1
         if root:  # the store was written for resize 24: write one for this geometry
             root = str(tmp_path / "store32")
@@ -222,7 +223,7 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
             prepare.prepare_stores(config, workers=1)
         workdir = str(tmp_path / name)
         if name == "resumed":
-            monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_2)
+            monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_1)
             assert train.train_and_evaluate(config, workdir).get("preempted")
             monkeypatch.setattr(train, "load_logical_batch", load)
         out = train.train_and_evaluate(config, workdir)
@@ -230,9 +231,9 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
             rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
                     for line in f]
         outs.append((rows, out["metrics"]))
-    assert outs[0][0] == outs[1][0] == outs[2][0] and len(outs[0][0]) >= 3
-    assert outs[0][1] == outs[1][1] == outs[2][1]
-    assert sent == [2]
+    assert outs[0][0] == outs[1][0] and len(outs[0][0]) == 3
+    assert outs[0][1] == outs[1][1]
+    assert sent == [1]
 
 
 def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
