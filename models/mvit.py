@@ -382,11 +382,11 @@ class MViT(nn.Module):
         elif start_block < len(self.blocks) and x.shape[1] != 1 + math.prod(thw):
             raise ValueError(f"block {start_block} takes 1 + {'x'.join(map(str, thw))} tokens; "
                              f"got x of shape {tuple(x.shape)}.")
+        spatial = max(self.token_grid()[1:])  # the relative position tables' side, per block
+        for earlier in self.blocks[:start_block]:
+            spatial //= earlier.stride_q[1]
         for i in range(start_block, stop):
             spec = self.blocks[i]
-            spatial = max(self.token_grid()[1:])  # the relative position table's recurrence
-            for earlier in self.blocks[:i]:
-                spatial //= earlier.stride_q[1]
             q_size = spatial // spec.stride_q[1]
             kv_size = spatial // spec.stride_kv[1]
             block = MultiscaleBlock(spec, thw, 2 * max(q_size, kv_size) - 1,
@@ -395,6 +395,7 @@ class MViT(nn.Module):
                                     proj_after_attn=self.proj_after_attn, dtype=self.dtype,
                                     name=f"blocks_{i}")
             x, thw = block(x)
+            spatial = q_size
         if stop_block is not None:
             return x
         x = _layer_norm("norm")(x)[:, 0]
