@@ -84,6 +84,11 @@ class CacheLayout:
                              f"got {self.views}.")
 
     @property
+    def settings(self) -> list:
+        """``[G, tokens, dim, views, dtype]``: what a cache's meta and fingerprint record."""
+        return [self.grid, self.tokens, self.dim, list(self.views), self.dtype]
+
+    @property
     def shape(self) -> tuple[int, int, int, int]:
         return (self.num_videos, self.grid, self.tokens, self.dim)
 

@@ -68,6 +68,18 @@ def count_params(tree: Any) -> int:
     return sum(int(x.size) for x in jax.tree.leaves(tree))
 
 
+def prefix_params(params: Any, *, cut: int) -> dict:
+    """The parameters the blocks before ``cut`` read (patch embedding, class token, positions
+    and blocks ``[0, cut)``): the frozen prefix of :func:`first_trainable_block`."""
+    flat = traverse_util.flatten_dict(params)
+
+    def in_prefix(path):
+        block = _block_index(path)
+        return block < cut if block is not None else path[0] not in ("norm", "head")
+
+    return traverse_util.unflatten_dict({k: v for k, v in flat.items() if in_prefix(k)})
+
+
 def first_trainable_block(trainable: Any) -> int:
     """Where the frozen prefix ends: the lowest block holding a trainable parameter, or the
     number of blocks when only the final norm and the head train (``linear``, ``selective`` with

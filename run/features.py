@@ -27,27 +27,14 @@ import numpy as np
 from flax import traverse_util
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from tqdm import tqdm
 
 import data
 from data import feature_cache, store
-from maskdp_jax import parallel, tokenizer
+from maskdp_jax import parallel, tokenizer, train_step
 from models import finetune
+from run import prepare
 
 CACHE_VERSION = 1
-
-
-def prefix_params(params: Any, *, cut: int) -> dict:
-    """The parameters the prefix reads: everything but the final norm, the head and the blocks
-    from ``cut`` on."""
-    flat = traverse_util.flatten_dict(params)
-
-    def in_prefix(path):
-        if path[0] in ("norm", "head"):
-            return False
-        return not (path[0].startswith("blocks_") and int(path[0].split("_")[1]) >= cut)
-
-    return traverse_util.unflatten_dict({k: v for k, v in flat.items() if in_prefix(k)})
 
 
 def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, tokens) -> str:
@@ -58,7 +45,7 @@ def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, t
         raise ValueError(f"{source.name} cannot fingerprint its videos, so a feature cache made "
                          "from it could not be checked; train without the cache.")
     h = hashlib.sha256()
-    weights = traverse_util.flatten_dict(prefix_params(params, cut=cut))
+    weights = traverse_util.flatten_dict(finetune.prefix_params(params, cut=cut))
     for path in sorted(weights):
         h.update("/".join(path).encode())
         h.update(np.ascontiguousarray(jax.device_get(weights[path])).tobytes())
@@ -67,8 +54,7 @@ def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, t
         "model": [type(model).__name__, repr(model.blocks), list(model.input_size),
                   list(model.patch_kernel), list(model.patch_stride), model.rel_pos_embed,
                   str(jnp.dtype(model.dtype))],
-        "cut": cut, "layout": [layout.grid, layout.tokens, layout.dim, list(layout.views),
-                               layout.dtype],
+        "cut": cut, "layout": layout.settings,
         "tokens": [list(tokens.patch_stride), tokens.fill_value],
         "pixels": repr(source.pixel_norm),
     }, sort_keys=True)
@@ -89,7 +75,7 @@ def make_prefix(model, *, cut: int, views: tuple[str, ...], tokens: tokenizer.To
         return out.reshape(n, g, *out.shape[1:])
 
     def prefix(params, video, mask):
-        video = pixel_norm(video)
+        video = train_step.model_video(video, pixel_norm)
         if views == ("full",):
             return {"full": run(params, video)}
         split = tokens.views(video, mask)
@@ -110,8 +96,7 @@ def build(directory: str, *, source: data.Dataset, layout: feature_cache.CacheLa
     meta, done = store.begin(directory, kind=feature_cache.CACHE, fingerprint=fp,
                              files=layout.files(),
                              meta={"version": CACHE_VERSION, "num_videos": layout.num_videos,
-                                   "layout": [layout.grid, layout.tokens, layout.dim,
-                                              list(layout.views), layout.dtype]})
+                                   "layout": layout.settings})
     if meta["complete"]:
         return meta
     devices = jax.local_devices()
@@ -178,11 +163,7 @@ def open_or_build(config: ml_collections.ConfigDict, *, train_ds: data.Dataset, 
         print(f"Feature cache: blocks [0, {cut}) of {len(model.blocks)} for {len(train_ds)} "
               f"videos x {layout.grid} clips x {views} -> {directory} "
               f"({sum(layout.files().values()) / 2**30:.2f} GiB).")
-        with tqdm(total=layout.num_videos, desc="feature cache", unit="video") as bar:
-            def progress(done, total):
-                bar.n = done
-                bar.refresh()
-
+        with prepare.progress_bar(layout.num_videos, "feature cache") as progress:
             build(directory, source=train_ds, layout=layout, prefix=prefix, params=params,
                   fp=fp, batch_size=int(c.get("batch_size", 0) or config.physical_batch_size),
                   progress=progress)

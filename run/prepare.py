@@ -21,8 +21,10 @@ An entry point like ``train.py``: it reads a training config, so it lives in the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -30,6 +32,18 @@ from tqdm import tqdm
 
 from data import store
 from run import datasets as run_datasets
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str) -> Iterator[Callable[[int, int], None]]:
+    """A tqdm bar over ``total`` videos, yielding the ``progress(done, total)`` callback that
+    :func:`data.store.prepare` and ``run.features.build`` call."""
+    with tqdm(total=total, desc=desc, unit="video") as bar:
+        def progress(done: int, total: int) -> None:
+            bar.n = done
+            bar.refresh()
+
+        yield progress
 
 
 def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, dict]:
@@ -55,11 +69,7 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
             out[subset] = {"num_videos": len(entries), "complete": False, "bytes": size}
             split.close()
             continue
-        with tqdm(total=len(entries), desc=f"store {split.name}", unit="video") as bar:
-            def progress(done, total, bar=bar):
-                bar.n = done
-                bar.refresh()
-
+        with progress_bar(len(entries), f"store {split.name}") as progress:
             out[subset] = store.prepare(entries, directory, **split.store_settings(),
                                         workers=workers, progress=progress)
         split.close()
