@@ -49,6 +49,7 @@ an error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -350,12 +351,14 @@ class PixelNorm:
                              f"mean={self.mean}, std={self.std}: a zero std would turn every "
                              "pixel into inf.")
 
-    @property
+    @functools.cached_property
     def table(self) -> np.ndarray:
-        """float32 ``[256, 3]``: the model's input value of every pixel value, per channel."""
+        """float32 ``[256, 3]``: the model's input value of every pixel value, per channel
+        (computed once per instance)."""
         mean, std = np.asarray(self.mean, np.float64), np.asarray(self.std, np.float64)
         values = (np.arange(256, dtype=np.float64)[:, None] / 255.0 - mean) / std
-        return np.broadcast_to(values, (256, 3)).astype(np.float32)
+        # Column-major, so that each channel's column is contiguous for ``np.take``.
+        return np.asfortranarray(np.broadcast_to(values, (256, 3)), dtype=np.float32)
 
     def __call__(self, frames):
         """uint8 ``[..., 3]`` (a NumPy or a jax array) -> float32 ``[..., 3]`` of the same kind."""
@@ -365,9 +368,9 @@ class PixelNorm:
         if frames.shape[-1] != 3:
             raise ValueError(f"pixels must be [..., 3] (RGB); got shape {frames.shape}.")
         if isinstance(frames, np.ndarray):  # a take per channel: 1.5x faster than fancy indexing
-            table, out = self.table, np.empty(frames.shape, np.float32)
-            for c in range(3):
-                np.take(np.ascontiguousarray(table[:, c]), frames[..., c], out=out[..., c])
+            out = np.empty(frames.shape, np.float32)
+            for c in range(3):  # the table's columns are contiguous (see ``table``)
+                np.take(self.table[:, c], frames[..., c], out=out[..., c])
             return out
         xp = frames.__array_namespace__()  # jax.numpy, without importing jax into ``data``
         return xp.asarray(self.table)[frames, xp.arange(3)]

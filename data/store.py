@@ -127,10 +127,16 @@ def _offsets(entries: Sequence[VideoEntry], frame_step: int) -> dict[str, np.nda
     }
 
 
+def _files(entries: Sequence[VideoEntry], layout: dict) -> dict[str, int]:
+    """File name -> bytes of a store: 3 per stored pixel, and 1 more in the masks' file."""
+    pixels = int(layout["total_pixels"])
+    return {FRAMES: 3 * pixels,
+            MASKS: pixels if any(e.mask_path is not None for e in entries) else 0}
+
+
 def store_bytes(entries: Sequence[VideoEntry], *, frame_step: int) -> int:
-    """Bytes a store of ``entries`` takes on disk: 3 per stored pixel, plus 1 with masks."""
-    has_masks = any(e.mask_path is not None for e in entries)
-    return int(_offsets(entries, frame_step)["total_pixels"]) * (4 if has_masks else 3)
+    """Bytes a store of ``entries`` takes on disk (what ``prepare`` writes)."""
+    return sum(_files(entries, _offsets(entries, frame_step)).values())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,13 +333,12 @@ def prepare(
         raise ValueError(f"workers must be >= 1; got {workers}.")
     fp = fingerprint(entries, decoder=decoder, resize_size=resize_size, frame_step=frame_step)
     layout = _offsets(entries, frame_step)
-    has_masks = any(e.mask_path is not None for e in entries)
-    files = {FRAMES: 3 * int(layout["total_pixels"]),
-             MASKS: int(layout["total_pixels"]) if has_masks else 0}
+    files = _files(entries, layout)
     meta, done = begin(
         directory, kind=CLIPS, fingerprint=fp, files=files,
         meta={"version": STORE_VERSION, "num_videos": len(entries), "decoder": decoder,
-              "resize_size": resize_size, "frame_step": frame_step, "has_masks": has_masks},
+              "resize_size": resize_size, "frame_step": frame_step,
+              "has_masks": files[MASKS] > 0},
         write_index=lambda: np.savez(os.path.join(directory, INDEX), **{
             k: v for k, v in layout.items() if k != "total_pixels"}))
     if meta["complete"]:

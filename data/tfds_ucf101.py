@@ -21,7 +21,6 @@ Requires ``pip install -r requirements-tfds.txt`` (TensorFlow is not in requirem
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import hashlib
 import json
 
@@ -55,6 +54,7 @@ class TfdsUcf101:
         tfds = _tfds()
         self.name = f"tfds:ucf101/{config_name}/{split}"
         self.options = options
+        self.pixel_norm = clips.PixelNorm(options.mean, options.std)
         builder = tfds.builder(f"ucf101/{config_name}", data_dir=data_dir or None)
         self.class_names = tuple(builder.info.features["label"].names)
         self._source = tfds.data_source(
@@ -111,16 +111,9 @@ class TfdsUcf101:
     def fingerprint(self) -> str:
         """sha256 of the split's name, labels and clip options (what a feature cache made from
         it is checked against; the TFDS files themselves are versioned by TFDS)."""
-        o = self.options
-        options = {k: v for k, v in dataclasses.asdict(o).items()
-                   if k not in ("num_workers", "validate", "skip_bad_videos")}
-        blob = json.dumps({"name": self.name, "options": options}, sort_keys=True, default=str)
+        blob = json.dumps({"name": self.name, "options": self.options.clip_settings()},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode() + self.labels.tobytes()).hexdigest()
-
-    @property
-    def pixel_norm(self) -> clips.PixelNorm:
-        """How this split's uint8 pixels become the model's input (``options.mean``/``std``)."""
-        return clips.PixelNorm(self.options.mean, self.options.std)
 
     def get_batch(self, indices, *, num_clips: int = 1, seed=None,
                   normalize: bool = True) -> dict[str, np.ndarray]:

@@ -89,6 +89,12 @@ class VideoOptions:
         clips.spatial_positions(self.eval_crops)
         clips.PixelNorm(self.mean, self.std)  # refuses a zero std now, not at the first batch
 
+    def clip_settings(self) -> dict[str, Any]:
+        """The options that decide a clip's pixels (not where the files are, nor how many
+        threads read them): what a feature cache's fingerprint records."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in ("num_workers", "validate", "skip_bad_videos", "mask_dir")}
+
 
 def find_mask(mask_dir: str, key: str) -> str:
     """Path of the mask mirroring video ``key``; raises :class:`BadVideoError` if there is none."""
@@ -111,6 +117,7 @@ class VideoDataset:
       class_names: the class index.
       labels: ``[N]`` int32.
       has_masks: whether mask files were given.
+      pixel_norm: how the uint8 pixels become the model's input (``options.mean``/``std``).
       skipped: ``[(path, reason)]`` of videos left out by ``skip_bad_videos``.
     """
 
@@ -127,6 +134,7 @@ class VideoDataset:
         """
         self.name = name
         self.options = options
+        self.pixel_norm = clips.PixelNorm(options.mean, options.std)
         self.class_names = layout.class_names
         self.has_masks = bool(options.mask_dir)
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -172,11 +180,6 @@ class VideoDataset:
     def num_classes(self) -> int:
         return len(self.class_names)
 
-    @property
-    def pixel_norm(self) -> clips.PixelNorm:
-        """How this split's uint8 pixels become the model's input (``options.mean``/``std``)."""
-        return clips.PixelNorm(self.options.mean, self.options.std)
-
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
@@ -191,12 +194,9 @@ class VideoDataset:
         """sha256 of the videos and of everything that decides a clip (the clip store's
         fingerprint: files, decoder, resize, frame step; and the clip geometry, normalisation
         and views): what a feature cache made from this split is checked against."""
-        o = self.options
-        options = {k: v for k, v in dataclasses.asdict(o).items()
-                   if k not in ("num_workers", "validate", "skip_bad_videos", "mask_dir")}
         blob = json.dumps({"store": store.fingerprint(self.store_entries(),
                                                       **self.store_settings()),
-                           "options": options}, sort_keys=True, default=str)
+                           "options": self.options.clip_settings()}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def store_entries(self) -> tuple[store.VideoEntry, ...]:
