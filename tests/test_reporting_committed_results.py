@@ -377,3 +377,29 @@ def test_readme_quotes_the_precision_sweep():
     table = results.paired_table(reports, variants=("float32", "bfloat16"))
     with open(os.path.join(ROOT, "README.md")) as f:
         assert table in f.read()
+
+
+def test_readme_quotes_the_h100_suite_files():
+    """The README's H100 feature-cache rows and clip-store figures are the GPU suite's committed
+    output (benchmarks/gpu/h100-2026-11-24/), not hand-typed numbers."""
+    gpu = os.path.join(ROOT, "benchmarks", "gpu", "h100-2026-11-24")
+    with open(os.path.join(gpu, "2-cache.md")) as f:
+        runs = f.read().split("$ -m benchmarks.feature_cache")[1:]
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    assert len(runs) == 2
+    for dtype, block in zip(("float32", "bfloat16"), runs, strict=True):
+        assert f"{dtype} compute" in block
+        (first, epoch), (first_c, epoch_c) = (
+            re.search(rf"\| {label} .*first step \(compiles\) ([\d.]+) s \| epoch ([\d.]+) s",
+                      block).groups() for label in ("no cache", r"cache \(blocks"))
+        speedup = re.search(r"speed-up with the cache: ([\d.]+)x", block)[1]
+        row = (rf"\| {dtype} \| {epoch} s → {epoch_c} s \| \*\*{speedup}×\*\* \| "
+               rf"{first} s → {first_c} s \|")
+        assert re.search(row, readme), row
+    with open(os.path.join(gpu, "4-data.txt")) as f:
+        data = f.read()
+    decord = float(re.search(r"\| decord \| [\d.]+ \| ([\d.]+) \|", data)[1])
+    store = float(re.search(r"\| store \| [\d.]+ \| ([\d.]+) \|", data)[1])
+    assert f"{store} CPU-ms per store clip against {decord} decoding" in readme
+    assert f"**{round(decord / store)}× less CPU per clip**" in readme
