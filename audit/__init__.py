@@ -4,6 +4,8 @@
 
 So far: the LiRA attack and its per-example success rates (:mod:`audit.lira`), the metrics the
 auditing literature reports (:mod:`audit.metrics`), and the coupled-sampling attack on the
-training step (:mod:`audit.coupled`, run by :mod:`audit.runs`). Shadow-model training on the
-project's step, canaries and feature masking are issue 17's next parts.
+training step (:mod:`audit.coupled`), shadow models trained with the project's step
+(:mod:`audit.shadows`, :mod:`audit.membership`), canaries in the private and the public region
+audited in one run (:mod:`audit.canaries`), all run by :mod:`audit.runs`. Feature masking
+(seed 004, Alg. 1) is issue 17's next part.
 """

@@ -11,13 +11,13 @@ import numpy as np
 
 import models
 from accounting import accountant, events
-from audit import coupled, membership, shadows, synthetic_release
+from audit import canaries, coupled, membership, shadows, synthetic_release
 from data import synthetic
 from maskdp_jax import sampling
 from maskdp_jax.plan import PrivacyPlan
 from reporting import plots
 
-AUDITS = ("coupled", "dpcda_lira", "lira")
+AUDITS = ("canaries", "coupled", "dpcda_lira", "lira")
 
 
 def coupled_audit(config, workdir: str) -> dict[str, Any]:
@@ -108,6 +108,12 @@ def run(config, workdir: str) -> dict[str, Any]:
         plots.asr_vs_epsilon(membership.table(report), os.path.join(workdir, "asr_vs_epsilon.png"),
                              chance=report["chance_asr_max"],
                              title=f"LiRA on {config.num_shadows} shadow models per setting")
+        return report
+    if config.audit == "canaries":
+        report = canaries.audit(config)
+        _write(workdir, report, canaries.markdown(config, report))
+        plots.canary_bounds(canaries.table(report), os.path.join(workdir, "canary_bounds.png"),
+                            cap=report["cap"], title="Canaries, one-run audit")
         return report
     if config.audit == "dpcda_lira":
         report = synthetic_release.audit(config)

@@ -171,6 +171,42 @@ def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, chance: float, tit
     plt.close(fig)
 
 
+def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: str) -> None:
+    """The canary audit: the one-run ε lower bound per setting, private-region canaries beside
+    public-region ones, mean ± std over seeds; the ε each setting promises as a tick on its bar
+    (none where it promises nothing) and the largest certifiable bound as a dotted line.
+
+    Args:
+      table: rows of :func:`audit.canaries.table` (``mode``, ``epsilon``, ``region``,
+        ``upper_bound``, ``epsilon_lower_bound = (mean, std)``).
+    """
+    settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
+    x = np.arange(len(settings))
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(settings)), 4.4), dpi=120)
+    for i, (region, hatch) in enumerate((("private", ""), ("public", "//"))):
+        rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
+        xs = x + (i - 0.5) * 0.38
+        means = [rows[s]["epsilon_lower_bound"][0] for s in settings]
+        stds = [rows[s]["epsilon_lower_bound"][1] for s in settings]
+        colors = [_STYLE[m]["color"] for m, _ in settings]
+        ax.bar(xs, means, 0.36, yerr=stds, capsize=3, color=colors, alpha=0.75, hatch=hatch,
+               edgecolor="white", label=f"canaries in the {region} region")
+        for xi, s in zip(xs, settings, strict=True):
+            up = rows[s]["upper_bound"]
+            if math.isfinite(up) and up <= 1.5 * cap:
+                ax.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
+    ax.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
+    ax.plot([], [], color="black", lw=1.5, label="ε promised (none: ∞)")
+    ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
+    ax.set_ylabel("ε lower bound, one run (95 %)")
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def per_class(
     accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int] | None,
     path: str, *, title: str,
