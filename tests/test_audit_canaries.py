@@ -72,7 +72,7 @@ def test_one_run_bound_on_known_answers():
     assert 0.8 * cap < perfect["epsilon_lower_bound"] <= cap + 1e-6
     assert perfect["auc"] == 1.0
     loose = canaries.one_run_metrics(coin.astype(float), coin, delta=1e-3)  # 2mδ = 0.26
-    assert loose["epsilon_lower_bound"] < 0.5 * perfect["epsilon_lower_bound"]
+    assert loose["epsilon_lower_bound"] < 0.7 * perfect["epsilon_lower_bound"]
     blind = canaries.one_run_metrics(rng.standard_normal(m), coin, delta=1e-5)
     assert blind["epsilon_lower_bound"] < 0.5 and 0.3 < blind["auc"] < 0.7
     with pytest.raises(ValueError, match="every canary on one side"):
