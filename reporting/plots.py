@@ -172,36 +172,45 @@ def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, chance: float, tit
 
 
 def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: str) -> None:
-    """The canary audit: the one-run ε lower bound per setting, private-region canaries beside
-    public-region ones, mean ± std over seeds; the ε each setting promises as a tick on its bar
-    (none where it promises nothing) and the largest certifiable bound as a dotted line.
+    """The canary audit, two panels, private-region canaries beside public-region ones per
+    setting, mean ± std over seeds: the one-run ε lower bound (with the ε each setting promises
+    as a tick on its bar, none where it promises nothing, and the largest certifiable bound as a
+    dotted line) and the attack's AUC (0.5: guessing).
 
     Args:
       table: rows of :func:`audit.canaries.table` (``mode``, ``epsilon``, ``region``,
-        ``upper_bound``, ``epsilon_lower_bound = (mean, std)``).
+        ``upper_bound``, ``epsilon_lower_bound`` and ``auc`` as ``(mean, std)``).
     """
     settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
     x = np.arange(len(settings))
-    fig, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(settings)), 4.4), dpi=120)
-    for i, (region, hatch) in enumerate((("private", ""), ("public", "//"))):
-        rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
-        xs = x + (i - 0.5) * 0.38
-        means = [rows[s]["epsilon_lower_bound"][0] for s in settings]
-        stds = [rows[s]["epsilon_lower_bound"][1] for s in settings]
-        colors = [_STYLE[m]["color"] for m, _ in settings]
-        ax.bar(xs, means, 0.36, yerr=stds, capsize=3, color=colors, alpha=0.75, hatch=hatch,
-               edgecolor="white", label=f"canaries in the {region} region")
-        for xi, s in zip(xs, settings, strict=True):
-            up = rows[s]["upper_bound"]
-            if math.isfinite(up) and up <= 1.5 * cap:
-                ax.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
-    ax.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
-    ax.plot([], [], color="black", lw=1.5, label="ε promised (none: ∞)")
-    ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
-    ax.set_ylabel("ε lower bound, one run (95 %)")
-    ax.set_title(title)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.0 * len(settings)), 4.4), dpi=120)
+    for ax, name in zip(axes, ("epsilon_lower_bound", "auc"), strict=True):
+        for i, (region, hatch) in enumerate((("private", ""), ("public", "//"))):
+            rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
+            xs = x + (i - 0.5) * 0.38
+            ax.bar(xs, [rows[s][name][0] for s in settings], 0.36,
+                   yerr=[rows[s][name][1] for s in settings], capsize=3,
+                   color=[_STYLE[m]["color"] for m, _ in settings], alpha=0.75, hatch=hatch,
+                   edgecolor="white", label=f"canaries in the {region} region")
+            if name == "epsilon_lower_bound":
+                for xi, s in zip(xs, settings, strict=True):
+                    up = rows[s]["upper_bound"]
+                    if math.isfinite(up) and up <= 1.5 * cap:
+                        ax.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
+        ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
+        ax.grid(True, axis="y", alpha=0.3)
+    left, right = axes
+    left.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
+    left.plot([], [], color="black", lw=1.5, label="ε promised (none: ∞)")
+    left.set_ylabel("ε lower bound, one run (95 %)")
+    right.axhline(0.5, color="gray", ls=":", lw=1, label="guessing")
+    right.set_ylim(0.4, 1.02)
+    right.set_ylabel("AUC of the canary score")
+    fig.suptitle(title)
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
+                frameon=False)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3,
+                 frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

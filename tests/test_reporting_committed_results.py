@@ -403,3 +403,25 @@ def test_readme_quotes_the_h100_suite_files():
     store = float(re.search(r"\| store \| [\d.]+ \| ([\d.]+) \|", data)[1])
     assert f"{store} CPU-ms per store clip against {decord} decoding" in readme
     assert f"**{round(decord / store)}× less CPU per clip**" in readme
+
+
+def test_readme_canary_table_is_recomputed_from_the_committed_audit():
+    """README's canary rows are docs/results/audit_canaries/report.json through
+    audit.canaries.table, and no run's lower bound exceeds what its setting promises."""
+    from audit import canaries
+
+    with open(os.path.join(ROOT, "docs", "results", "audit_canaries", "report.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for e in canaries.table(report):
+        eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
+        up = "∞" if math.isinf(e["upper_bound"]) else f"{e['upper_bound']:g}"
+        lb, auc = e["epsilon_lower_bound"], e["auc"]
+        row = (f"| {e['mode']} | {eps} | {e['region']} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
+               f"{auc[0]:.2f} ± {auc[1]:.2f} |")
+        assert row in readme, row
+    finite = [r for r in report["rows"] if math.isfinite(r["upper_bound"])]
+    assert len(finite) == 18 and all(r["epsilon_lower_bound"] <= r["upper_bound"]
+                                     for r in finite)
+    assert "(0 of the 18 runs that promise a finite ε)" in readme
