@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import optax
 
-from audit import shadows
+from audit import membership, shadows
 from data import synthetic
 from maskdp_jax.plan import Mode, PrivacyPlan
 
@@ -163,7 +163,7 @@ def audit(config) -> dict[str, Any]:
     tx = optax.adam(config.learning_rate)
     runs = [(r, s) for s in config.seeds for r in REGIONS]
     rows = []
-    for mode, eps in _settings(config):
+    for mode, eps in membership.settings(config):
         start = time.time()
         plan = PrivacyPlan.calibrate(
             mode=mode, num_examples=n, batch_size=config.batch_size, epochs=config.num_epochs,
@@ -196,14 +196,6 @@ def audit(config) -> dict[str, Any]:
                   f"AUC {row['auc']:.3f}", flush=True)
     return {"audit": "canaries", "config": config.to_dict(), "num_videos": n,
             "num_canaries": m, "cap": largest_certifiable_epsilon(m), "rows": rows}
-
-
-def _settings(config) -> list[tuple[str, float]]:
-    out = []
-    for mode in config.modes:
-        eps = (math.inf,) if not Mode(mode).is_private else tuple(config.epsilons)
-        out += [(mode, float(e)) for e in eps]
-    return out
 
 
 def table(report: dict) -> list[dict[str, Any]]:
