@@ -108,9 +108,10 @@ def largest_certifiable_epsilon(num_canaries: int, *, significance: float = SIGN
     """The ε lower bound of a perfect attack that guesses the m/2 IN canaries, all correct:
     the largest ε with P[Binomial(m/2, e^ε/(1+e^ε)) = m/2] <= significance, i.e.
     ε = logit(significance^(2/m)) (Steinke et al. 2023 with δ = 0 and one threshold; the
-    auditor's Bonferroni correction over thresholds makes the reachable bound a little lower)."""
+    auditor's Bonferroni correction over thresholds makes the reachable bound a little lower).
+    0 when even that certifies nothing (fewer than about 9 canaries at 95 %)."""
     p = significance ** (2.0 / num_canaries)
-    return math.log(p / (1.0 - p))
+    return max(0.0, math.log(p / (1.0 - p)))
 
 
 def one_run_metrics(score: np.ndarray, coin: np.ndarray, *, delta: float) -> dict[str, float]:

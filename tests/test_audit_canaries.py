@@ -77,7 +77,8 @@ def test_one_run_bound_on_known_answers():
     assert blind["epsilon_lower_bound"] < 0.5 and 0.3 < blind["auc"] < 0.7
     with pytest.raises(ValueError, match="every canary on one side"):
         canaries.one_run_metrics(np.ones(4), np.ones(4, bool), delta=1e-5)
-    assert canaries.largest_certifiable_epsilon(16) < cap  # more canaries, more reach
+    assert 0 < canaries.largest_certifiable_epsilon(16) < cap  # more canaries, more reach
+    assert canaries.largest_certifiable_epsilon(8) == 0.0  # too few to certify anything
 
 
 def test_what_each_mode_promises_each_region():
