@@ -297,8 +297,10 @@ def test_a_killed_runs_lock_does_not_block_the_next(tmp_path):
     import subprocess
     import sys
 
+    # The holder sleeps far longer than a loaded machine needs to reach the kill below.
     code = ("import sys, time; from run.workdir_lock import WorkdirLock; "
-            f"lock = WorkdirLock({str(tmp_path)!r}); print('locked', flush=True); time.sleep(60)")
+            f"lock = WorkdirLock({str(tmp_path)!r}); print('locked', flush=True); "
+            "time.sleep(3600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
