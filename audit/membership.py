@@ -47,30 +47,40 @@ def audit(config) -> dict[str, Any]:
     rows = []
     for mode, eps in settings(config):
         for seed in config.seeds:
-            start = time.time()
-            plan = PrivacyPlan.calibrate(
-                mode=mode, num_examples=n // 2, batch_size=config.batch_size,
-                epochs=config.num_epochs, l2_clip_norm=config.l2_clip_norm, delta=config.delta,
-                target_epsilon=eps if Mode(mode).is_private else None)
-            setup = shadows.ShadowSetup(plan=plan, physical_batch_size=config.physical_batch_size,
-                                        seed=seed)
-            inclusion = shadows.complementary_inclusion(np.random.default_rng(seed),
-                                                        config.num_shadows, n)
-            trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
-                                    apply_fn=apply_fn, tx=tx,
-                                    tokens=tokens, batching=config.batching,
-                                    chunk=config.chunk)
-            phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn)
-            row = {"mode": mode, "epsilon": eps, "seed": seed,
-                   "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,
-                   "train_accuracy_in": float(np.mean((phi > 0)[inclusion])),
-                   "seconds": time.time() - start}
-            row.update(metrics.lira_attacks(phi, inclusion, delta=config.delta))
+            row, _ = attack_setting(config, mode=mode, epsilon=eps, seed=seed, data=data,
+                                    trainable=trainable, frozen=frozen, apply_fn=apply_fn,
+                                    tokens=tokens, tx=tx)
             rows.append(row)
-            print(f"{mode} ε={eps:g} seed {seed}: ASR^M {row['online']['asr_max']:.3f} (online), "
-                  f"AUC {row['online']['auc']:.3f}, {row['seconds']:.0f} s", flush=True)
     return {"audit": "lira", "config": config.to_dict(), "num_videos": n,
             "chance_asr_max": lira.chance_asr_max(config.num_shadows, n), "rows": rows}
+
+
+def attack_setting(config, *, mode: str, epsilon: float, seed: int, data: dict[str, np.ndarray],
+                   trainable, frozen, apply_fn, tokens, tx) -> tuple[dict[str, Any], Any]:
+    """Train the ``config.num_shadows`` shadow models of one (mode, ε, seed) on ``data`` (N
+    videos) and attack them: ``(row, trained)``, ``trained`` the models' stacked parameters."""
+    n = len(data["label"])
+    start = time.time()
+    plan = PrivacyPlan.calibrate(
+        mode=mode, num_examples=n // 2, batch_size=config.batch_size,
+        epochs=config.num_epochs, l2_clip_norm=config.l2_clip_norm, delta=config.delta,
+        target_epsilon=epsilon if Mode(mode).is_private else None)
+    setup = shadows.ShadowSetup(plan=plan, physical_batch_size=config.physical_batch_size,
+                                seed=seed)
+    inclusion = shadows.complementary_inclusion(np.random.default_rng(seed),
+                                                config.num_shadows, n)
+    trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
+                            apply_fn=apply_fn, tx=tx, tokens=tokens, batching=config.batching,
+                            chunk=config.chunk)
+    phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn)
+    row = {"mode": mode, "epsilon": epsilon, "seed": seed,
+           "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,
+           "train_accuracy_in": float(np.mean((phi > 0)[inclusion])),
+           "seconds": time.time() - start}
+    row.update(metrics.lira_attacks(phi, inclusion, delta=config.delta))
+    print(f"{mode} ε={epsilon:g} seed {seed}: ASR^M {row['online']['asr_max']:.3f} (online), "
+          f"AUC {row['online']['auc']:.3f}, {row['seconds']:.0f} s", flush=True)
+    return row, trained
 
 
 def table(report: dict) -> list[dict[str, Any]]:

@@ -11,13 +11,13 @@ import numpy as np
 
 import models
 from accounting import accountant, events
-from audit import canaries, coupled, membership, shadows, synthetic_release
+from audit import canaries, coupled, feature_masking, membership, shadows, synthetic_release
 from data import synthetic
 from maskdp_jax import sampling
 from maskdp_jax.plan import PrivacyPlan
 from reporting import plots
 
-AUDITS = ("canaries", "coupled", "dpcda_lira", "lira")
+AUDITS = ("canaries", "coupled", "dpcda_lira", "feature_masking", "lira")
 
 
 def coupled_audit(config, workdir: str) -> dict[str, Any]:
@@ -114,6 +114,14 @@ def run(config, workdir: str) -> dict[str, Any]:
         _write(workdir, report, canaries.markdown(config, report))
         plots.canary_bounds(canaries.table(report), os.path.join(workdir, "canary_bounds.png"),
                             cap=report["cap"], title="Canaries, one-run audit")
+        return report
+    if config.audit == "feature_masking":
+        report = feature_masking.audit(config)
+        _write(workdir, report, feature_masking.markdown(config, report))
+        plots.feature_masking(feature_masking.table(report),
+                              os.path.join(workdir, "feature_masking.png"),
+                              chance=report["chance_asr_max"],
+                              title="Feature masking (seed 004 Alg. 1): LiRA and accuracy")
         return report
     if config.audit == "dpcda_lira":
         report = synthetic_release.audit(config)

@@ -247,14 +247,31 @@ def scores(trained: Any, frozen: Any, data: dict[str, np.ndarray], *, apply_fn: 
            batch_size: int = 64) -> np.ndarray:
     """``[M, N]`` φ (:func:`audit.lira.log_odds_confidence`) of every video on every model: the
     full video (both regions) through the model, mean logits over its K clips."""
-    @jax.jit
-    @functools.partial(jax.vmap, in_axes=(0, None, None))
-    def phi(tr, video, label):
-        n, k = video.shape[:2]
-        logits = apply_fn(partition.merge(tr, frozen), video.reshape(n * k, *video.shape[2:]))
-        return lira.log_odds_confidence(logits.reshape(n, k, -1).mean(axis=1), label)
+    logits = jnp.asarray(predict(trained, frozen, data["video"], apply_fn=apply_fn,
+                                 batch_size=batch_size))
+    phi = jax.vmap(lira.log_odds_confidence, in_axes=(0, None))(logits,
+                                                                jnp.asarray(data["label"]))
+    return np.asarray(phi, np.float64)
 
-    out = [phi(trained, jnp.asarray(data["video"][s:s + batch_size]),
-               jnp.asarray(data["label"][s:s + batch_size]))
-           for s in range(0, len(data["label"]), batch_size)]
-    return np.asarray(jnp.concatenate(out, axis=1), np.float64)
+
+def accuracy(trained: Any, frozen: Any, data: dict[str, np.ndarray], *, apply_fn: Callable
+             ) -> np.ndarray:
+    """``[M]`` top-1 accuracy of every model on ``data`` (mean logits over each video's clips)."""
+    logits = predict(trained, frozen, data["video"], apply_fn=apply_fn)
+    return np.mean(logits.argmax(axis=-1) == np.asarray(data["label"])[None], axis=1)
+
+
+def predict(trained: Any, frozen: Any, video: np.ndarray, *, apply_fn: Callable,
+            batch_size: int = 64) -> np.ndarray:
+    """``[M, N, classes]`` float32 logits of every video ``[N, K, T, H, W, C]`` on every model,
+    averaged over its K clips."""
+    @jax.jit
+    @functools.partial(jax.vmap, in_axes=(0, None))
+    def logits(tr, clips):
+        n, k = clips.shape[:2]
+        out = apply_fn(partition.merge(tr, frozen), clips.reshape(n * k, *clips.shape[2:]))
+        return out.reshape(n, k, -1).mean(axis=1)
+
+    out = [logits(trained, jnp.asarray(video[s:s + batch_size]))
+           for s in range(0, len(video), batch_size)]
+    return np.asarray(jnp.concatenate(out, axis=1))

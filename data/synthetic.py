@@ -20,6 +20,14 @@ of the frame) and start position; random stripe period, phase, colours and drift
 Gaussian noise and per-video brightness. Generation is deterministic given the seed and takes about
 a second for the default size.
 
+**Subjects** (optional, ``num_subjects > 0``; the feature-masking audit, issue 17 part 4): every
+video is recorded "in the room of" one of ``num_subjects`` subjects, whose emblem, a 2 x 2-cell
+patch of four random colours at a fixed cell-aligned place (a poster on the wall), is painted on
+the background wherever the avatar does not cover it. The identity thus leaks through the private
+region only and carries no class signal. A subject's emblem is the same in every split (drawn from
+``subject_seed``), so an identity model fitted on one split recognises the subjects of another.
+Without subjects the pixels are exactly those of earlier releases (committed results rely on it).
+
 Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
 from them (random offsets for training, the centre for evaluation) and normalised to
 ``(x / 255 - 0.5) / 0.25`` so that 0, the tokeniser's fill value, is mid-grey.
@@ -130,6 +138,7 @@ class SyntheticMaskedActions:
     clip_sampling: str = "uniform"
     class_names: tuple[str, ...] = CLASS_NAMES
     has_masks: bool = True
+    subjects: np.ndarray | None = None  # [N] int32 subject ids (module docstring), or None
 
     def __post_init__(self):
         if self.clip_frames > self.frames.shape[1]:
@@ -174,17 +183,21 @@ class SyntheticMaskedActions:
 
         Returns:
           ``video [n, K, T, S, S, 3]`` float32 (uint8 with ``normalize=False``),
-          ``mask [n, K, T, S, S]`` uint8, ``label [n]``.
+          ``mask [n, K, T, S, S]`` uint8, ``label [n]``; ``subject [n]`` int32 when the split
+          has subjects.
         """
         indices = np.asarray(indices)
         offsets = self._frame_offsets(len(indices), num_clips=num_clips, seed=seed)
         rows = indices[:, None, None]
         video = self.frames[rows, offsets]
-        return {
+        out = {
             "video": self.pixel_norm(video) if normalize else video,
             "mask": self.masks[rows, offsets],
             "label": self.labels[indices],
         }
+        if self.subjects is not None:
+            out["subject"] = self.subjects[indices]
+        return out
 
     def get_masks(self, indices: np.ndarray) -> np.ndarray:
         """Masks of the centre evaluation clip: uint8 ``[n, T, S, S]``, 1 = public."""
@@ -219,23 +232,73 @@ class SyntheticMaskedActions:
         return starts[..., None] + np.arange(self.clip_frames)
 
 
+EMBLEM_CELLS = 2  # an emblem is EMBLEM_CELLS x EMBLEM_CELLS cells of CELL pixels
+CELL = 4  # the spatial cell of the CPU presets' tokeniser (patch stride 4)
+
+
+def subject_emblems(num_subjects: int, *, size: int, subject_seed: int = 0):
+    """``(patches float32 [Z, e, e, 3], corners int [Z, 2])``: each subject's emblem, a 2 x 2
+    block of random colours ``e = 2 * CELL`` pixels wide, and its cell-aligned top-left corner."""
+    if size % CELL or size < EMBLEM_CELLS * CELL:
+        raise ValueError(f"subjects need a frame size divisible by {CELL} and at least "
+                         f"{EMBLEM_CELLS * CELL}; got size={size}.")
+    rng = np.random.default_rng([subject_seed, num_subjects, size])
+    colors = rng.uniform(0.0, 1.0, (num_subjects, EMBLEM_CELLS, EMBLEM_CELLS, 3)).astype(np.float32)
+    patches = np.repeat(np.repeat(colors, CELL, axis=1), CELL, axis=2)
+    places = size // CELL - EMBLEM_CELLS + 1
+    corners = rng.integers(0, places, (num_subjects, 2)) * CELL
+    return patches, corners
+
+
+@functools.lru_cache(maxsize=4)
+def _with_subjects(num_videos: int, *, frames: int, size: int, seed: int, num_subjects: int,
+                   subject_seed: int):
+    """:func:`_generate`'s videos with a subject each and its emblem on the background:
+    ``(frames, masks, labels, subjects)``, read-only. The base draw is untouched; subjects are
+    assigned round-robin in a shuffled order (every subject in every split of >= Z videos)."""
+    frames_u8, masks, labels = _generate(num_videos, frames=frames, size=size, seed=seed)
+    subjects = np.arange(num_videos) % num_subjects
+    np.random.default_rng([seed, num_subjects, 1]).shuffle(subjects)
+    patches, corners = subject_emblems(num_subjects, size=size, subject_seed=subject_seed)
+    out = frames_u8.copy()
+    e = patches.shape[1]
+    for i, z in enumerate(subjects):
+        y, x = corners[z]
+        window = out[i, :, y:y + e, x:x + e]
+        painted = np.round(patches[z] * 255).astype(np.uint8)
+        background = masks[i, :, y:y + e, x:x + e, None] == 0
+        window[...] = np.where(background, painted[None], window)
+    subjects = subjects.astype(np.int32)
+    for array in (out, subjects):
+        array.flags.writeable = False
+    return out, masks, labels, subjects
+
+
 def make_splits(
     *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
-    seed: int = 0, clip_sampling: str = "uniform",
+    seed: int = 0, clip_sampling: str = "uniform", num_subjects: int = 0, subject_seed: int = 0,
 ) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
     """Generate the train and test splits (different seeds, same distribution); ``clip_sampling``
-    places the training clips (the test split's evaluation views are fixed)."""
+    places the training clips (the test split's evaluation views are fixed). ``num_subjects > 0``
+    gives every video a subject whose emblem is painted on its background (module docstring)."""
     if min(num_train, num_test) < len(CLASS_NAMES):
         raise ValueError(
             f"need at least {len(CLASS_NAMES)} videos per split (one per class); "
             f"got num_train={num_train}, num_test={num_test}."
         )
-    train = SyntheticMaskedActions(
-        *_generate(num_train, frames=frames, size=size, seed=2 * seed),
-        clip_frames=clip_frames, name="synthetic/train", clip_sampling=clip_sampling,
-    )
-    test = SyntheticMaskedActions(
-        *_generate(num_test, frames=frames, size=size, seed=2 * seed + 1),
-        clip_frames=clip_frames, name="synthetic/test",
-    )
+    if num_subjects < 0 or num_subjects > min(num_train, num_test):
+        raise ValueError(f"num_subjects must be in [0, {min(num_train, num_test)}] (every subject "
+                         f"in every split); got {num_subjects}.")
+
+    def split(n, split_seed, **kwargs):
+        if not num_subjects:
+            return SyntheticMaskedActions(
+                *_generate(n, frames=frames, size=size, seed=split_seed), **kwargs)
+        *arrays, subjects = _with_subjects(n, frames=frames, size=size, seed=split_seed,
+                                           num_subjects=num_subjects, subject_seed=subject_seed)
+        return SyntheticMaskedActions(*arrays, subjects=subjects, **kwargs)
+
+    train = split(num_train, 2 * seed, clip_frames=clip_frames, name="synthetic/train",
+                  clip_sampling=clip_sampling)
+    test = split(num_test, 2 * seed + 1, clip_frames=clip_frames, name="synthetic/test")
     return train, test

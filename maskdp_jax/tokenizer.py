@@ -155,6 +155,19 @@ class Tokenizer:
         return Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
 
 
+def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:
+    """:func:`public_cells` of ``[..., T, H, W]`` masks on the host (NumPy): ``[..., T', H', W']``
+    bool.
+
+    >>> m = np.ones((3, 2, 4, 4), np.uint8); m[1, 0, 0, 0] = 0
+    >>> host_public_cells(m, patch_stride=(2, 2, 2)).reshape(3, -1).sum(axis=1).tolist()
+    [4, 3, 4]
+    """
+    public = np.asarray(masks) > 0
+    _check_divisible(public.shape[-3:], patch_stride)
+    return _erode(public, patch_stride=patch_stride)
+
+
 def public_cells_batch(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:
     """``[N]`` number of public token cells of each video's ``[T, H, W]`` mask (host NumPy, the
     erosion of :func:`public_cells`).
@@ -163,9 +176,8 @@ def public_cells_batch(masks: np.ndarray, *, patch_stride: tuple[int, int, int])
     >>> public_cells_batch(m, patch_stride=(2, 2, 2)).tolist()
     [0, 4]
     """
-    public = np.asarray(masks) > 0
-    _check_divisible(public.shape[-3:], patch_stride)
-    return _erode(public, patch_stride=patch_stride).reshape(len(public), -1).sum(axis=1)
+    cells = host_public_cells(masks, patch_stride=patch_stride)
+    return cells.reshape(len(cells), -1).sum(axis=1)
 
 
 def warn_degenerate_masks(

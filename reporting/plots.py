@@ -216,6 +216,44 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     plt.close(fig)
 
 
+def feature_masking(table: list[dict[str, Any]], path: str, *, chance: float, title: str
+                    ) -> None:
+    """The feature-masking study (seed 004 Fig. 6 shape), two panels, the original, optimised and
+    randomly masked data side by side per setting, mean ± std over seeds: LiRA's ASR^M (online)
+    against random guessing's, and the shadow models' test top-1.
+
+    Args:
+      table: rows of :func:`audit.feature_masking.table` (``version``, ``mode``, ``epsilon``,
+        ``asr_max`` and ``test_accuracy`` as ``(mean, std)``).
+    """
+    settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
+    versions = list(dict.fromkeys(r["version"] for r in table))
+    x = np.arange(len(settings))
+    width = 0.8 / len(versions)
+    fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.2 * len(settings)), 4.4), dpi=120)
+    for ax, name, label in zip(axes, ("asr_max", "test_accuracy"),
+                               ("ASR^M (online LiRA)", "test top-1 of the shadow models"),
+                               strict=True):
+        for i, version in enumerate(versions):
+            rows = {(r["mode"], r["epsilon"]): r for r in table if r["version"] == version}
+            ax.bar(x + (i - (len(versions) - 1) / 2) * width, [rows[s][name][0] for s in settings],
+                   width * 0.95, yerr=[rows[s][name][1] for s in settings], capsize=3,
+                   color=f"C{i}", alpha=0.8, label=version)
+        ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
+        ax.set_ylabel(label)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].axhline(chance, color="gray", ls=":", lw=1, label=f"guessing ({chance:.3f})")
+    axes[0].set_ylim(min(0.5, chance - 0.05), 1.02)
+    axes[1].set_ylim(0, 1.02)
+    for ax in axes:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4,
+                  frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def per_class(
     accuracies: dict[str, list[float]], class_names: list[str], class_counts: list[int] | None,
     path: str, *, title: str,

@@ -1,0 +1,552 @@
+r"""Feature masking by explainer sensitivity (seed 004, Sec. IV-C and Algorithm 1; issue 17 part 4).
+
+**Features** are the tokeniser's cells (:mod:`maskdp_jax.tokenizer`; ``[T', H', W']``, 4 x 8 x 8
+for the CPU presets): the unit a view hides. Hiding a cell writes the tokeniser's fill value into
+its pixels, the same operation the public view applies to private cells.
+
+**Sensitivities.** An *identity model* predicts the subject z, a *utility model* the action y.
+An explainer attributes each model's output on each video, φ = log-odds of the true label
+(:func:`audit.lira.log_odds_confidence`), to the cells: the coalition game is "φ with only these
+cells visible" (every other cell hidden). Positive parts are kept (seed 004: only a feature's
+*positive* contribution to a task counts) and averaged per subject into S_z (identity) and U_z
+(utility). Seed 004 pairs S_z with U_y, the mean over a *utility* class; a mask applied by
+subject needs the utility of *that subject's* videos, so U_z is the mean utility sensitivity of
+subject z's videos (with one action per subject both readings coincide). Said here because the
+paper is vague about it.
+
+**Explainers** (:data:`EXPLAINERS`). ``shap``: the ``shap`` package's permutation explainer
+(antithetic permutations; with ``max_evals = p (2K + 1)`` it walks p permutations forward and
+back). It is *exact in sum* (Σ_j s_j = φ(all) − φ(none) to float rounding, reported as the
+additivity error) and deterministic given its seed. ``lime``: the ``lime`` package's weighted
+ridge fit (:class:`lime.lime_base.LimeBase`) on random coalitions (each sample hides a uniformly
+random number of random cells, as ``lime_image`` does with superpixels; cosine distance, kernel
+width 0.25), reported with its local R². Both spend the same budget of model evaluations, which
+dominates their time, so neither is faster per evaluation; SHAP is the default because its values
+are exact in sum and it puts more of the identity sensitivity on the subject's emblem (the
+planted ground truth) in ``docs/results/audit_feature_masking`` (seed 004 Fig. 9 found it the
+more stable of the two as well).
+
+**Masks** (:func:`keep_cells`). Per subject, the binary programme
+``max mᵀU_z  s.t.  mᵀS_z ≤ (1 − α) ΣS_z`` (m = 1 keeps a cell) by :func:`scipy.optimize.milp`
+(HiGHS branch and bound; a 0/1 knapsack). Seed 004 writes a strict ``<``; with ``≤`` the empty
+mask is always feasible, so the programme can only fail by the solver's time limit (or numerical
+trouble), and then the cells with the top-k % identity sensitivity are hidden instead (the paper's
+fallback). Cells with S = 0 cost nothing and are always kept. The *random control* hides as many
+cells per subject, drawn uniformly (seed 004 Fig. 5/6's random feature masking).
+
+**Where the masks act** (:func:`hide_cells`, ``views``): ``"private"`` hides the chosen cells'
+*private* part only, i.e. they become additional hidden cells of the private view (public cells
+stay; for ``dp`` and ``nonprivate``, which see the whole video, the same pixels are hidden);
+``"both"`` hides the chosen cells everywhere.
+
+**Privacy.** The masks are a function of the data they are fitted on. They are fixed,
+data-independent pre-processing of the training set (and DP's guarantee for the training run
+stands) only if that data is disjoint from it: :func:`audit` fits the identity and utility models
+and the explainers on an *auxiliary* split (other videos of the same subjects), never on the
+training videos. A per-subject mask applied with ``views="both"`` also writes the subject's mask
+shape into the public view; subjects are labels of the data here (as the pixel mask is), not
+something the audit protects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import einops
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import scipy.optimize
+import scipy.stats
+
+from audit import lira, membership, shadows
+from data import synthetic
+from maskdp_jax import partition
+from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.tokenizer import Tokenizer, host_public_cells
+
+EXPLAINERS = ("shap", "lime")
+VIEWS = ("private", "both")
+EVAL_CHUNK = 128  # coalitions per jitted model call (a fixed shape: one compilation)
+
+
+# --------------------------------------------------------------------------- hiding cells
+
+
+def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
+               tokens: Tokenizer, views: str = "private") -> np.ndarray:
+    """Hide cells of a batch of clips.
+
+    Args:
+      video: ``[N, K, T, H, W, C]`` float32 normalised clips.
+      pixel_mask: ``[N, K, T, H, W]`` 1 = public.
+      hidden: ``[N, T', H', W']`` bool, the cells to hide in every clip of each video.
+      tokens: the model's tokeniser (cell geometry and fill value).
+      views: ``"private"`` hides only the private cells among ``hidden`` (additional hidden cells
+        of the private view); ``"both"`` hides every cell of ``hidden``.
+
+    Returns:
+      a new ``video`` with the hidden cells' pixels set to ``tokens.fill_value``.
+    """
+    if views not in VIEWS:
+        raise ValueError(f"views must be one of {VIEWS}; got {views!r}.")
+    st, sh, sw = tokens.patch_stride
+    hide = np.broadcast_to(np.asarray(hidden, bool)[:, None], pixel_mask.shape[:2]
+                           + tuple(np.asarray(hidden).shape[1:]))
+    if views == "private":
+        hide = hide & ~host_public_cells(pixel_mask, patch_stride=tokens.patch_stride)
+    pixels = einops.repeat(hide, "n k t h w -> n k (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
+    return np.where(pixels, np.float32(tokens.fill_value), video).astype(video.dtype)
+
+
+# --------------------------------------------------------------------------- explainers
+
+
+@dataclasses.dataclass(frozen=True)
+class Attributions:
+    """Per-video cell attributions of one model.
+
+    Attributes:
+      values: ``[N, K']`` attribution of each cell (K' = T' H' W', row-major) to φ of the video's
+        true label.
+      quality: ``[N]`` the explainer's own check: SHAP's additivity error
+        ``|Σ_j s_j − (φ(all) − φ(none))|``, LIME's local R².
+      seconds: wall time of the explanations.
+      evaluations: model evaluations per video.
+    """
+
+    values: np.ndarray
+    quality: np.ndarray
+    seconds: float
+    evaluations: int
+
+
+def coalition_scorer(apply_fn: Callable, params: Any, *, tokens: Tokenizer,
+                     grid: tuple[int, int, int]) -> Callable:
+    """``score(video [K, T, H, W, C], label, coalitions [n, K'] bool) -> φ [n]``: the model's
+    log-odds of ``label`` with only the coalition's cells visible (mean logits over the K clips).
+    Evaluated in fixed chunks of :data:`EVAL_CHUNK` coalitions (one compilation)."""
+    st, sh, sw = tokens.patch_stride
+    t, h, w = grid
+
+    @jax.jit
+    def chunk(video, label, coalitions):
+        cells = coalitions.reshape(-1, t, h, w)
+        visible = einops.repeat(cells, "n t h w -> n (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
+        clips = jnp.where(visible[:, None], video[None], jnp.float32(tokens.fill_value))
+        n, k = clips.shape[:2]
+        logits = apply_fn(params, clips.reshape(n * k, *clips.shape[2:]))
+        return lira.log_odds_confidence(logits.reshape(n, k, -1).mean(axis=1),
+                                        jnp.full((n,), label))
+
+    def score(video, label, coalitions):
+        coalitions = np.asarray(coalitions, bool)
+        n = len(coalitions)
+        padded = np.concatenate([coalitions, np.ones(((-n) % EVAL_CHUNK, t * h * w), bool)])
+        video = jnp.asarray(video)
+        out = [chunk(video, label, jnp.asarray(padded[s:s + EVAL_CHUNK]))
+               for s in range(0, len(padded), EVAL_CHUNK)]
+        return np.asarray(jnp.concatenate(out)[:n], np.float64)
+
+    return score
+
+
+def explain(score: Callable, videos: np.ndarray, labels: np.ndarray, *, num_cells: int,
+            explainer: str = "shap", evaluations: int | None = None, seed: int = 0
+            ) -> Attributions:
+    """Attributions of ``score`` (:func:`coalition_scorer`) on every video.
+
+    Args:
+      score: the coalition game of one model.
+      videos / labels: ``[N, K, T, H, W, C]`` and ``[N]`` the explained videos and their labels.
+      num_cells: K' = T' H' W'.
+      explainer: :data:`EXPLAINERS`.
+      evaluations: model evaluations per video (default and minimum ``2 K' + 1``, one SHAP
+        permutation forward and back; LIME spends the same).
+      seed: the explainers' randomness (permutations, LIME's coalitions).
+    """
+    if explainer not in EXPLAINERS:
+        raise ValueError(f"explainer must be one of {EXPLAINERS}; got {explainer!r}.")
+    budget = max(evaluations or 0, 2 * num_cells + 1)
+    one = _shap_one if explainer == "shap" else _lime_one
+    start = time.time()
+    explained = [one(functools.partial(score, v, int(y)), num_cells, budget, seed + i)
+                 for i, (v, y) in enumerate(zip(videos, labels, strict=True))]
+    return Attributions(values=np.stack([v for v, _ in explained]),
+                        quality=np.array([q for _, q in explained]),
+                        seconds=time.time() - start, evaluations=budget)
+
+
+def _shap_one(game: Callable, k: int, budget: int, seed: int) -> tuple[np.ndarray, float]:
+    import shap  # noqa: PLC0415  (imports numba: seconds, only when explaining)
+
+    # The explained "input" is the all-visible coalition; the masker turns shap's feature masks
+    # into coalitions, and the game hides the cells they leave out.
+    explainer = shap.explainers.Permutation(lambda z: game(z > 0.5),
+                                            lambda mask, x: (x * mask)[None], seed=seed)
+    result = explainer(np.ones((1, k)), max_evals=budget, batch_size=budget, silent=True)
+    values = np.asarray(result.values[0], np.float64)
+    full, empty = game(np.stack([np.ones(k, bool), np.zeros(k, bool)]))
+    return values, float(abs(values.sum() - (full - empty)))
+
+
+def _lime_one(game: Callable, k: int, budget: int, seed: int) -> tuple[np.ndarray, float]:
+    from lime import lime_base  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    coalitions = np.ones((budget, k), bool)
+    for row in coalitions[1:]:  # the first row is the video itself, as lime requires
+        row[rng.choice(k, rng.integers(1, k), replace=False)] = False
+    outputs = game(coalitions)
+    distances = 1.0 - coalitions.sum(axis=1) / np.sqrt(k * coalitions.sum(axis=1))  # cosine
+    base = lime_base.LimeBase(lambda d: np.sqrt(np.exp(-(d ** 2) / 0.25 ** 2)),
+                              random_state=seed)
+    _, weights, r2, _ = base.explain_instance_with_data(
+        coalitions.astype(np.float64), outputs[:, None], distances, label=0, num_features=k,
+        feature_selection="none")
+    values = np.zeros(k)
+    for j, w in weights:
+        values[j] = w
+    return values, float(r2)
+
+
+def class_sensitivity(values: np.ndarray, classes: np.ndarray, num_classes: int) -> np.ndarray:
+    """``[Z, K']``: the positive parts of ``values [N, K']`` averaged over each class's videos
+    (seed 004 Alg. 1, lines 8-9).
+
+    Raises:
+      ValueError: a class without videos (its mask would rest on nothing).
+    """
+    counts = np.bincount(classes, minlength=num_classes)
+    if np.any(counts == 0):
+        raise ValueError(f"classes {np.flatnonzero(counts == 0).tolist()} have no videos to "
+                         "explain; give the auxiliary split every subject.")
+    sums = np.zeros((num_classes, values.shape[1]))
+    np.add.at(sums, classes, np.maximum(values, 0.0))
+    return sums / counts[:, None]
+
+
+# --------------------------------------------------------------------------- masks
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One subject's mask. ``keep``: ``[K']`` bool, True = cell kept; ``method``: ``"milp"`` or
+    ``"top-k"`` (the fallback)."""
+
+    keep: np.ndarray
+    method: str
+
+
+def keep_cells(sensitivity: np.ndarray, utility: np.ndarray, *, alpha: float,
+               fallback_top_k: float, time_limit: float = 60.0) -> Choice:
+    """Seed 004's utility-optimised mask for one subject (module docstring).
+
+    Args:
+      sensitivity: ``[K']`` S_z ≥ 0, identity sensitivity.
+      utility: ``[K']`` U_z ≥ 0, utility sensitivity.
+      alpha: the share of ΣS_z to remove, in [0, 1].
+      fallback_top_k: the share of cells hidden (most identity-sensitive first) when the
+        programme has no solution in ``time_limit`` seconds.
+    """
+    if not 0.0 <= alpha <= 1.0 or not 0.0 <= fallback_top_k <= 1.0:
+        raise ValueError(f"alpha and fallback_top_k must be in [0, 1]; got {alpha}, "
+                         f"{fallback_top_k}.")
+    s, u = np.asarray(sensitivity, np.float64), np.asarray(utility, np.float64)
+    if np.any(s < 0) or np.any(u < 0):
+        raise ValueError("sensitivities must be the positive parts (class_sensitivity).")
+    result = scipy.optimize.milp(
+        -u, integrality=np.ones_like(u), bounds=scipy.optimize.Bounds(0, 1),
+        constraints=scipy.optimize.LinearConstraint(s[None], -np.inf, (1 - alpha) * s.sum()),
+        options={"time_limit": time_limit})
+    if result.status != 0 or result.x is None:
+        hide = np.argsort(-s, kind="stable")[: int(round(fallback_top_k * len(s)))]
+        keep = np.ones(len(s), bool)
+        keep[hide] = False
+        return Choice(keep=keep, method="top-k")
+    return Choice(keep=(result.x > 0.5) | (s == 0), method="milp")
+
+
+def random_like(keep: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``[Z, K']``: per subject, as many cells hidden as in ``keep`` but drawn uniformly."""
+    out = np.ones_like(keep, bool)
+    for z, row in enumerate(keep):
+        out[z, rng.choice(row.size, int((~row).sum()), replace=False)] = False
+    return out
+
+
+def rank_agreement(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman correlation of two flattened sensitivity maps (0 when either is constant)."""
+    a, b = np.ravel(a), np.ravel(b)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(scipy.stats.spearmanr(a, b).statistic)
+
+
+# --------------------------------------------------------------------------- the study
+
+VERSIONS = ("original", "optimized", "random")
+
+
+def audit(config) -> dict[str, Any]:
+    """The study of ``configs/audit_feature_masking.py`` (seed 004 Table II / Fig. 6 shape).
+
+    1. Embedded videos with subjects (:func:`data.synthetic.make_splits`): a training split
+       (audited), a test split (accuracy) and an auxiliary split of other videos of the same
+       subjects (module docstring, "Privacy").
+    2. Identity and utility models fitted non-privately on the auxiliary split; every explainer
+       of ``config.explainers`` attributes both on every auxiliary video.
+    3. Masks from the first explainer (:func:`keep_cells` per subject) and the random control.
+    4. Per version (original, optimised, random) and (mode, ε, seed): LiRA on shadow models
+       trained on the masked training split (:func:`audit.membership.attack_setting`), their
+       accuracy on the masked test split, and how well the fixed identity model still recognises
+       the training videos' subjects.
+    """
+    z_count = config.input.num_subjects
+    geometry = dict(frames=config.input.frames, clip_frames=config.input.clip_frames,
+                    size=config.input.size, num_subjects=z_count)
+    train, test = synthetic.make_splits(num_train=config.input.num_train,
+                                        num_test=config.input.num_test, seed=config.data_seed,
+                                        **geometry)
+    aux, _ = synthetic.make_splits(num_train=config.input.num_aux,
+                                   num_test=max(z_count, len(synthetic.CLASS_NAMES)),
+                                   seed=config.data_seed + 1, **geometry)
+    data = {name: split.get_batch(np.arange(len(split)))
+            for name, split in (("train", train), ("test", test), ("aux", aux))}
+    shape = data["train"]["video"].shape[2:]
+    model, trainable, frozen, apply_fn = shadows.audited_model(
+        config, num_classes=train.num_classes, input_shape=shape)
+    tokens = shadows.tokenizer(model)
+    grid = tuple(n // s for n, s in zip(shape[:3], tokens.patch_stride, strict=True))
+    num_cells = math.prod(grid)
+
+    start = time.time()
+    fitted = {}
+    for task, num_classes, key in (("identity", z_count, "subject"),
+                                   ("utility", train.num_classes, "label")):
+        m, tr, fr, fn = shadows.audited_model(config, num_classes=num_classes, input_shape=shape)
+        params = _fit(config, {**data["aux"], "label": data["aux"][key]}, trainable=tr,
+                      frozen=fr, apply_fn=fn, tokens=tokens)
+        held_out = {**data["train"], "label": data["train"][key]}
+        fitted[task] = dict(params=params, frozen=fr, apply_fn=fn, key=key,
+                            accuracy=float(shadows.accuracy(
+                                _stack1(params), fr, held_out, apply_fn=fn)[0]))
+        print(f"{task} model: {fitted[task]['accuracy']:.2f} top-1 on the training split",
+              flush=True)
+    fit_seconds = time.time() - start
+
+    emblem = emblem_cells(z_count, size=config.input.size, grid=grid, tokens=tokens)
+    explained = {}
+    for explainer in config.explainers:
+        maps = {}
+        for task, f in fitted.items():
+            score = coalition_scorer(f["apply_fn"], partition.merge(f["params"], f["frozen"]),
+                                     tokens=tokens, grid=grid)
+            attributions = explain(score, data["aux"]["video"], data["aux"][f["key"]],
+                                   num_cells=num_cells, explainer=explainer,
+                                   evaluations=config.evaluations, seed=config.explain_seed)
+            maps[task] = (attributions, class_sensitivity(
+                attributions.values, data["aux"]["subject"], z_count))
+        s_map = maps["identity"][1]
+        explained[explainer] = dict(
+            identity=s_map, utility=maps["utility"][1],
+            seconds_per_video=sum(a.seconds for a, _ in maps.values())
+            / (2 * len(data["aux"]["label"])),
+            evaluations=maps["identity"][0].evaluations,
+            quality_identity=float(np.mean(maps["identity"][0].quality)),
+            quality_utility=float(np.mean(maps["utility"][0].quality)),
+            emblem_share=float(np.mean((s_map * emblem).sum(1) / np.maximum(s_map.sum(1),
+                                                                               1e-30))))
+        print(f"{explainer}: {explained[explainer]['seconds_per_video']:.2f} s per video and "
+              f"model, {explained[explainer]['emblem_share']:.2f} of S on the emblems", flush=True)
+
+    chosen = explained[config.explainers[0]]
+    choices = [keep_cells(s_z, u_z, alpha=config.alpha, fallback_top_k=config.fallback_top_k)
+               for s_z, u_z in zip(chosen["identity"], chosen["utility"], strict=True)]
+    keep = {"original": np.ones((z_count, num_cells), bool),
+            "optimized": np.stack([c.keep for c in choices])}
+    keep["random"] = random_like(keep["optimized"], np.random.default_rng(config.mask_seed))
+
+    tx = optax.adam(config.learning_rate)
+    identity = fitted["identity"]
+    versions = []
+    for version in VERSIONS:
+        masked = {name: _masked(data[name], keep[version], grid=grid, tokens=tokens,
+                                views=config.views) for name in ("train", "test")}
+        identity_accuracy = float(shadows.accuracy(
+            _stack1(identity["params"]), identity["frozen"],
+            {**masked["train"], "label": masked["train"]["subject"]},
+            apply_fn=identity["apply_fn"])[0])
+        hidden = ~keep[version]
+        entry = {"version": version, "hidden_cells": float(hidden.mean()),
+                 "emblem_cells_hidden": float((hidden & emblem).sum() / emblem.sum()),
+                 "identity_accuracy": identity_accuracy, "rows": []}
+        for mode, eps in membership.settings(config):
+            for seed in config.seeds:
+                row, trained = membership.attack_setting(
+                    config, mode=mode, epsilon=eps, seed=seed, data=masked["train"],
+                    trainable=trainable, frozen=frozen, apply_fn=apply_fn, tokens=tokens, tx=tx)
+                row["test_accuracy"] = float(np.mean(shadows.accuracy(
+                    trained, frozen, masked["test"], apply_fn=apply_fn)))
+                entry["rows"].append(row)
+        versions.append(entry)
+        print(f"{version}: {entry['hidden_cells']:.1%} cells hidden, identity top-1 "
+              f"{identity_accuracy:.2f}", flush=True)
+    explainers = {
+        name: {k: v for k, v in e.items() if k not in ("identity", "utility")}
+        for name, e in explained.items()}
+    if len(explained) > 1:
+        first, *others = config.explainers
+        for other in others:
+            explainers[other]["rank_agreement_with_" + first] = rank_agreement(
+                explained[first]["identity"], explained[other]["identity"])
+    return {"audit": "feature_masking", "config": config.to_dict(),
+            "num_videos": len(train), "num_cells": num_cells, "grid": list(grid),
+            "chance_asr_max": lira.chance_asr_max(config.num_shadows, len(train)),
+            "fit_seconds": fit_seconds,
+            "model_accuracy": {t: f["accuracy"] for t, f in fitted.items()},
+            "explainers": explainers,
+            "mask_methods": [c.method for c in choices],
+            "identity_sensitivity": chosen["identity"].tolist(),
+            "utility_sensitivity": chosen["utility"].tolist(),
+            "keep": {k: v.tolist() for k, v in keep.items()},
+            "versions": versions}
+
+
+def emblem_cells(num_subjects: int, *, size: int, grid: tuple[int, int, int],
+                 tokens: Tokenizer) -> np.ndarray:
+    """``[Z, K']`` bool: the cells of each subject's emblem (the planted identity features)."""
+    _, corners = synthetic.subject_emblems(num_subjects, size=size)
+    out = np.zeros((num_subjects, *grid), bool)
+    _, sh, sw = tokens.patch_stride
+    span = synthetic.EMBLEM_CELLS * synthetic.CELL
+    for z, (y, x) in enumerate(corners):
+        out[z, :, y // sh:(y + span) // sh, x // sw:(x + span) // sw] = True
+    return out.reshape(num_subjects, -1)
+
+
+def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, grid, tokens, views) -> dict:
+    hidden = ~keep[batch["subject"]].reshape(-1, *grid)
+    return {**batch, "video": hide_cells(batch["video"], batch["mask"], hidden, tokens=tokens,
+                                         views=views)}
+
+
+def _stack1(tree):
+    return jax.tree.map(lambda x: x[None], tree)
+
+
+def _fit(config, data: dict[str, np.ndarray], *, trainable, frozen, apply_fn, tokens):
+    """One non-private model on all of ``data`` (train.py's step, Poisson batches), its
+    trainable parameters."""
+    n = len(data["label"])
+    plan = PrivacyPlan.calibrate(mode="nonprivate", num_examples=n,
+                                 batch_size=config.fit.batch_size, epochs=config.fit.num_epochs,
+                                 l2_clip_norm=1.0, delta=1.0 / (10 * n), target_epsilon=None)
+    setup = shadows.ShadowSetup(plan=plan, physical_batch_size=config.fit.batch_size,
+                                seed=config.seed)
+    trained = shadows.train(setup, np.ones((1, n), bool), data, trainable=trainable,
+                            frozen=frozen, apply_fn=apply_fn,
+                            tx=optax.adam(config.fit.learning_rate), tokens=tokens,
+                            batching="loop")
+    return jax.tree.map(lambda x: x[0], trained)
+
+
+def table(report: dict) -> list[dict[str, Any]]:
+    """Mean and sample std over seeds per (version, mode, ε)."""
+    out = []
+    for v in report["versions"]:
+        for mode, eps in dict.fromkeys((r["mode"], r["epsilon"]) for r in v["rows"]):
+            group = [r for r in v["rows"] if r["mode"] == mode and r["epsilon"] == eps]
+            entry = {"version": v["version"], "mode": mode, "epsilon": eps, "seeds": len(group),
+                     "hidden_cells": v["hidden_cells"],
+                     "identity_accuracy": v["identity_accuracy"]}
+            for name, values in (
+                    ("asr_max", [r["online"]["asr_max"] for r in group]),
+                    ("asr_max_offline", [r["offline"]["asr_max"] for r in group]),
+                    ("asr_mean", [r["online"]["asr_mean"] for r in group]),
+                    ("auc", [r["online"]["auc"] for r in group]),
+                    ("test_accuracy", [r["test_accuracy"] for r in group])):
+                values = np.asarray(values)
+                entry[name] = (float(values.mean()),
+                               float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+            out.append(entry)
+    return out
+
+
+def markdown(config, report: dict) -> str:
+    explainers = report["explainers"]
+    first = config.explainers[0]
+    fallbacks = report["mask_methods"].count("top-k")
+    lines = [
+        "# Feature masking by explainer sensitivity (seed 004, Alg. 1)",
+        "",
+        f"Embedded videos with {config.input.num_subjects} subjects, each with an emblem on the "
+        f"background (private region). Features: the {report['num_cells']} token cells "
+        f"({' x '.join(map(str, report['grid']))}). Identity and utility models "
+        f"(`{config.model.name}`, non-private) fitted on {config.input.num_aux} auxiliary videos "
+        "of the same subjects, never on the audited ones; their top-1 on the audited videos: "
+        f"identity {report['model_accuracy']['identity']:.2f}, utility "
+        f"{report['model_accuracy']['utility']:.2f} ({report['fit_seconds']:.0f} s to fit).",
+        "",
+        "## Explainers",
+        "",
+        "| explainer | model evaluations per video | s per video and model | own check | "
+        "share of S on the emblems | rank agreement with " + first + " |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, e in explainers.items():
+        check = (f"additivity error {max(e['quality_identity'], e['quality_utility']):.1e}"
+                 if name == "shap" else
+                 f"local R² {e['quality_identity']:.2f} / {e['quality_utility']:.2f}")
+        agreement = e.get(f"rank_agreement_with_{first}")
+        lines.append(f"| {name} | {e['evaluations']} | {e['seconds_per_video']:.2f} | {check} | "
+                     f"{e['emblem_share']:.2f} | "
+                     + ("—" if agreement is None else f"{agreement:.2f}") + " |")
+    lines += [
+        "",
+        f"A subject's emblem covers {_emblem_share(report):.1%} of the cells: a share of its S "
+        "above that is identity sensitivity found where it was planted.",
+        "",
+        f"## Masks ({first}, α = {config.alpha:g}, views = {config.views})",
+        "",
+        f"MILP per subject; {fallbacks} of {len(report['mask_methods'])} subjects fell back to "
+        f"the top-{config.fallback_top_k:.0%} rule.",
+        "",
+        "| version | cells hidden | emblem cells hidden | identity model's top-1 on the audited "
+        "videos |",
+        "|---|---|---|---|",
+    ]
+    for v in report["versions"]:
+        lines.append(f"| {v['version']} | {v['hidden_cells']:.1%} | "
+                     f"{v['emblem_cells_hidden']:.1%} | {v['identity_accuracy']:.2f} |")
+    lines += [
+        "",
+        "## LiRA on the utility model",
+        "",
+        f"{config.num_shadows} shadow models per setting on complementary halves of "
+        f"{report['num_videos']} videos, B = {config.batch_size}, {config.num_epochs:g} epochs, "
+        f"C = {config.l2_clip_norm:g}, δ = {config.delta:g}; mean ± std over seeds "
+        f"{tuple(config.seeds)}. ASR^M of random guessing: **{report['chance_asr_max']:.3f}**.",
+        "",
+        "| version | mode | ε | ASR^M online | ASR^M offline | mean ASR | AUC | test top-1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in table(report):
+        eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
+        cells = [f"{e[k][0]:.3f} ± {e[k][1]:.3f}" for k in (
+            "asr_max", "asr_max_offline", "asr_mean", "auc", "test_accuracy")]
+        lines.append(f"| {e['version']} | {e['mode']} | {eps} | " + " | ".join(cells) + " |")
+    total = sum(r["seconds"] for v in report["versions"] for r in v["rows"])
+    lines += ["", f"Shadow training and scoring: {total:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def _emblem_share(report: dict) -> float:
+    return synthetic.EMBLEM_CELLS ** 2 * report["grid"][0] / report["num_cells"]
+
