@@ -1,0 +1,197 @@
+"""Feature masking (issue 17 part 4, seed 004 Alg. 1): hiding cells, the explainers on games with
+a known answer, the MILP's constraint and optimality, the fallback, the random control, the
+embedded subjects, and the audit end to end at a tiny size."""
+
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from audit import feature_masking as fm
+from audit import runs
+from configs import audit_feature_masking
+from data import synthetic
+from maskdp_jax.tokenizer import Tokenizer
+
+TOKENS = Tokenizer(patch_stride=(2, 2, 2))
+
+
+def _clips(rng):
+    video = rng.normal(size=(3, 1, 4, 4, 4, 3)).astype(np.float32)
+    mask = np.zeros((3, 1, 4, 4, 4), np.uint8)
+    mask[:, :, :, :2, :2] = 1  # cell (., 0, 0) public in every frame pair
+    mask[:, :, :, 2, 2] = 1  # a public pixel in a private cell: the cell stays private
+    return video, mask
+
+
+def test_hide_cells_private_leaves_public_cells_and_unchosen_cells_alone():
+    video, mask = _clips(np.random.default_rng(0))
+    hidden = np.zeros((3, 2, 2, 2), bool)
+    hidden[:, 0, 0, 0] = True  # a public cell: untouched with views="private"
+    hidden[:, 1, 1, 1] = True  # a private (mixed) cell: hidden
+    out = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="private")
+    np.testing.assert_array_equal(out[:, :, :2, :2, :2], video[:, :, :2, :2, :2])
+    assert np.all(out[:, :, 2:, 2:, 2:] == 0.0)
+    untouched = np.ones(video.shape[:-1], bool)
+    untouched[:, :, 2:, 2:, 2:] = False
+    np.testing.assert_array_equal(out[untouched], video[untouched])
+    both = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="both")
+    assert np.all(both[:, :, :2, :2, :2] == 0.0) and np.all(both[:, :, 2:, 2:, 2:] == 0.0)
+    with pytest.raises(ValueError, match="views must be one of"):
+        fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="public")
+
+
+def test_hide_cells_private_keeps_the_public_view_bit_identical():
+    video, mask = _clips(np.random.default_rng(1))
+    hidden = np.ones((3, 2, 2, 2), bool)  # every cell chosen
+    out = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="private")
+    views_before = TOKENS.views(video, mask)
+    views_after = TOKENS.views(out, mask)
+    np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
+    assert np.all(np.asarray(views_after.private) == 0.0)
+
+
+def _linear_game(weights, bias=0.3):
+    def score(video, label, coalitions):
+        return np.asarray(coalitions, np.float64) @ weights + bias
+    return score
+
+
+def test_shap_recovers_a_linear_game_exactly_and_lime_closely():
+    rng = np.random.default_rng(0)
+    weights = rng.normal(size=12)
+    videos, labels = np.zeros((2, 1)), np.zeros(2, int)
+    shap_values = fm.explain(_linear_game(weights), videos, labels, num_cells=12,
+                             explainer="shap")
+    np.testing.assert_allclose(shap_values.values, np.stack([weights] * 2), atol=1e-12)
+    assert shap_values.evaluations == 25 and np.all(shap_values.quality < 1e-12)
+    lime_values = fm.explain(_linear_game(weights), videos, labels, num_cells=12,
+                             explainer="lime", evaluations=200)
+    assert fm.rank_agreement(lime_values.values[0], weights) > 0.95
+    assert np.all(lime_values.quality > 0.9)  # local R²
+    with pytest.raises(ValueError, match="explainer must be one of"):
+        fm.explain(_linear_game(weights), videos, labels, num_cells=12, explainer="gradcam")
+
+
+def test_shap_is_exact_in_sum_on_a_game_with_interactions():
+    def score(video, label, coalitions):
+        c = np.asarray(coalitions, np.float64)
+        return c[:, 0] * c[:, 1] * 2.0 + c[:, 2] - 0.5 * c[:, 3] * c[:, 4]
+
+    values = fm.explain(score, np.zeros((1, 1)), np.zeros(1, int), num_cells=6,
+                        explainer="shap").values[0]
+    np.testing.assert_allclose(values.sum(), 2.0 + 1.0 - 0.5, atol=1e-12)
+    np.testing.assert_allclose(values[[0, 1, 2, 3, 4, 5]], [1.0, 1.0, 1.0, -0.25, -0.25, 0.0],
+                               atol=1e-12)
+
+
+def test_class_sensitivity_averages_positive_parts_and_refuses_empty_classes():
+    values = np.array([[1.0, -2.0], [3.0, 4.0], [-1.0, 2.0]])
+    out = fm.class_sensitivity(values, np.array([0, 0, 1]), 2)
+    np.testing.assert_allclose(out, [[2.0, 2.0], [0.0, 2.0]])
+    with pytest.raises(ValueError, match=r"classes \[2\] have no videos"):
+        fm.class_sensitivity(values, np.array([0, 0, 1]), 3)
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.5, 0.9])
+def test_milp_respects_its_constraint_and_is_optimal(alpha):
+    rng = np.random.default_rng(int(alpha * 10))
+    s = rng.exponential(size=10) * (rng.random(10) > 0.2)  # some cells with S = 0
+    u = rng.exponential(size=10)
+    choice = fm.keep_cells(s, u, alpha=alpha, fallback_top_k=0.3)
+    assert choice.method == "milp"
+    budget = (1 - alpha) * s.sum()
+    assert choice.keep @ s <= budget + 1e-9
+    assert np.all(choice.keep[s == 0])
+    best = max(np.dot(m, u) for m in itertools.product((0, 1), repeat=10)
+               if np.dot(m, s) <= budget + 1e-9)
+    np.testing.assert_allclose(choice.keep @ u, best, rtol=1e-6)
+
+
+def test_milp_falls_back_to_top_k_when_it_finds_no_solution(monkeypatch):
+    failed = scipy.optimize.OptimizeResult(status=1, x=None, message="time limit")
+    monkeypatch.setattr(scipy.optimize, "milp", lambda *a, **k: failed)
+    s = np.array([0.1, 5.0, 0.2, 3.0, 0.0, 0.3, 0.4, 0.5, 0.6, 0.7])
+    choice = fm.keep_cells(s, np.ones(10), alpha=0.5, fallback_top_k=0.2)
+    assert choice.method == "top-k"
+    np.testing.assert_array_equal(np.flatnonzero(~choice.keep), [1, 3])
+
+
+def test_keep_cells_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="alpha and fallback_top_k"):
+        fm.keep_cells(np.ones(3), np.ones(3), alpha=1.5, fallback_top_k=0.3)
+    with pytest.raises(ValueError, match="positive parts"):
+        fm.keep_cells(-np.ones(3), np.ones(3), alpha=0.5, fallback_top_k=0.3)
+
+
+def test_random_control_hides_as_many_cells_per_subject():
+    keep = np.ones((3, 20), bool)
+    keep[0, :5] = keep[1, 10:12] = False
+    out = fm.random_like(keep, np.random.default_rng(0))
+    np.testing.assert_array_equal((~out).sum(axis=1), [5, 2, 0])
+    assert not np.array_equal(out, keep)
+
+
+def test_subjects_paint_only_the_background_and_leave_other_data_unchanged():
+    kwargs = dict(num_train=16, num_test=8, frames=4, clip_frames=4, size=16, seed=3)
+    plain, _ = synthetic.make_splits(**kwargs)
+    with_subjects, _ = synthetic.make_splits(**kwargs, num_subjects=4)
+    aux, _ = synthetic.make_splits(**{**kwargs, "seed": 4}, num_subjects=4)
+    assert plain.subjects is None and "subject" not in plain.get_batch(np.arange(2))
+    np.testing.assert_array_equal(plain.masks, with_subjects.masks)
+    np.testing.assert_array_equal(plain.labels, with_subjects.labels)
+    changed = np.any(plain.frames != with_subjects.frames, axis=-1)
+    assert changed.any() and not np.any(changed & (with_subjects.masks == 1))
+    np.testing.assert_array_equal(np.bincount(with_subjects.subjects), [4, 4, 4, 4])
+    # A subject's emblem is the same in every split, inside its cells (emblem_cells).
+    cells = fm.emblem_cells(4, size=16, grid=(2, 4, 4), tokens=Tokenizer((2, 4, 4)))
+    patches, corners = synthetic.subject_emblems(4, size=16)
+    for split in (with_subjects, aux):
+        i = int(np.flatnonzero(split.subjects == 2)[0])
+        y, x = corners[2]
+        window = split.frames[i, :, y:y + 8, x:x + 8]
+        seen = split.masks[i, :, y:y + 8, x:x + 8] == 0
+        np.testing.assert_array_equal(window[seen], np.broadcast_to(
+            np.round(patches[2] * 255).astype(np.uint8), window.shape)[seen])
+        assert cells[2].reshape(2, 4, 4)[:, y // 4, x // 4].all()
+    assert cells.sum(axis=1).tolist() == [8] * 4
+    with pytest.raises(ValueError, match="num_subjects must be in"):
+        synthetic.make_splits(**kwargs, num_subjects=9)
+
+
+def _tiny_config():
+    config = audit_feature_masking.get_config()
+    config.input.update(num_train=16, num_test=8, num_aux=16, num_subjects=4)
+    config.fit.num_epochs = 2.0
+    config.modes = ("nonprivate",)
+    config.seeds = (0,)
+    config.num_shadows = 6
+    config.chunk = 6
+    config.num_epochs = 1.0
+    return config
+
+
+def test_audit_feature_masking_end_to_end_tiny(tmp_path):
+    config = _tiny_config()
+    report = runs.run(config, str(tmp_path))
+    for name in ("report.md", "report.json", "feature_masking.png"):
+        assert os.path.getsize(tmp_path / name) > 0
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["audit"] == "feature_masking" and saved["num_cells"] == 256
+    keep = {k: np.array(v) for k, v in report["keep"].items()}
+    s = np.array(report["identity_sensitivity"])
+    assert keep["original"].all()
+    for z, method in enumerate(report["mask_methods"]):
+        if method == "milp":  # the constraint holds per subject
+            assert keep["optimized"][z] @ s[z] <= (1 - config.alpha) * s[z].sum() + 1e-9
+    np.testing.assert_array_equal((~keep["random"]).sum(1), (~keep["optimized"]).sum(1))
+    versions = [v["version"] for v in report["versions"]]
+    assert versions == list(fm.VERSIONS)
+    assert set(report["explainers"]) == {"shap", "lime"}
+    text = (tmp_path / "report.md").read_text()
+    for version in fm.VERSIONS:
+        assert f"| {version} | nonprivate | ∞ |" in text
+    assert all(0.0 <= r["test_accuracy"] <= 1.0 for v in report["versions"] for r in v["rows"])
