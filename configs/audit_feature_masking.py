@@ -4,12 +4,13 @@ r"""Feature masking by explainer sensitivity (issue 17, part 4; seed 004 Alg. 1,
         --workdir=docs/results/audit_feature_masking
 
 Embedded videos with 16 subjects (an emblem each on the private background). Identity and utility
-models fitted on 256 auxiliary videos (16 per subject: with 4 the identity model
-memorises instead of learning the emblems, 0.11 top-1 on held-out videos against 0.44); SHAP (permutation) and LIME attribute them over the 256
-token cells; per subject the MILP keeps the cells of most utility while removing α = 0.5 of the
-identity sensitivity; the random control hides as many cells. Then LiRA (16 shadow models on
-halves of 64 videos) and test accuracy per version, non-private and MaskDP at ε = 1 and 8, three
-seeds. Sized for this 2-core CPU (the report gives the times).
+models fitted on 256 auxiliary videos (16 per subject: with 4 the identity model memorises its
+videos instead of learning the emblems, 0.11 top-1 on held-out videos against 0.44 with 16);
+SHAP (permutation) and LIME attribute them over the 256 token cells; per subject the MILP keeps
+the cells of most utility while removing α = 0.5 of the identity sensitivity; the random control
+hides as many cells. Then LiRA (16 shadow models on halves of 64 videos) and test accuracy per
+version, non-private and MaskDP at ε = 1 and 8, three seeds. Sized for this 2-core CPU (the
+report gives the times).
 """
 
 import ml_collections
