@@ -121,6 +121,7 @@ def run(config, workdir: str) -> dict[str, Any]:
         plots.feature_masking(feature_masking.table(report),
                               os.path.join(workdir, "feature_masking.png"),
                               chance=report["chance_asr_max"],
+                              chance_accuracy=1 / len(synthetic.CLASS_NAMES),
                               title="Feature masking (seed 004 Alg. 1): LiRA and accuracy")
         return report
     if config.audit == "dpcda_lira":

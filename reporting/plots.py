@@ -216,8 +216,8 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     plt.close(fig)
 
 
-def feature_masking(table: list[dict[str, Any]], path: str, *, chance: float, title: str
-                    ) -> None:
+def feature_masking(table: list[dict[str, Any]], path: str, *, chance: float,
+                    chance_accuracy: float, title: str) -> None:
     """The feature-masking study (seed 004 Fig. 6 shape), two panels, the original, optimised and
     randomly masked data side by side per setting, mean ± std over seeds: LiRA's ASR^M (online)
     against random guessing's, and the shadow models' test top-1.
@@ -243,6 +243,8 @@ def feature_masking(table: list[dict[str, Any]], path: str, *, chance: float, ti
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].axhline(chance, color="gray", ls=":", lw=1, label=f"guessing ({chance:.3f})")
+    axes[1].axhline(chance_accuracy, color="gray", ls=":", lw=1,
+                    label=f"chance ({chance_accuracy:.3f})")
     axes[0].set_ylim(min(0.5, chance - 0.05), 1.02)
     axes[1].set_ylim(0, 1.02)
     for ax in axes:
