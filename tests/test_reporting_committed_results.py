@@ -425,3 +425,35 @@ def test_readme_canary_table_is_recomputed_from_the_committed_audit():
     assert len(finite) == 18 and all(r["epsilon_lower_bound"] <= r["upper_bound"]
                                      for r in finite)
     assert "(0 of the 18 runs that promise a finite ε)" in readme
+
+
+def test_readme_feature_masking_tables_are_recomputed_from_the_committed_audit():
+    """README's feature-masking rows are docs/results/audit_feature_masking/report.json (LiRA rows
+    through audit.feature_masking.table), and the committed masks keep the MILP's constraint."""
+    from audit import feature_masking
+
+    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking", "report.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for name, e in report["explainers"].items():
+        check = (f"additivity error {max(e['quality_identity'], e['quality_utility']):.0e}"
+                 if name == "shap" else
+                 f"local R² {e['quality_identity']:.2f} / {e['quality_utility']:.2f}")
+        row = f"| {name} | {e['seconds_per_video']:.2f} | {check} | {e['emblem_share']:.2f} |"
+        assert row in readme, row
+    for v in report["versions"]:
+        row = (f"| {v['version']} | {v['hidden_cells']:.1%} | {v['emblem_cells_hidden']:.1%} | "
+               f"{v['identity_accuracy']:.2f} |")
+        assert row in readme, row
+    for e in feature_masking.table(report):
+        eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
+        row = f"| {e['version']} | {e['mode']} | {eps} | " + " | ".join(
+            f"{e[k][0]:.2f} ± {e[k][1]:.2f}" for k in ("asr_max", "asr_mean", "auc",
+                                                       "test_accuracy")) + " |"
+        assert row in readme, row
+    keep = np.array(report["keep"]["optimized"])
+    s = np.array(report["identity_sensitivity"])
+    alpha = report["config"]["alpha"]
+    for z, method in enumerate(report["mask_methods"]):
+        assert method != "milp" or keep[z] @ s[z] <= (1 - alpha) * s[z].sum() + 1e-9
