@@ -50,9 +50,12 @@ something the audit protects.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -261,16 +264,33 @@ def keep_cells(sensitivity: np.ndarray, utility: np.ndarray, *, alpha: float,
     s, u = np.asarray(sensitivity, np.float64), np.asarray(utility, np.float64)
     if np.any(s < 0) or np.any(u < 0):
         raise ValueError("sensitivities must be the positive parts (class_sensitivity).")
-    result = scipy.optimize.milp(
-        -u, integrality=np.ones_like(u), bounds=scipy.optimize.Bounds(0, 1),
-        constraints=scipy.optimize.LinearConstraint(s[None], -np.inf, (1 - alpha) * s.sum()),
-        options={"time_limit": time_limit})
+    with _quiet_stdout():
+        result = scipy.optimize.milp(
+            -u, integrality=np.ones_like(u), bounds=scipy.optimize.Bounds(0, 1),
+            constraints=scipy.optimize.LinearConstraint(s[None], -np.inf, (1 - alpha) * s.sum()),
+            options={"time_limit": time_limit})
     if result.status != 0 or result.x is None:
         hide = np.argsort(-s, kind="stable")[: int(round(fallback_top_k * len(s)))]
         keep = np.ones(len(s), bool)
         keep[hide] = False
         return Choice(keep=keep, method="top-k")
     return Choice(keep=(result.x > 0.5) | (s == 0), method="milp")
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """Silence file descriptor 1: scipy 1.17's HiGHS prints a debug line
+    (``HighsMipSolverData::transformNewIntegerFeasibleSolution``) from C for some problems,
+    whatever ``disp`` says."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def random_like(keep: np.ndarray, rng: np.random.Generator) -> np.ndarray:

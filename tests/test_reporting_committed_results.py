@@ -454,6 +454,10 @@ def test_readme_feature_masking_tables_are_recomputed_from_the_committed_audit()
         assert row in readme, row
     keep = np.array(report["keep"]["optimized"])
     s = np.array(report["identity_sensitivity"])
+    u = np.array(report["utility_sensitivity"])
     alpha = report["config"]["alpha"]
     for z, method in enumerate(report["mask_methods"]):
         assert method != "milp" or keep[z] @ s[z] <= (1 - alpha) * s[z].sum() + 1e-9
+        again = feature_masking.keep_cells(s[z], u[z], alpha=alpha,
+                                           fallback_top_k=report["config"]["fallback_top_k"])
+        np.testing.assert_array_equal(again.keep, keep[z])  # the committed masks, recomputed
