@@ -446,7 +446,11 @@ def test_readme_feature_masking_tables_are_recomputed_from_the_committed_audit()
         row = (f"| {v['version']} | {v['hidden_cells']:.1%} | {v['emblem_cells_hidden']:.1%} | "
                f"{v['identity_accuracy']:.2f} |")
         assert row in readme, row
-    for e in feature_masking.table(report):
+    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking_dp",
+                           "report.json")) as f:
+        dp_report = json.load(f)
+    assert dp_report["keep"] == report["keep"]  # the masks do not depend on the audited mode
+    for e in feature_masking.table(report) + feature_masking.table(dp_report):
         eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
         row = f"| {e['version']} | {e['mode']} | {eps} | " + " | ".join(
             f"{e[k][0]:.2f} ± {e[k][1]:.2f}" for k in ("asr_max", "asr_mean", "auc",
