@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import optax
 
-from audit import membership, shadows
+from audit import membership, metrics, shadows
 from data import synthetic
 from maskdp_jax.plan import Mode, PrivacyPlan
 
@@ -209,9 +209,7 @@ def table(report: dict) -> list[dict[str, Any]]:
         entry = {"mode": mode, "epsilon": eps, "region": region, "seeds": len(group),
                  "upper_bound": group[0]["upper_bound"]}
         for name in ("epsilon_lower_bound", "auc"):
-            values = np.array([r[name] for r in group])
-            entry[name] = (float(values.mean()),
-                           float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+            entry[name] = metrics.mean_std([r[name] for r in group])
         entry["violations"] = sum(r["epsilon_lower_bound"] > r["upper_bound"] for r in group)
         out.append(entry)
     return out

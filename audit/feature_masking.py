@@ -70,7 +70,7 @@ import optax
 import scipy.optimize
 import scipy.stats
 
-from audit import lira, membership, shadows
+from audit import lira, membership, metrics, shadows
 from data import synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
@@ -494,9 +494,7 @@ def table(report: dict) -> list[dict[str, Any]]:
                     ("asr_mean", [r["online"]["asr_mean"] for r in group]),
                     ("auc", [r["online"]["auc"] for r in group]),
                     ("test_accuracy", [r["test_accuracy"] for r in group])):
-                values = np.asarray(values)
-                entry[name] = (float(values.mean()),
-                               float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+                entry[name] = metrics.mean_std(values)
             out.append(entry)
     return out
 

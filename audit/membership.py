@@ -91,9 +91,7 @@ def table(report: dict) -> list[dict[str, Any]]:
         for kind in lira.KINDS:
             entry = {"mode": mode, "epsilon": eps, "kind": kind, "seeds": len(group)}
             for name in ("asr_max", "asr_mean", "auc", "epsilon_lower_bound"):
-                values = np.array([r[kind][name] for r in group])
-                entry[name] = (float(values.mean()),
-                               float(values.std(ddof=1)) if len(values) > 1 else 0.0)
+                entry[name] = metrics.mean_std([r[kind][name] for r in group])
             out.append(entry)
     return out
 

@@ -24,6 +24,12 @@ from audit import lira
 FPRS = (0.001, 0.01)
 
 
+def mean_std(values) -> tuple[float, float]:
+    """``(mean, sample std)`` of a study's per-seed values (std 0 for a single seed)."""
+    values = np.asarray(values, np.float64)
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class AttackMetrics:
     """Attack quality over all (model, example) pairs.
