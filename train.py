@@ -396,6 +396,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                 warnings.warn(why, stacklevel=1)
         train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens,
                                               view=config.get("view", "full"))
+        if config.get("feature_masks", ""):
+            train_ds, test_ds = views.mask_features(
+                train_ds, test_ds, path=config.feature_masks,
+                version=config.get("feature_mask_version", "optimized"),
+                views=config.get("feature_mask_views", "private"), tokens=tokens,
+                clip_shape=input_shape)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)

@@ -29,6 +29,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.input.frames = 16            # frames per generated video
     config.input.clip_frames = 8        # T, frames per clip
     config.input.size = 32
+    config.input.num_subjects = 0       # > 0: subjects with an emblem on the background
     config.input.clips_per_video = 1    # K (multi-clip: per-video loss = mean over K clips)
     # Where the K training clips start: uniform (independent offsets) | consecutive (K of the
     # video's consecutive, non-overlapping clips, seed 003 Sec. 3.2; data/clips.py).
@@ -51,6 +52,12 @@ def get_config() -> ml_collections.ConfigDict:
     # What a nonprivate run trains and is tested on: full | public (avatar only) | private
     # (background only); the context ablation of seed 000 Table 3 (run/views.py).
     config.view = "full"
+    # Feature masking (seed 004 Alg. 1): the report.json of `python -m audit
+    # --config=configs/audit_feature_masking.py`; its per-subject masks hide cells of every
+    # training and test clip (run/views.py; the embedded dataset needs input.num_subjects).
+    config.feature_masks = ""
+    config.feature_mask_version = "optimized"  # optimized (the MILP's) | random (the control)
+    config.feature_mask_views = "private"  # private: extra hidden cells of the private view | both
 
     config.privacy = ml_collections.ConfigDict()
     config.privacy.target_epsilon = 1.0

@@ -144,6 +144,12 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
         _fail("view", f"must be 'full' in mode {config.mode!r}; got {view!r}. One-view "
               "training (the context ablation, seed 000 Table 3) is for mode 'nonprivate'; "
               "dp trains on the whole video and maskdp on both views.")
+    if config.get("feature_masks", ""):
+        _choice("feature_mask_views", config.get("feature_mask_views", "private"),
+                ("private", "both"))
+        if config.feature_cache.enabled:
+            _fail("feature_masks", "cannot be combined with feature_cache.enabled yet: the cache "
+                  "stores the frozen prefix's features of unmasked clips. Turn one off.")
     _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
     _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
     _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)

@@ -154,6 +154,7 @@ def _build_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
             clip_frames=config.clip_frames, size=config.size, seed=config.get("data_seed", 0),
             clip_sampling=config.get("clip_sampling", "uniform"),
+            num_subjects=config.get("num_subjects", 0),
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)

@@ -15,12 +15,19 @@ much class information the context carries). The papers do not say which view th
 get; evaluating on the same view is the reading under which a row measures one part's
 information rather than a train/test shift, and we state it in the README.
 
+The module also holds :class:`FeatureMaskedDataset`, the other way a run hides cells of every
+clip: the per-subject masks of a feature-masking audit (``config.feature_masks``).
+
 Not a privacy mechanism: nothing here is DP, and :func:`run.config.check_config` refuses a view
 other than ``full`` in the private modes (``maskdp`` already trains on both views; ``dp`` on a
 view would protect less than the whole video it claims to).
 """
 
 from __future__ import annotations
+
+import json
+import math
+import os
 
 import jax
 import numpy as np
@@ -83,3 +90,101 @@ def select_view(
         return train, test
     return (ViewDataset(train, view=view, tokens=tokens),
             ViewDataset(test, view=view, tokens=tokens))
+
+
+class FeatureMaskedDataset:
+    """A :class:`data.Dataset` whose clips hide the cells a feature-masking audit chose for each
+    video's subject (seed 004 Alg. 1; :mod:`audit.feature_masking`).
+
+    ``get_batch`` returns the wrapped batch with those cells hidden by
+    :func:`audit.feature_masking.hide_cells` (``views="private"``: extra hidden cells of the
+    private view, public cells untouched; ``"both"``: hidden everywhere). The masks are fixed
+    pre-processing, so the run's DP guarantee holds for the masked videos, *provided* the masks
+    were chosen on other data than this training set (the audit fits its models on an auxiliary
+    split for that reason).
+
+    Args:
+      dataset: the split to wrap; it must carry masks and subjects.
+      keep: ``[Z, T' H' W']`` bool, per subject the cells kept.
+      grid: ``(T', H', W')``, the model's token-cell grid of one clip.
+      views: ``"private"`` or ``"both"``.
+      tokens: the model's tokeniser.
+    """
+
+    def __init__(self, dataset: data.Dataset, *, keep: np.ndarray, grid: tuple[int, int, int],
+                 views: str, tokens: tokenizer.Tokenizer):
+        from audit import feature_masking  # noqa: PLC0415  (shap/lime load only when explaining)
+
+        subjects = getattr(dataset, "subjects", None)
+        if subjects is None:
+            raise ValueError(
+                f"feature masks are chosen per subject, but dataset {dataset.name!r} has no "
+                "subjects (the embedded dataset: set --config.input.num_subjects to the audit's)."
+            )
+        keep = np.asarray(keep, bool)
+        if keep.ndim != 2 or keep.shape[1] != math.prod(grid):
+            raise ValueError(f"feature masks hold {keep.shape[1:]} cells per subject; the "
+                             f"model's clips have {grid} = {math.prod(grid)} cells. Run the "
+                             "audit with this model and clip size.")
+        if int(np.max(subjects)) >= len(keep):
+            raise ValueError(f"dataset {dataset.name!r} has subjects up to "
+                             f"{int(np.max(subjects))}, the feature masks only {len(keep)}.")
+        if views not in feature_masking.VIEWS:
+            raise ValueError(f"feature_mask_views must be one of {feature_masking.VIEWS}; got "
+                             f"{views!r}.")
+        self.dataset, self.keep, self.grid, self.views, self.tokens = (
+            dataset, keep, tuple(grid), views, tokens)
+        self._hide = feature_masking.hide_cells
+        self.name = f"{dataset.name}[feature-masked, {views}]"
+
+    def __getattr__(self, name):  # class_names, labels, has_masks, get_masks, close, ...
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes
+
+    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
+                  normalize: bool = True) -> dict:
+        """The wrapped batch with the subject's cells hidden: float32 model input even with
+        ``normalize=False`` (the fill value lives in normalised units)."""
+        del normalize
+        batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed))
+        hidden = ~self.keep[np.asarray(batch["subject"])].reshape(-1, *self.grid)
+        batch["video"] = self._hide(batch["video"], batch["mask"], hidden, tokens=self.tokens,
+                                    views=self.views)
+        return batch
+
+
+def load_feature_masks(path: str, *, version: str = "optimized") -> np.ndarray:
+    """``[Z, K']`` bool kept cells from a feature-masking audit's ``report.json``
+    (``python -m audit --config=configs/audit_feature_masking.py``): ``version`` is
+    ``"optimized"`` (the MILP's masks) or ``"random"`` (the control)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"feature masks {path!r} not found: run `python -m audit "
+            "--config=configs/audit_feature_masking.py --workdir=DIR` and pass "
+            "DIR/report.json.")
+    with open(path) as f:
+        report = json.load(f)
+    if report.get("audit") != "feature_masking":
+        raise ValueError(f"{path!r} is not a feature-masking audit report (audit = "
+                         f"{report.get('audit')!r}).")
+    if version not in report["keep"]:
+        raise ValueError(f"feature_mask_version must be one of {sorted(report['keep'])}; got "
+                         f"{version!r}.")
+    return np.asarray(report["keep"][version], bool)
+
+
+def mask_features(train: data.Dataset, test: data.Dataset, *, path: str, version: str,
+                  views: str, tokens: tokenizer.Tokenizer, clip_shape: tuple[int, ...]
+                  ) -> tuple[data.Dataset, data.Dataset]:
+    """``(train, test)`` with the cells of ``path``'s masks hidden (:class:`FeatureMaskedDataset`;
+    the test clips too, so accuracy is measured on what the model was trained to see)."""
+    keep = load_feature_masks(path, version=version)
+    grid = tuple(n // s for n, s in zip(clip_shape[:3], tokens.patch_stride, strict=True))
+    return tuple(FeatureMaskedDataset(split, keep=keep, grid=grid, views=views, tokens=tokens)
+                 for split in (train, test))

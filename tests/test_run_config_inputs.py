@@ -95,6 +95,12 @@ ONE_OF = r"must be one of \("
     config_case("view-in-a-private-mode", {"view": "public"},
                 r"--config\.view must be 'full' in mode 'maskdp'; got 'public'\. One-view "
                 r"training \(the context ablation, seed 000 Table 3\) is for mode 'nonprivate'"),
+    config_case("unknown-feature-mask-views", {"feature_masks": "m.json",
+                                               "feature_mask_views": "public"},
+                r"--config\.feature_mask_views " + ONE_OF + ".*'both'"),
+    config_case("feature-masks-with-the-feature-cache", {"feature_masks": "m.json",
+                                                        "feature_cache.enabled": True},
+                r"--config\.feature_masks cannot be combined with feature_cache\.enabled"),
     config_case("unknown-clip-sampling", {"input.clip_sampling": "random"},
                 r"--config\.input\.clip_sampling " + ONE_OF + ".*'consecutive'"),
     config_case("delta-zero", {"privacy.delta": 0.0},

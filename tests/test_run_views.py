@@ -102,3 +102,87 @@ def test_public_view_run_never_reads_a_private_pixel(tmp_path, monkeypatch):
         report = json.load(f)
     assert report["config"]["view"] == "public"
     assert evaluated == ["synthetic/test[public view]"]  # tested on the same view
+
+
+def _report(path, keep):
+    with open(path, "w") as f:
+        json.dump({"audit": "feature_masking", "keep": {"optimized": keep.tolist(),
+                                                        "random": keep.tolist()}}, f)
+    return str(path)
+
+
+def test_feature_masked_dataset_hides_each_subjects_cells_and_refuses_bad_input(tmp_path):
+    subjects_split, _ = synthetic.make_splits(num_train=16, num_test=8, frames=12, clip_frames=8,
+                                              size=32, num_subjects=4)
+    keep = np.ones((4, 4 * 8 * 8), bool)
+    keep[2, :64] = False  # subject 2 loses its first temporal slice of cells
+    path = _report(tmp_path / "report.json", keep)
+    masked, _ = views.mask_features(subjects_split, subjects_split, path=path,
+                                    version="optimized", views="both", tokens=TOKENS,
+                                    clip_shape=(8, 32, 32, 3))
+    batch = masked.get_batch(np.arange(16))
+    plain = subjects_split.get_batch(np.arange(16))
+    two = batch["subject"] == 2
+    assert np.all(batch["video"][two][:, :, :2] == 0.0)  # frames 0-1 = temporal cell 0
+    np.testing.assert_array_equal(batch["video"][two][:, :, 2:], plain["video"][two][:, :, 2:])
+    np.testing.assert_array_equal(batch["video"][~two], plain["video"][~two])
+    assert masked.name == "synthetic/train[feature-masked, both]"
+    split_without, _ = synthetic.make_splits(num_train=16, num_test=8, frames=12, clip_frames=8,
+                                             size=32)
+    with pytest.raises(ValueError, match="has no subjects"):
+        views.mask_features(split_without, split_without, path=path, version="optimized",
+                            views="both", tokens=TOKENS, clip_shape=(8, 32, 32, 3))
+    with pytest.raises(ValueError, match="cells per subject"):
+        views.mask_features(subjects_split, subjects_split, path=path, version="optimized",
+                            views="both", tokens=TOKENS, clip_shape=(8, 16, 16, 3))
+    with pytest.raises(ValueError, match="subjects up to 3, the feature masks only 2"):
+        views.mask_features(subjects_split, subjects_split,
+                            path=_report(tmp_path / "two.json", keep[:2]), version="optimized",
+                            views="both", tokens=TOKENS, clip_shape=(8, 32, 32, 3))
+    with pytest.raises(ValueError, match="feature_mask_version must be one of"):
+        views.load_feature_masks(path, version="best")
+    with pytest.raises(FileNotFoundError, match="configs/audit_feature_masking.py"):
+        views.load_feature_masks(str(tmp_path / "missing.json"))
+    (tmp_path / "other.json").write_text(json.dumps({"audit": "lira"}))
+    with pytest.raises(ValueError, match="not a feature-masking audit report"):
+        views.load_feature_masks(str(tmp_path / "other.json"))
+
+
+def test_feature_masked_maskdp_run_never_reads_a_hidden_pixel(tmp_path, monkeypatch):
+    """The hidden cells' private pixels are NaN in every clip: a maskdp run with the feature masks
+    trains on finite numbers (without the masks train.py refuses the NaN pixels, and a step
+    that read them would make the private sum, the parameters and step 2's loss NaN)."""
+    config = default.get_config()
+    config.mode = "maskdp"
+    config.model.name = "mvit_test"
+    config.input.num_train, config.input.num_test, config.input.num_subjects = 32, 8, 4
+    config.batch_size = config.physical_batch_size = 16
+    config.num_epochs, config.log_every_steps = 1.0, 1
+    config.privacy.target_epsilon = 8.0
+    config.tensorboard = False
+    keep = np.ones((4, 4 * 8 * 8), bool)
+    keep[:, ::3] = False  # every third cell, every subject
+    config.feature_masks = _report(tmp_path / "masks.json", keep)
+    hidden_pixels = np.repeat(np.repeat(np.repeat(
+        (~keep[0]).reshape(4, 8, 8), 2, axis=0), 4, axis=1), 4, axis=2)
+    original = synthetic.SyntheticMaskedActions.get_batch
+
+    def poisoned(self, indices, *, num_clips=1, seed=None, normalize=True):
+        del normalize  # float32 model input: the step takes it as already normalised
+        batch = original(self, indices, num_clips=num_clips, seed=seed)
+        private_cells = ~tokenizer.host_public_cells(batch["mask"], patch_stride=(2, 4, 4))
+        private = np.repeat(np.repeat(np.repeat(private_cells, 2, axis=-3), 4, axis=-2), 4,
+                            axis=-1)
+        batch["video"] = np.where((hidden_pixels & private)[..., None], np.nan, batch["video"])
+        return batch
+
+    monkeypatch.setattr(synthetic.SyntheticMaskedActions, "get_batch", poisoned)
+    probe, _ = synthetic.make_splits(num_train=32, num_test=8, frames=16, clip_frames=8, size=32,
+                                     num_subjects=4)
+    assert np.isnan(probe.get_batch(np.arange(8), seed=0)["video"]).any()  # the poison is there
+    out = train.train_and_evaluate(config, str(tmp_path / "run"))
+    # Step 2's public loss is computed with the parameters step 1's private sum updated.
+    losses = [h["public_loss"] for h in out["history"]]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    with open(os.path.join(tmp_path, "run", "report.json")) as f:
+        assert json.load(f)["config"]["feature_masks"] == config.feature_masks
