@@ -38,7 +38,36 @@ from maskdp_jax import tokenizer
 VIEWS = ("full", "public", "private")
 
 
-class ViewDataset:
+class _Wrapped:
+    """A :class:`data.Dataset` that changes the wrapped split's clips: :meth:`get_batch` returns
+    the wrapped batch with ``video`` replaced by :meth:`_video` of it, float32 model input even
+    with ``normalize=False`` (fill values live in normalised units). Every other attribute is the
+    wrapped split's."""
+
+    dataset: data.Dataset
+
+    def __getattr__(self, name):  # class_names, labels, has_masks, get_masks, close, ...
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes
+
+    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
+                  normalize: bool = True) -> dict:
+        del normalize  # computed on the normalised clip
+        batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed))
+        batch["video"] = self._video(batch)
+        return batch
+
+    def _video(self, batch: dict) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ViewDataset(_Wrapped):
     """A :class:`data.Dataset` whose clips show one view of the wrapped split's clips.
 
     ``get_batch`` returns the wrapped batch with ``video`` replaced by the view; ``mask`` and
@@ -62,24 +91,8 @@ class ViewDataset:
         self._views = jax.jit(lambda v, m: getattr(tokens.views(v, m), view))
         self.name = f"{dataset.name}[{view} view]"
 
-    def __getattr__(self, name):  # class_names, labels, has_masks, get_masks, close, ...
-        return getattr(self.dataset, name)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    @property
-    def num_classes(self) -> int:
-        return self.dataset.num_classes
-
-    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
-                  normalize: bool = True) -> dict:
-        """The wrapped batch with ``video`` the view: float32 model input even with
-        ``normalize=False`` (the fill value lives in normalised units)."""
-        del normalize  # a view is computed on the normalised clip
-        batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed))
-        batch["video"] = np.asarray(self._views(batch["video"], batch["mask"]))
-        return batch
+    def _video(self, batch: dict) -> np.ndarray:
+        return np.asarray(self._views(batch["video"], batch["mask"]))
 
 
 def select_view(
@@ -92,7 +105,7 @@ def select_view(
             ViewDataset(test, view=view, tokens=tokens))
 
 
-class FeatureMaskedDataset:
+class FeatureMaskedDataset(_Wrapped):
     """A :class:`data.Dataset` whose clips hide the cells a feature-masking audit chose for each
     video's subject (seed 004 Alg. 1; :mod:`audit.feature_masking`).
 
@@ -137,26 +150,10 @@ class FeatureMaskedDataset:
         self._hide = feature_masking.hide_cells
         self.name = f"{dataset.name}[feature-masked, {views}]"
 
-    def __getattr__(self, name):  # class_names, labels, has_masks, get_masks, close, ...
-        return getattr(self.dataset, name)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    @property
-    def num_classes(self) -> int:
-        return self.dataset.num_classes
-
-    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
-                  normalize: bool = True) -> dict:
-        """The wrapped batch with the subject's cells hidden: float32 model input even with
-        ``normalize=False`` (the fill value lives in normalised units)."""
-        del normalize
-        batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed))
+    def _video(self, batch: dict) -> np.ndarray:
         hidden = ~self.keep[np.asarray(batch["subject"])].reshape(-1, *self.grid)
-        batch["video"] = self._hide(batch["video"], batch["mask"], hidden, tokens=self.tokens,
-                                    views=self.views)
-        return batch
+        return self._hide(batch["video"], batch["mask"], hidden, tokens=self.tokens,
+                          views=self.views)
 
 
 def load_feature_masks(path: str, *, version: str = "optimized") -> np.ndarray:
