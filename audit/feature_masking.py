@@ -36,10 +36,10 @@ trouble), and then the cells with the top-k % identity sensitivity are hidden in
 fallback). Cells with S = 0 cost nothing and are always kept. The *random control* hides as many
 cells per subject, drawn uniformly (seed 004 Fig. 5/6's random feature masking).
 
-**Where the masks act** (:func:`hide_cells`, ``views``): ``"private"`` hides the chosen cells'
-*private* part only, i.e. they become additional hidden cells of the private view (public cells
-stay; for ``dp`` and ``nonprivate``, which see the whole video, the same pixels are hidden);
-``"both"`` hides the chosen cells everywhere.
+**Where the masks act** (:meth:`~maskdp_jax.tokenizer.Tokenizer.hide`, ``views``):
+``"private"`` hides the chosen cells' *private* part only, i.e. they become additional hidden
+cells of the private view (public cells stay; for ``dp`` and ``nonprivate``, which see the whole
+video, the same pixels are hidden); ``"both"`` hides the chosen cells everywhere.
 
 **Privacy.** The masks are a function of the data they are fitted on. They are fixed,
 data-independent pre-processing of the training set (and DP's guarantee for the training run
@@ -74,40 +74,10 @@ from audit import lira, membership, metrics, shadows
 from data import synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.tokenizer import Tokenizer, host_public_cells
+from maskdp_jax.tokenizer import Tokenizer
 
 EXPLAINERS = ("shap", "lime")
-VIEWS = ("private", "both")
 EVAL_CHUNK = 128  # coalitions per jitted model call (a fixed shape: one compilation)
-
-
-# --------------------------------------------------------------------------- hiding cells
-
-
-def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
-               tokens: Tokenizer, views: str = "private") -> np.ndarray:
-    """Hide cells of a batch of clips.
-
-    Args:
-      video: ``[N, K, T, H, W, C]`` float32 normalised clips.
-      pixel_mask: ``[N, K, T, H, W]`` 1 = public.
-      hidden: ``[N, T', H', W']`` bool, the cells to hide in every clip of each video.
-      tokens: the model's tokeniser (cell geometry and fill value).
-      views: ``"private"`` hides only the private cells among ``hidden`` (additional hidden cells
-        of the private view); ``"both"`` hides every cell of ``hidden``.
-
-    Returns:
-      a new ``video`` with the hidden cells' pixels set to ``tokens.fill_value``.
-    """
-    if views not in VIEWS:
-        raise ValueError(f"views must be one of {VIEWS}; got {views!r}.")
-    st, sh, sw = tokens.patch_stride
-    hide = np.broadcast_to(np.asarray(hidden, bool)[:, None], pixel_mask.shape[:2]
-                           + tuple(np.asarray(hidden).shape[1:]))
-    if views == "private":
-        hide = hide & ~host_public_cells(pixel_mask, patch_stride=tokens.patch_stride)
-    pixels = einops.repeat(hide, "n k t h w -> n k (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
-    return np.where(pixels, np.float32(tokens.fill_value), video).astype(video.dtype)
 
 
 # --------------------------------------------------------------------------- explainers
@@ -345,7 +315,7 @@ def audit(config) -> dict[str, Any]:
     model, trainable, frozen, apply_fn = shadows.audited_model(
         config, num_classes=train.num_classes, input_shape=shape)
     tokens = shadows.tokenizer(model)
-    grid = tuple(n // s for n, s in zip(shape[:3], tokens.patch_stride, strict=True))
+    grid = tokens.grid(shape)
     num_cells = math.prod(grid)
 
     start = time.time()
@@ -399,8 +369,8 @@ def audit(config) -> dict[str, Any]:
     identity = fitted["identity"]
     versions = []
     for version in VERSIONS:
-        masked = {name: _masked(data[name], keep[version], grid=grid, tokens=tokens,
-                                views=config.views) for name in ("train", "test")}
+        masked = {name: _masked(data[name], keep[version], tokens=tokens, views=config.views)
+                  for name in ("train", "test")}
         identity_accuracy = float(shadows.accuracy(
             _stack1(identity["params"]), identity["frozen"],
             {**masked["train"], "label": masked["train"]["subject"]},
@@ -453,10 +423,9 @@ def emblem_cells(num_subjects: int, *, size: int, grid: tuple[int, int, int],
     return out.reshape(num_subjects, -1)
 
 
-def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, grid, tokens, views) -> dict:
-    hidden = ~keep[batch["subject"]].reshape(-1, *grid)
-    return {**batch, "video": hide_cells(batch["video"], batch["mask"], hidden, tokens=tokens,
-                                         views=views)}
+def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, tokens, views) -> dict:
+    return {**batch, "video": tokens.hide(batch["video"], batch["mask"], ~keep[batch["subject"]],
+                                          views=views)}
 
 
 def _stack1(tree):

@@ -39,7 +39,7 @@ import ml_collections
 import models
 from accounting import accountant, inputs
 from data import clips
-from maskdp_jax import randomness
+from maskdp_jax import randomness, tokenizer
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from run import datasets as run_datasets
 from run import views
@@ -146,7 +146,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
               "dp trains on the whole video and maskdp on both views.")
     if config.get("feature_masks", ""):
         _choice("feature_mask_views", config.get("feature_mask_views", "private"),
-                ("private", "both"))
+                tokenizer.HIDE_VIEWS)
         if config.feature_cache.enabled:
             _fail("feature_masks", "cannot be combined with feature_cache.enabled yet: the cache "
                   "stores the frozen prefix's features of unmasked clips. Turn one off.")

@@ -110,7 +110,7 @@ class FeatureMaskedDataset(_Wrapped):
     video's subject (seed 004 Alg. 1; :mod:`audit.feature_masking`).
 
     ``get_batch`` returns the wrapped batch with those cells hidden by
-    :func:`audit.feature_masking.hide_cells` (``views="private"``: extra hidden cells of the
+    :meth:`maskdp_jax.tokenizer.Tokenizer.hide` (``views="private"``: extra hidden cells of the
     private view, public cells untouched; ``"both"``: hidden everywhere). The masks are fixed
     pre-processing, so the run's DP guarantee holds for the masked videos, *provided* the masks
     were chosen on other data than this training set (the audit fits its models on an auxiliary
@@ -126,8 +126,6 @@ class FeatureMaskedDataset(_Wrapped):
 
     def __init__(self, dataset: data.Dataset, *, keep: np.ndarray, grid: tuple[int, int, int],
                  views: str, tokens: tokenizer.Tokenizer):
-        from audit import feature_masking  # noqa: PLC0415  (shap/lime load only when explaining)
-
         subjects = getattr(dataset, "subjects", None)
         if subjects is None:
             raise ValueError(
@@ -142,18 +140,15 @@ class FeatureMaskedDataset(_Wrapped):
         if int(np.max(subjects)) >= len(keep):
             raise ValueError(f"dataset {dataset.name!r} has subjects up to "
                              f"{int(np.max(subjects))}, the feature masks only {len(keep)}.")
-        if views not in feature_masking.VIEWS:
-            raise ValueError(f"feature_mask_views must be one of {feature_masking.VIEWS}; got "
+        if views not in tokenizer.HIDE_VIEWS:
+            raise ValueError(f"feature_mask_views must be one of {tokenizer.HIDE_VIEWS}; got "
                              f"{views!r}.")
-        self.dataset, self.keep, self.grid, self.views, self.tokens = (
-            dataset, keep, tuple(grid), views, tokens)
-        self._hide = feature_masking.hide_cells
+        self.dataset, self.keep, self.views, self.tokens = dataset, keep, views, tokens
         self.name = f"{dataset.name}[feature-masked, {views}]"
 
     def _video(self, batch: dict) -> np.ndarray:
-        hidden = ~self.keep[np.asarray(batch["subject"])].reshape(-1, *self.grid)
-        return self._hide(batch["video"], batch["mask"], hidden, tokens=self.tokens,
-                          views=self.views)
+        return self.tokens.hide(batch["video"], batch["mask"],
+                                ~self.keep[np.asarray(batch["subject"])], views=self.views)
 
 
 def load_feature_masks(path: str, *, version: str = "optimized") -> np.ndarray:
@@ -182,6 +177,6 @@ def mask_features(train: data.Dataset, test: data.Dataset, *, path: str, version
     """``(train, test)`` with the cells of ``path``'s masks hidden (:class:`FeatureMaskedDataset`;
     the test clips too, so accuracy is measured on what the model was trained to see)."""
     keep = load_feature_masks(path, version=version)
-    grid = tuple(n // s for n, s in zip(clip_shape[:3], tokens.patch_stride, strict=True))
-    return tuple(FeatureMaskedDataset(split, keep=keep, grid=grid, views=views, tokens=tokens)
+    return tuple(FeatureMaskedDataset(split, keep=keep, grid=tokens.grid(clip_shape), views=views,
+                                      tokens=tokens)
                  for split in (train, test))

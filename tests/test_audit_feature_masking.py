@@ -1,6 +1,7 @@
-"""Feature masking (issue 17 part 4, seed 004 Alg. 1): hiding cells, the explainers on games with
+"""Feature masking (issue 17 part 4, seed 004 Alg. 1): the explainers on games with
 a known answer, the MILP's constraint and optimality, the fallback, the random control, the
-embedded subjects, and the audit end to end at a tiny size."""
+embedded subjects, and the audit end to end at a tiny size. Hiding the chosen cells is the
+tokeniser's (``tests/test_maskdp_jax_tokenizer.py``)."""
 
 import itertools
 import json
@@ -15,43 +16,6 @@ from audit import runs
 from configs import audit_feature_masking
 from data import synthetic
 from maskdp_jax.tokenizer import Tokenizer
-
-TOKENS = Tokenizer(patch_stride=(2, 2, 2))
-
-
-def _clips(rng):
-    video = rng.normal(size=(3, 1, 4, 4, 4, 3)).astype(np.float32)
-    mask = np.zeros((3, 1, 4, 4, 4), np.uint8)
-    mask[:, :, :, :2, :2] = 1  # cell (., 0, 0) public in every frame pair
-    mask[:, :, :, 2, 2] = 1  # a public pixel in a private cell: the cell stays private
-    return video, mask
-
-
-def test_hide_cells_private_leaves_public_cells_and_unchosen_cells_alone():
-    video, mask = _clips(np.random.default_rng(0))
-    hidden = np.zeros((3, 2, 2, 2), bool)
-    hidden[:, 0, 0, 0] = True  # a public cell: untouched with views="private"
-    hidden[:, 1, 1, 1] = True  # a private (mixed) cell: hidden
-    out = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="private")
-    np.testing.assert_array_equal(out[:, :, :2, :2, :2], video[:, :, :2, :2, :2])
-    assert np.all(out[:, :, 2:, 2:, 2:] == 0.0)
-    untouched = np.ones(video.shape[:-1], bool)
-    untouched[:, :, 2:, 2:, 2:] = False
-    np.testing.assert_array_equal(out[untouched], video[untouched])
-    both = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="both")
-    assert np.all(both[:, :, :2, :2, :2] == 0.0) and np.all(both[:, :, 2:, 2:, 2:] == 0.0)
-    with pytest.raises(ValueError, match="views must be one of"):
-        fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="public")
-
-
-def test_hide_cells_private_keeps_the_public_view_bit_identical():
-    video, mask = _clips(np.random.default_rng(1))
-    hidden = np.ones((3, 2, 2, 2), bool)  # every cell chosen
-    out = fm.hide_cells(video, mask, hidden, tokens=TOKENS, views="private")
-    views_before = TOKENS.views(video, mask)
-    views_after = TOKENS.views(out, mask)
-    np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
-    assert np.all(np.asarray(views_after.private) == 0.0)
 
 
 def _linear_game(weights, bias=0.3):

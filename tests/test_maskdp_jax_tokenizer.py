@@ -64,3 +64,41 @@ def test_degenerate_masks_warn_and_say_what_dp_means():
     assert counts == (1, 1)
     text = " ".join(str(w.message) for w in record)
     assert "nothing protected" in text and "ordinary DP-SGD" in text
+
+
+HIDE = tokenizer.Tokenizer(patch_stride=(2, 2, 2))
+
+
+def _clips(rng):
+    video = rng.normal(size=(3, 1, 4, 4, 4, 3)).astype(np.float32)
+    mask = np.zeros((3, 1, 4, 4, 4), np.uint8)
+    mask[:, :, :, :2, :2] = 1  # cell (., 0, 0) public in every frame pair
+    mask[:, :, :, 2, 2] = 1  # a public pixel in a private cell: the cell stays private
+    return video, mask
+
+
+def test_hide_private_leaves_public_cells_and_unchosen_cells_alone():
+    video, mask = _clips(np.random.default_rng(0))
+    hidden = np.zeros((3, 2, 2, 2), bool)
+    hidden[:, 0, 0, 0] = True  # a public cell: untouched with views="private"
+    hidden[:, 1, 1, 1] = True  # a private (mixed) cell: hidden
+    out = HIDE.hide(video, mask, hidden, views="private")
+    np.testing.assert_array_equal(out[:, :, :2, :2, :2], video[:, :, :2, :2, :2])
+    assert np.all(out[:, :, 2:, 2:, 2:] == 0.0)
+    untouched = np.ones(video.shape[:-1], bool)
+    untouched[:, :, 2:, 2:, 2:] = False
+    np.testing.assert_array_equal(out[untouched], video[untouched])
+    both = HIDE.hide(video, mask, hidden, views="both")
+    assert np.all(both[:, :, :2, :2, :2] == 0.0) and np.all(both[:, :, 2:, 2:, 2:] == 0.0)
+    with pytest.raises(ValueError, match="views must be one of"):
+        HIDE.hide(video, mask, hidden, views="public")
+
+
+def test_hide_private_keeps_the_public_view_bit_identical():
+    video, mask = _clips(np.random.default_rng(1))
+    hidden = np.ones((3, 2, 2, 2), bool)  # every cell chosen
+    out = HIDE.hide(video, mask, hidden, views="private")
+    views_before = HIDE.views(video, mask)
+    views_after = HIDE.views(out, mask)
+    np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
+    assert np.all(np.asarray(views_after.private) == 0.0)
