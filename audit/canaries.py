@@ -180,7 +180,7 @@ def audit(config) -> dict[str, Any]:
                                     seed=config.data_seed)
         trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
                                 apply_fn=apply_fn, tx=tx, tokens=tokens, batching="vmap",
-                                chunk=len(runs))
+                                chunk=len(runs), mesh=shadows.device_mesh("vmap"))
         phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn)  # [runs, all videos]
         seconds = time.time() - start
         for i, (region, seed) in enumerate(runs):

@@ -71,7 +71,7 @@ def attack_setting(config, *, mode: str, epsilon: float, seed: int, data: dict[s
                                                 config.num_shadows, n)
     trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
                             apply_fn=apply_fn, tx=tx, tokens=tokens, batching=config.batching,
-                            chunk=config.chunk)
+                            chunk=config.chunk, mesh=shadows.device_mesh(config.batching))
     phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn)
     row = {"mode": mode, "epsilon": epsilon, "seed": seed,
            "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,

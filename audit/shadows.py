@@ -13,15 +13,29 @@ M models, each on half of the N training videos, with the algorithm of the audit
 * **accountant**: σ is the plan's, calibrated by the caller for the target ε on N/2 examples.
 
 Batching. ``batching="vmap"`` trains ``chunk`` models at once: the step's pieces are
-``jax.vmap``-ed over a leading model axis (trainable parameters, optimiser state, batches, noise
-key; frozen parameters shared). A model whose logical batch has fewer physical batches than
-another's in the same chunk gets all-padding batches (weight 0), which add exact zeros.
+``jax.vmap``-ed over a leading model axis (trainable parameters, optimiser moments, batches, noise
+key; frozen parameters and the lockstep step counters shared). A model whose logical batch has
+fewer physical batches than another's in the same chunk gets all-padding batches (weight 0),
+which add exact zeros; the last chunk is padded with copies of a model to the same width.
+With several devices (``mesh``; the audits pass :func:`device_mesh`) a chunk's models are split
+over them under ``jax.shard_map``, ``chunk / devices`` per device, without communication.
 ``batching="loop"`` trains one model at a time with
-:func:`~maskdp_jax.train_step.make_train_step`, train.py's code path. The two agree to float
-rounding, **not bit for bit**: XLA:CPU compiles the vmapped backward pass of the attention
-blocks with another reduction order (measured: gradients of one ``mvit_test`` step differ by up
-to 6e-8, forward passes are bit-identical); the test holds them to a relative 1e-4 after several
-steps.
+:func:`~maskdp_jax.train_step.make_train_step`, train.py's code path.
+
+Equality. With :data:`BITWISE_XLA_FLAGS` in ``XLA_FLAGS`` the two give the same models **bit for
+bit** (tested at full fine-tuning of ``mvit_test``, every mode's passes). XLA:CPU's default
+library fusion (YNNPACK) picks other dot kernels for the model-batched matrix products, so with
+default flags the models agree to float rounding only (``mvit_test``, two steps: 6e-8). Two
+further sources of last-bit differences are removed in the code rather than by flags: optax's
+bias correction ``b ** count`` on a ``[chunk]`` vector of counts (XLA:CPU's vectorised power;
+:func:`_model_axes` keeps the counts scalar) and a chunk of width 1 (a unit axis is simplified
+into other kernels; chunks are padded). One known difference remains under the flags: with a
+frozen prefix (``selective``, ``linear``) the shared frozen weights multiply the stacked rows of
+all the chunk's models in one matrix product of another shape (measured: 4e-9 on ``mvit_test``,
+``selective``, maskdp; a copy of the frozen weights per model, tried, is exact, but costs
+``chunk`` copies of the frozen prefix's memory, so it is not done). Split over a mesh, the
+per-device programs are compiled by the SPMD pipeline and agree with the loop to float rounding
+(tested: 2 CPU devices, 1.2e-7 after two steps), not bit for bit.
 
 Noise and sampling are seeded (``seed``): shadow models are an experiment, not a release.
 Clips are fixed per video (the centre clip), as under DP without augmentation.
@@ -31,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -38,15 +53,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import PartitionSpec as P
 
 import models
 from audit import lira
-from maskdp_jax import partition, sampling
+from maskdp_jax import parallel, partition, sampling
 from maskdp_jax import train_step as step_lib
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 
 BATCHINGS = ("vmap", "loop")
+# XLA:CPU flags under which batching="vmap" and "loop" agree bit for bit (module docstring): set
+# them in the environment before JAX starts, e.g. XLA_FLAGS="$BITWISE" python -m audit ...
+BITWISE_XLA_FLAGS = "--xla_cpu_experimental_ynn_fusion_type="
 
 
 def audited_model(config, *, num_classes: int, input_shape) -> tuple:
@@ -136,6 +155,7 @@ def _gather(data: dict[str, np.ndarray], idx: np.ndarray, weights: np.ndarray) -
 def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray], *,
           trainable: Any, frozen: Any, apply_fn: Callable, tx: optax.GradientTransformation,
           tokens: Tokenizer, batching: str = "vmap", chunk: int = 16,
+          mesh: jax.sharding.Mesh | None = None,
           progress: Callable[[int], None] | None = None) -> Any:
     """Train the M shadow models of ``inclusion [M, N]`` from the same initial parameters.
 
@@ -147,7 +167,11 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
       trainable / frozen: initial parameters (the same for every model).
       apply_fn, tx, tokens: as for :func:`maskdp_jax.train_step.make_train_step`.
       batching: ``"vmap"`` or ``"loop"`` (module docstring).
-      chunk: models trained at once with ``"vmap"``.
+      chunk: models trained at once with ``"vmap"`` (rounded up to a multiple of the mesh's
+        devices).
+      mesh: ``"vmap"`` only: a 1-D mesh (:func:`maskdp_jax.parallel.make_mesh` over this
+        process's devices) over which a chunk's models are split, ``chunk / devices`` per device;
+        frozen parameters and the data are replicated. None: one device.
       progress: called with the number of models finished.
 
     Returns:
@@ -159,8 +183,12 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
     if not np.all(inclusion.sum(axis=1) == setup.plan.num_examples):
         raise ValueError(f"every model must hold plan.num_examples = {setup.plan.num_examples} "
                          "videos (complementary_inclusion).")
+    if mesh is not None and batching != "vmap":
+        raise ValueError("a device mesh splits the models of a vmapped chunk: use "
+                         "batching='vmap' with a mesh.")
     members = [np.flatnonzero(row) for row in inclusion]
-    run = _train_loop if batching == "loop" else functools.partial(_train_vmap, chunk=chunk)
+    run = _train_loop if batching == "loop" else functools.partial(_train_vmap, chunk=chunk,
+                                                                   mesh=mesh)
     return run(setup, members, data, trainable=trainable, frozen=frozen, apply_fn=apply_fn,
                tx=tx, tokens=tokens, progress=progress or (lambda n: None))
 
@@ -191,55 +219,125 @@ def _stack(trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
+def _over_models(fn, in_axes, out_axes, mesh, **jit_kwargs):
+    """``jit(vmap(fn))`` over a leading model axis (axes 0 or None per argument, as ``jax.vmap``).
+
+    With a ``mesh`` the vmapped function runs under ``jax.shard_map``: every device runs it on its
+    own ``chunk / devices`` models, no communication, unmapped arguments replicated. (Left to
+    sharding propagation, XLA may split other axes too and all-reduce partial sums: measured,
+    the models then differ from the loop's by 1e-7.) The trainable parameters are model-axis
+    sharded, so they are *varying* in the shard_map and their gradients get no ``psum``: no mixing
+    of models (nor of examples, :mod:`maskdp_jax.parallel`'s trap).
+    """
+    mapped = jax.vmap(fn, in_axes=in_axes, out_axes=out_axes)
+    if mesh is not None:
+        def spec(axes):
+            return jax.tree.map(lambda a: P() if a is None else P(mesh.axis_names[0]), axes,
+                                is_leaf=lambda a: a is None)
+
+        mapped = jax.shard_map(mapped, mesh=mesh, in_specs=spec(in_axes),
+                               out_specs=spec(out_axes))
+    return jax.jit(mapped, **jit_kwargs)
+
+
 @functools.cache
-def _vmapped_accumulations(apply_fn, tokens, plan):
+def _vmapped_accumulations(apply_fn, tokens, plan, mesh):
     """The jitted, model-vmapped public and private accumulations. They read only the plan's mode
     and C, so the caller passes a plan with σ, steps and ε cleared: one compilation serves every ε
     and seed of a study."""
     def vmapped(fn):
-        return jax.jit(jax.vmap(functools.partial(fn, apply_fn=apply_fn, plan=plan, tokens=tokens),
-                                in_axes=(0, 0, None, 0)), donate_argnums=0)
+        return _over_models(functools.partial(fn, apply_fn=apply_fn, plan=plan, tokens=tokens),
+                            (0, 0, None, 0), 0, mesh, donate_argnums=0)
 
     return vmapped(step_lib.accumulate_public), vmapped(step_lib.accumulate_private)
 
 
+def _model_axes(state: step_lib.TrainState) -> step_lib.TrainState:
+    """vmap axes of one model's state: the step and the optimiser's integer scalars (its step
+    counters) are shared by the chunk, everything else gets the leading model axis.
+
+    The models of a chunk step in lockstep from the same initial state, so their counters are
+    equal. Shared, they stay scalars: optax's bias correction ``b ** count`` then runs the scalar
+    code path that the one-model step runs; on a ``[chunk]`` vector XLA:CPU evaluates the power
+    with its vectorised approximation, which differs in the last bit. A counter that does not
+    stay in lockstep (one that depends on the gradients) fails loudly in ``jax.vmap`` (a mapped
+    output with ``out_axes=None``).
+    """
+    def axis(x):
+        return None if jnp.ndim(x) == 0 and jnp.issubdtype(jnp.result_type(x), jnp.integer) \
+            else 0
+
+    return step_lib.TrainState(step=None, trainable=0, frozen=None,
+                               opt_state=jax.tree.map(axis, state.opt_state))
+
+
 @functools.cache
-def _vmapped_finalize(tx, plan):
-    model_axis = step_lib.TrainState(step=0, trainable=0, frozen=None, opt_state=0)
-    return jax.jit(jax.vmap(lambda s, a, k: step_lib.finalize(s, a, k, tx=tx, plan=plan),
-                            in_axes=(model_axis, 0, 0), out_axes=(model_axis, 0)))
+def _vmapped_finalize(tx, plan, mesh, axes_leaves, axes_def):
+    model_axis = jax.tree.unflatten(axes_def, axes_leaves)
+    return _over_models(lambda s, a, k: step_lib.finalize(s, a, k, tx=tx, plan=plan),
+                        (model_axis, 0, 0), (model_axis, 0), mesh)
+
+
+def device_mesh(batching: str) -> jax.sharding.Mesh | None:
+    """The mesh an audit splits its vmapped chunks over: this process's devices when there are
+    several and ``batching == "vmap"``, else None (one device)."""
+    devices = jax.local_devices()
+    if batching != "vmap" or len(devices) < 2:
+        return None
+    return parallel.make_mesh(devices)
+
+
+def _model_sharded(mesh):
+    """Place a tree with a leading model axis: split over ``mesh`` (None: as it is)."""
+    if mesh is None:
+        return lambda tree: tree
+    sharding = jax.sharding.NamedSharding(mesh, P(mesh.axis_names[0]))
+    return lambda tree: jax.device_put(tree, sharding)
 
 
 def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress,
-                chunk):
+                chunk, mesh):
     plan = setup.plan
     public, private = _vmapped_accumulations(apply_fn, tokens, dataclasses.replace(
-        plan, noise_multiplier=0.0, target_epsilon=None, steps=1))
-    final = _vmapped_finalize(tx, dataclasses.replace(plan, steps=1))
+        plan, noise_multiplier=0.0, target_epsilon=None, steps=1), mesh)
+    single = step_lib.TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+    axes = _model_axes(single)
+    # None is a leaf here (the axes tree), so flatten keeps the frozen field's position.
+    leaves, treedef = jax.tree.flatten(axes, is_leaf=lambda x: x is None)
+    final = _vmapped_finalize(tx, dataclasses.replace(plan, steps=1), mesh, tuple(leaves),
+                              treedef)
     p = setup.physical_batch_size
     empty = (np.zeros(p, np.int64), np.zeros(p, np.float32))
+    # Every chunk has the same width: the last one is padded with copies of its last model,
+    # whose results are dropped. One compilation serves the study, and no chunk has width 1
+    # (XLA:CPU simplifies a unit model axis into other kernels, which differ in the last bit).
+    devices = 1 if mesh is None else mesh.size
+    width = -(-min(chunk, len(members)) // devices) * devices
+    split = _model_sharded(mesh)
+    if mesh is not None:
+        frozen = parallel.replicate(frozen, mesh)
     done = []
-    for start in range(0, len(members), chunk):
-        group = range(start, min(start + chunk, len(members)))
-        single = step_lib.TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
-        state = step_lib.TrainState(
-            step=jnp.zeros((len(group),), jnp.int32),
-            trainable=_stack([trainable] * len(group)), frozen=frozen,
-            opt_state=_stack([single.opt_state] * len(group)))
-        keys = jnp.stack([setup.key(m) for m in group])
+    for start in range(0, len(members), width):
+        real = list(range(start, min(start + width, len(members))))
+        group = real + real[-1:] * (width - len(real))
+        state = jax.tree.map(lambda a, x: x if a is None else split(_stack([x] * width)),
+                             axes, single, is_leaf=lambda x: x is None)
+        state = state.replace(frozen=frozen)
+        keys = split(jnp.stack([setup.key(m) for m in group]))
         for t in range(plan.steps):
             drawn = [logical_batches(setup, m, members[m], t) for m in group]
-            acc = _stack([step_lib.zeros_accumulator(trainable)] * len(group))
+            acc = split(_stack([step_lib.zeros_accumulator(trainable)] * width))
             for side, fn in ((0, public), (1, private)):
                 count = max(len(d[side]) for d in drawn)
                 for j in range(count):
                     parts = [_gather(data, *(d[side][j] if j < len(d[side]) else empty))
                              for d in drawn]
-                    batch = {k: jnp.asarray(np.stack([b[k] for b in parts])) for k in parts[0]}
+                    batch = split({k: np.stack([b[k] for b in parts]) for k in parts[0]})
+                    batch = jax.tree.map(jnp.asarray, batch)
                     acc = fn(acc, state.trainable, frozen, batch)
             state, _ = final(state, acc, keys)
-        done.append(state.trainable)
-        progress(start + len(group))
+        done.append(jax.tree.map(operator.itemgetter(slice(len(real))), state.trainable))
+        progress(real[-1] + 1)
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *done)
 
 

@@ -1,18 +1,25 @@
 """Shadow models trained with the training step (audit.shadows): balanced complementary halves,
 batches drawn only from a model's own half, vmapped training equal to train.py's step one model
-at a time (to float rounding), and scores."""
+at a time bit for bit (under ``shadows.BITWISE_XLA_FLAGS``, in a subprocess: tests/shadow_cases.py),
+and scores."""
+
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
-import optax
 import pytest
 
-import models
 from audit import lira, shadows
-from data import synthetic
-from maskdp_jax import partition
+from maskdp_jax import parallel, partition
 from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.tokenizer import Tokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shadow_cases  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HANG = 1800  # against a hang only: the subprocess takes ~1.5 min on a quiet 2-core machine
 
 
 def test_complementary_halves_are_balanced_both_ways():
@@ -23,6 +30,17 @@ def test_complementary_halves_are_balanced_both_ways():
         shadows.complementary_inclusion(np.random.default_rng(0), 5, 10)
     with pytest.raises(ValueError, match="even number"):
         shadows.complementary_inclusion(np.random.default_rng(0), 4, 9)
+
+
+def test_a_mesh_needs_vmapped_chunks_and_one_device_needs_no_mesh():
+    assert shadows.device_mesh("vmap") is None  # this process has one CPU device
+    plan = PrivacyPlan(mode="nonprivate", num_examples=2, batch_size=1, steps=1,
+                       l2_clip_norm=1.0, noise_multiplier=0.0, delta=1e-3)
+    with pytest.raises(ValueError, match="batching='vmap' with a mesh"):
+        shadows.train(shadows.ShadowSetup(plan=plan, physical_batch_size=1),
+                      shadows.complementary_inclusion(np.random.default_rng(0), 4, 4), {},
+                      trainable={}, frozen={}, apply_fn=None, tx=None, tokens=None,
+                      batching="loop", mesh=parallel.make_mesh(jax.local_devices()))
 
 
 @pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
@@ -43,38 +61,54 @@ def test_a_model_samples_only_its_own_half(mode):
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    train, _ = synthetic.make_splits(num_train=16, num_test=8, frames=8, clip_frames=8, size=32)
-    data = train.get_batch(np.arange(16))
-    model = models.get_model("mvit_test", num_classes=train.num_classes)
-    params = model.init(jax.random.key(0), np.zeros((1, *data["video"].shape[2:]), np.float32))
-    trainable, frozen = partition.split(
-        params["params"], models.finetune.trainable_mask(params["params"], strategy="full"))
-    plan = PrivacyPlan(mode="maskdp", num_examples=8, batch_size=4, steps=2, l2_clip_norm=1.0,
-                       noise_multiplier=1.0, delta=1e-3)
-    common = dict(trainable=trainable, frozen=frozen, tx=optax.adam(1e-2),
-                  apply_fn=lambda p, x: model.apply({"params": p}, x),
-                  tokens=Tokenizer(patch_stride=tuple(model.patch_stride)))
-    setup = shadows.ShadowSetup(plan=plan, physical_batch_size=4, seed=0)
-    inc = shadows.complementary_inclusion(np.random.default_rng(0), 4, 16)
-    trained = {b: shadows.train(setup, inc, data, batching=b, chunk=4, **common)
-               for b in shadows.BATCHINGS}
-    return data, common, trained, trainable
+def tiny(tmp_path_factory):
+    """The study of ``shadow_cases.tiny`` trained both ways in a subprocess that runs with
+    ``shadows.BITWISE_XLA_FLAGS``; the leaves come back in the trainable tree."""
+    out = tmp_path_factory.mktemp("shadows") / "trained.npz"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS":
+           f"{shadows.BITWISE_XLA_FLAGS} --xla_force_host_platform_device_count=2"}
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "shadow_cases.py"), str(out)],
+                          env=env, capture_output=True, text=True, timeout=HANG)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data, common, _, _ = shadow_cases.tiny()
+    treedef = jax.tree.structure(common["trainable"])
+    with np.load(out) as f:
+        trained = {w: jax.tree.unflatten(treedef, [f[f"{w}_{i}"]
+                                                   for i in range(treedef.num_leaves)])
+                   for w in shadow_cases.WAYS}
+    return data, common, trained, common["trainable"]
 
 
-def test_vmapped_shadows_equal_the_training_step_one_at_a_time(tiny):
-    """Same plan, sampler, clipping, noise and optimiser: the vmapped models are train.py's
-    step's models up to XLA:CPU's reduction order (module docstring), and they trained."""
+def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny):
+    """Same plan, sampler, clipping, noise and optimiser: under ``BITWISE_XLA_FLAGS`` the
+    vmapped models (chunks of 3 out of 4: the last chunk padded) are train.py's step's models bit
+    for bit, and they trained. Split over a 2-device mesh they agree to float rounding (the
+    module docstring of audit.shadows says why not bit for bit)."""
     data, common, trained, init = tiny
-    for v, loop in zip(jax.tree.leaves(trained["vmap"]), jax.tree.leaves(trained["loop"]),
-                       strict=True):
-        np.testing.assert_allclose(v, loop, rtol=1e-4, atol=1e-6)
+    for v, mesh, loop in zip(*(jax.tree.leaves(trained[w]) for w in ("vmap", "mesh", "loop")),
+                             strict=True):
+        np.testing.assert_array_equal(v, loop)
+        np.testing.assert_allclose(mesh, loop, rtol=1e-5, atol=1e-6)
     moved = [np.abs(np.asarray(loop) - np.asarray(start)[None]).max(axis=tuple(
         range(1, np.ndim(loop)))) for loop, start in zip(jax.tree.leaves(trained["loop"]),
                                                         jax.tree.leaves(init), strict=True)]
     assert np.max(moved, axis=0).min() > 1e-3  # every model moved from the start (adam 1e-2)
     leaf = jax.tree.leaves(trained["loop"])[0]
     assert not np.allclose(leaf[0], leaf[1])  # complementary halves, different noise
+
+
+def test_lockstep_counters_are_shared_by_the_chunk():
+    """The step and optax's integer counters carry no model axis (the scalar bias correction of
+    the one-model step); parameters and moments do."""
+    data, common, _, _ = shadow_cases.tiny()
+    state = shadows.step_lib.TrainState.create(trainable=common["trainable"],
+                                               frozen=common["frozen"], tx=common["tx"])
+    axes = shadows._model_axes(state)
+    assert axes.step is None and axes.frozen is None and axes.trainable == 0
+    leaves = jax.tree.leaves(axes.opt_state, is_leaf=lambda x: x is None)
+    states = jax.tree.leaves(state.opt_state)
+    assert [a is None for a in leaves] == [np.ndim(x) == 0 for x in states]
+    assert leaves.count(None) == 1  # adam's count
 
 
 def test_scores_are_each_models_log_odds(tiny):
