@@ -22,20 +22,21 @@ over them under ``jax.shard_map``, ``chunk / devices`` per device, without commu
 ``batching="loop"`` trains one model at a time with
 :func:`~maskdp_jax.train_step.make_train_step`, train.py's code path.
 
-Equality. With :data:`BITWISE_XLA_FLAGS` in ``XLA_FLAGS`` the two give the same models **bit for
-bit** (tested at full fine-tuning of ``mvit_test``, every mode's passes). XLA:CPU's default
-library fusion (YNNPACK) picks other dot kernels for the model-batched matrix products, so with
-default flags the models agree to float rounding only (``mvit_test``, two steps: 6e-8). Two
-further sources of last-bit differences are removed in the code rather than by flags: optax's
-bias correction ``b ** count`` on a ``[chunk]`` vector of counts (XLA:CPU's vectorised power;
-:func:`_model_axes` keeps the counts scalar) and a chunk of width 1 (a unit axis is simplified
-into other kernels; chunks are padded). One known difference remains under the flags: with a
-frozen prefix (``selective``, ``linear``) the shared frozen weights multiply the stacked rows of
-all the chunk's models in one matrix product of another shape (measured: 4e-9 on ``mvit_test``,
-``selective``, maskdp; a copy of the frozen weights per model, tried, is exact, but costs
-``chunk`` copies of the frozen prefix's memory, so it is not done). Split over a mesh, the
-per-device programs are compiled by the SPMD pipeline and agree with the loop to float rounding
-(tested: 2 CPU devices, 1.2e-7 after two steps), not bit for bit.
+Equality. The two give the same models **bit for bit** on the CPU (tested at full fine-tuning of
+``mvit_test``, both passes of ``maskdp``, a padded last chunk). Three things make it so. The
+step's programs compile without XLA:CPU's YNNPACK dot fusion
+(:func:`maskdp_jax.train_step.jit`), whose kernels differ between a model-batched matrix product
+and the one-model product (6e-8 after two steps with it). Optax's bias correction
+``b ** count`` sees a scalar count, as in the one-model step (:func:`_model_axes`; on a
+``[chunk]`` vector of counts XLA:CPU takes its vectorised power, another last bit). And no chunk
+has width 1 (a unit model axis is simplified into other kernels; the last chunk is padded).
+One known difference remains: with a frozen prefix (``selective``, ``linear``) the shared frozen
+weights multiply the stacked rows of all the chunk's models in one matrix product of another
+shape (measured: 4e-9 on ``mvit_test``, ``selective``, maskdp; a copy of the frozen weights per
+model, tried, is exact, but costs ``chunk`` copies of the frozen prefix's memory, so it is not
+done). Split over a mesh, the per-device programs are compiled by the SPMD pipeline and agree
+with the loop to float rounding (tested: 2 CPU devices, 1.2e-7 after two steps), not bit for bit.
+Other backends were not checked.
 
 Noise and sampling are seeded (``seed``): shadow models are an experiment, not a release.
 Clips are fixed per video (the centre clip), as under DP without augmentation.
@@ -63,9 +64,6 @@ from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 
 BATCHINGS = ("vmap", "loop")
-# XLA:CPU flags under which batching="vmap" and "loop" agree bit for bit (module docstring): set
-# them in the environment before JAX starts, e.g. XLA_FLAGS="$BITWISE" python -m audit ...
-BITWISE_XLA_FLAGS = "--xla_cpu_experimental_ynn_fusion_type="
 
 
 def audited_model(config, *, num_classes: int, input_shape) -> tuple:
@@ -237,7 +235,7 @@ def _over_models(fn, in_axes, out_axes, mesh, **jit_kwargs):
 
         mapped = jax.shard_map(mapped, mesh=mesh, in_specs=spec(in_axes),
                                out_specs=spec(out_axes))
-    return jax.jit(mapped, **jit_kwargs)
+    return step_lib.jit(mapped, **jit_kwargs)
 
 
 @functools.cache

@@ -156,7 +156,6 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     """``step(state, batches, key)`` for one of :data:`MODES`. ``nonprivate2`` is built from the
     same pieces as ``make_train_step``: two ordinary (public-pass) accumulations per physical
     batch, on the public and on the private view."""
-    import jax
 
     from maskdp_jax import train_step as ts
 
@@ -176,8 +175,8 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
                                        apply_fn=apply_fn, plan=plain["plan"], tokens=cfg.tokens)
         return acc
 
-    accumulate = jax.jit(both_views, donate_argnums=0)
-    final = jax.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
+    accumulate = ts.jit(both_views, donate_argnums=0)
+    final = ts.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
 
     def step(state, batches, key):
         acc = ts.zeros_accumulator(state.trainable)

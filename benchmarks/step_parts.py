@@ -60,8 +60,8 @@ def main() -> None:
     for mode, piece in [("maskdp", ts.accumulate_public), ("nonprivate", ts.accumulate_public),
                         ("maskdp", ts.accumulate_private), ("dp", ts.accumulate_private)]:
         extra = {"microbatch_size": cfg.microbatch} if piece is ts.accumulate_private else {}
-        fn = jax.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
-                                       tokens=cfg.tokens, **extra))
+        fn = ts.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
+                                      tokens=cfg.tokens, **extra))
         name = f"{piece.__name__.removeprefix('accumulate_')} pass, {mode}"
         print(f"  {name:33s} {median_ms(fn, acc, trainable, frozen, batch):7.1f} ms")
 

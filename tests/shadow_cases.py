@@ -1,6 +1,5 @@
-"""Scenario for tests/test_audit_shadows.py, run in a subprocess with
-``XLA_FLAGS=audit.shadows.BITWISE_XLA_FLAGS`` and two CPU devices
-(``--xla_force_host_platform_device_count=2``; XLA reads its flags once, at start-up).
+"""Scenario for tests/test_audit_shadows.py, run in a subprocess with two CPU devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=2``; XLA reads its flags once, at start-up).
 
     python tests/shadow_cases.py OUT.npz
 

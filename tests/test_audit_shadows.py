@@ -1,7 +1,7 @@
 """Shadow models trained with the training step (audit.shadows): balanced complementary halves,
 batches drawn only from a model's own half, vmapped training equal to train.py's step one model
-at a time bit for bit (under ``shadows.BITWISE_XLA_FLAGS``, in a subprocess: tests/shadow_cases.py),
-and scores."""
+at a time bit for bit (and split over two devices, in a subprocess: tests/shadow_cases.py), and
+scores."""
 
 import os
 import subprocess
@@ -62,11 +62,11 @@ def test_a_model_samples_only_its_own_half(mode):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The study of ``shadow_cases.tiny`` trained both ways in a subprocess that runs with
-    ``shadows.BITWISE_XLA_FLAGS``; the leaves come back in the trainable tree."""
+    """The study of ``shadow_cases.tiny`` trained three ways in a subprocess with two CPU
+    devices; the leaves come back in the trainable tree."""
     out = tmp_path_factory.mktemp("shadows") / "trained.npz"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS":
-           f"{shadows.BITWISE_XLA_FLAGS} --xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     proc = subprocess.run([sys.executable, os.path.join(HERE, "shadow_cases.py"), str(out)],
                           env=env, capture_output=True, text=True, timeout=HANG)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -80,7 +80,7 @@ def tiny(tmp_path_factory):
 
 
 def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny):
-    """Same plan, sampler, clipping, noise and optimiser: under ``BITWISE_XLA_FLAGS`` the
+    """Same plan, sampler, clipping, noise and optimiser: on the CPU the
     vmapped models (chunks of 3 out of 4: the last chunk padded) are train.py's step's models bit
     for bit, and they trained. Split over a 2-device mesh they agree to float rounding (the
     module docstring of audit.shadows says why not bit for bit)."""
