@@ -47,8 +47,10 @@ def eight_devices(tmp_path_factory):
 def test_eight_devices_equal_one_device(eight_devices, mode):
     assert eight_devices["devices"] == 8
     # Parameters after 2 steps (noise, clipping, padding, momentum) agree to float32 reordering;
-    # the update itself agrees to a few float32 ulps of reduction-order noise.
-    assert eight_devices[mode]["params"] <= 1e-6
+    # the update itself agrees to a few float32 ulps of reduction-order noise. (XLA:CPU's own dot
+    # kernels, train_step.CPU_COMPILER_OPTIONS, round a device's one example otherwise than the
+    # batch of 8: measured 1.8e-6. Mixing examples across devices gives > 1e-2, the trap below.)
+    assert eight_devices[mode]["params"] <= 5e-6
     assert eight_devices[mode]["update"] <= 5e-6
 
 
@@ -58,7 +60,7 @@ def test_eight_devices_with_microbatches_equal_one_device(eight_devices, mode):
     # must be as varying as the body's output (an invariant jnp.zeros carry fails at trace time).
     got = eight_devices[f"{mode}/microbatch"]
     assert "error" not in got, got.get("error")
-    assert got["update"] <= 1e-6
+    assert got["update"] <= 5e-6  # float reordering, as above (measured 1.2e-6)
 
 
 def test_per_example_gradients_not_mixed_across_devices(eight_devices):
