@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -262,8 +263,8 @@ def _model_axes(state: step_lib.TrainState) -> step_lib.TrainState:
     output with ``out_axes=None``).
     """
     def axis(x):
-        return None if jnp.ndim(x) == 0 and jnp.issubdtype(jnp.result_type(x), jnp.integer) \
-            else 0
+        counter = jnp.ndim(x) == 0 and jnp.issubdtype(jnp.result_type(x), jnp.integer)
+        return None if counter else 0
 
     return step_lib.TrainState(step=None, trainable=0, frozen=None,
                                opt_state=jax.tree.map(axis, state.opt_state))
@@ -286,11 +287,10 @@ def device_mesh(batching: str) -> jax.sharding.Mesh | None:
 
 
 def _model_sharded(mesh):
-    """Place a tree with a leading model axis: split over ``mesh`` (None: as it is)."""
-    if mesh is None:
-        return lambda tree: tree
-    sharding = jax.sharding.NamedSharding(mesh, P(mesh.axis_names[0]))
-    return lambda tree: jax.device_put(tree, sharding)
+    """Put a tree with a leading model axis on the devices: split over ``mesh`` (None: the
+    default device)."""
+    sharding = None if mesh is None else jax.sharding.NamedSharding(mesh, P(mesh.axis_names[0]))
+    return functools.partial(jax.device_put, device=sharding)
 
 
 def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress,
@@ -310,7 +310,7 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
     # whose results are dropped. One compilation serves the study, and no chunk has width 1
     # (XLA:CPU simplifies a unit model axis into other kernels, which differ in the last bit).
     devices = 1 if mesh is None else mesh.size
-    width = -(-min(chunk, len(members)) // devices) * devices
+    width = devices * math.ceil(min(chunk, len(members)) / devices)
     split = _model_sharded(mesh)
     if mesh is not None:
         frozen = parallel.replicate(frozen, mesh)
@@ -331,7 +331,6 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
                     parts = [_gather(data, *(d[side][j] if j < len(d[side]) else empty))
                              for d in drawn]
                     batch = split({k: np.stack([b[k] for b in parts]) for k in parts[0]})
-                    batch = jax.tree.map(jnp.asarray, batch)
                     acc = fn(acc, state.trainable, frozen, batch)
             state, _ = final(state, acc, keys)
         done.append(jax.tree.map(operator.itemgetter(slice(len(real))), state.trainable))

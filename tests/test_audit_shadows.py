@@ -97,10 +97,10 @@ def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny)
     assert not np.allclose(leaf[0], leaf[1])  # complementary halves, different noise
 
 
-def test_lockstep_counters_are_shared_by_the_chunk():
+def test_lockstep_counters_are_shared_by_the_chunk(tiny):
     """The step and optax's integer counters carry no model axis (the scalar bias correction of
     the one-model step); parameters and moments do."""
-    data, common, _, _ = shadow_cases.tiny()
+    _, common, _, _ = tiny
     state = shadows.step_lib.TrainState.create(trainable=common["trainable"],
                                                frozen=common["frozen"], tx=common["tx"])
     axes = shadows._model_axes(state)
