@@ -116,8 +116,10 @@ class Accumulator(NamedTuple):
     clip: clipping.ClipStats
 
 
+@jax.jit
 def zeros_accumulator(trainable: PyTree) -> Accumulator:
-    # Distinct buffers for every leaf: the accumulator is donated to the jitted accumulation.
+    """An accumulator of zeros for ``trainable``, made by one program (one leaf at a time, the
+    host spent 3-10 ms a step on it); its leaves are distinct buffers, as donation needs."""
     def zero():
         return jnp.zeros((), jnp.float32)
 

@@ -49,6 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from models.pooling import depthwise_conv3d, max_pool3d, pooled_size
+
 LN_EPS = 1e-6
 
 
@@ -77,13 +79,6 @@ def _layer_norm(name: str):
     return nn.LayerNorm(epsilon=LN_EPS, dtype=jnp.float32, name=name)
 
 
-def _pooled_size(size: tuple[int, int, int], kernel, stride) -> tuple[int, int, int]:
-    """Output grid of a Conv3d/MaxPool3d with padding kernel // 2."""
-    return tuple(
-        (s + 2 * (k // 2) - k) // st + 1 for s, k, st in zip(size, kernel, stride, strict=True)
-    )
-
-
 def _rel_index(q_size: int, k_size: int) -> np.ndarray:
     """Index into a relative position table for every (query, key) pair along one axis."""
     q_ratio = max(k_size / q_size, 1.0)
@@ -94,12 +89,11 @@ def _rel_index(q_size: int, k_size: int) -> np.ndarray:
 
 
 class DepthwiseConv3d(nn.Module):
-    """Depthwise Conv3d, padding ``kernel // 2``, no bias, as a sum of shifted, strided slices.
+    """Depthwise Conv3d, padding ``kernel // 2``, no bias (:func:`models.pooling.depthwise_conv3d`).
 
     Same function and parameter (``kernel: [kT, kH, kW, 1, C]``, flax's depthwise ``nn.Conv``
-    layout) as ``nn.Conv(C, kernel, strides, feature_group_count=C)``, but XLA:CPU lowers
-    grouped convolutions (and their per-example weight gradients under ``vmap``) about 100x
-    slower than this form; on accelerators both are fast. ``x: [B, T, H, W, C]``.
+    layout) as ``nn.Conv(C, kernel, strides, feature_group_count=C)``, computed as shifted,
+    strided slices with a hand-written VJP (why: that module's docstring). ``x: [B, T, H, W, C]``.
     """
 
     kernel: tuple[int, int, int]
@@ -109,20 +103,8 @@ class DepthwiseConv3d(nn.Module):
     def __call__(self, x):
         c = x.shape[-1]
         w = self.param("kernel", nn.initializers.lecun_normal(), (*self.kernel, 1, c))[..., 0, :]
-        w = w.astype(x.dtype)  # float32 parameters, computed in the input's dtype
-        pads = [(k // 2, k // 2) for k in self.kernel]
-        xp = jnp.pad(x, [(0, 0), *pads, (0, 0)])
-        out_size = _pooled_size(x.shape[1:4], self.kernel, self.stride)
-        out = None
-        for offset in np.ndindex(*self.kernel):
-            window = xp[
-                :,
-                *(slice(o, o + st * (n - 1) + 1, st)
-                  for o, st, n in zip(offset, self.stride, out_size, strict=True)),
-            ]
-            term = window * w[offset]
-            out = term if out is None else out + term
-        return out
+        # float32 parameters, computed in the input's dtype
+        return depthwise_conv3d(x, w.astype(x.dtype), tuple(self.stride))
 
 
 class PatchEmbed(nn.Module):
@@ -180,6 +162,29 @@ class Pool(nn.Module):
         return _layer_norm("norm")(x).astype(cls.dtype), new_thw
 
 
+class QKV(nn.Module):
+    """The q, k, v projections ``[B, N, dim_in] -> 3 x [B, N, dim]``: the parameters of
+    ``nn.Dense(3 * dim)`` (torchvision's one ``qkv`` Linear), applied as three products.
+
+    The same function as slicing one product's output; but the gradient of that slicing adds
+    three padded cotangents along the minor axis, a fusion XLA:CPU cannot vectorise (it held
+    the q/k/v pooling backward: 5-7 % of a selective step on ``mvit_tiny``). Three products
+    keep each cotangent whole.
+    """
+
+    dim: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[-1], 3 * self.dim))
+        bias = self.param("bias", nn.initializers.zeros, (3 * self.dim,))
+        x = x.astype(self.dtype)
+        kernel, bias = kernel.astype(self.dtype), bias.astype(self.dtype)
+        d = self.dim
+        return tuple(x @ kernel[:, i * d:(i + 1) * d] + bias[i * d:(i + 1) * d] for i in range(3))
+
+
 class MultiscaleAttention(nn.Module):
     """Pooling attention with decomposed relative position bias and residual pooling."""
 
@@ -197,8 +202,8 @@ class MultiscaleAttention(nn.Module):
         b, n, _ = x.shape
         heads, dim = s.num_heads, self.dim
         head_dim = dim // heads
-        qkv = nn.Dense(3 * dim, dtype=self.dtype, name="qkv")(x).reshape(b, n, 3, heads, head_dim)
-        q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # [B, heads, N, hd]
+        q, k, v = (t.reshape(b, n, heads, head_dim).transpose(0, 2, 1, 3)  # [B, heads, N, hd]
+                   for t in QKV(dim, dtype=self.dtype, name="qkv")(x))
         thw = q_thw = k_thw = self.input_size
         if _pools(s.kernel_q, s.stride_q):
             q, q_thw = Pool(head_dim, s.kernel_q, s.stride_q, name="pool_q")(q, thw)
@@ -291,8 +296,7 @@ class MultiscaleBlock(nn.Module):
         if math.prod(s.stride_q) > 1:
             kernel = tuple(st + 1 if st > 1 else st for st in s.stride_q)
             cls, rest = x[:, :1], x[:, 1:].reshape(x.shape[0], *self.input_size, x.shape[-1])
-            rest = nn.max_pool(rest, kernel, strides=s.stride_q,
-                               padding=[(k // 2, k // 2) for k in kernel])
+            rest = max_pool3d(rest, kernel, tuple(s.stride_q))
             x = jnp.concatenate([cls, rest.reshape(x.shape[0], -1, x.shape[-1])], axis=1)
         x = x + x_attn
         x_norm = _layer_norm("norm2")(x)
@@ -345,7 +349,7 @@ class MViT(nn.Module):
         thw = self.token_grid()
         for spec in self.blocks[:block]:
             if _pools(spec.kernel_q, spec.stride_q):
-                thw = _pooled_size(thw, spec.kernel_q, spec.stride_q)
+                thw = pooled_size(thw, spec.kernel_q, spec.stride_q)
         return thw
 
     @nn.compact

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from models.mvit import DepthwiseConv3d, PatchEmbed
+from models.pooling import max_pool3d
 
 
 @pytest.mark.parametrize(
@@ -16,6 +17,8 @@ from models.mvit import DepthwiseConv3d, PatchEmbed
         ((2, 5, 7, 9, 8), (3, 3, 3), (1, 1, 1)),    # odd sizes, no stride
         ((2, 8, 14, 14, 8), (3, 3, 3), (1, 8, 8)),  # mvit_v2_s first-stage kv pooling
         ((2, 4, 8, 8, 4), (1, 3, 3), (1, 4, 4)),    # kernel 1 along t
+        ((2, 5, 7, 9, 4), (3, 3, 3), (2, 2, 2)),    # temporal stride (kv pooling, mvit_parity)
+        ((2, 4, 6, 6, 4), (2, 2, 2), (1, 1, 1)),    # an even kernel
     ],
 )
 def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
@@ -32,8 +35,9 @@ def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
     np.testing.assert_allclose(ours.apply(params, x), reference.apply(params, x),
                                rtol=1e-5, atol=1e-5)
 
-    # The custom VJP: gradients w.r.t. the kernel and the input, and per-example gradients
-    # under vmap (what clipping computes), equal autodiff of the library convolution.
+    # The hand-written VJP (models.pooling): gradients w.r.t. the kernel and the input, and
+    # per-example gradients under vmap (what clipping computes), equal autodiff of the library
+    # convolution.
     def grads(module):
         return jax.grad(lambda p, v: jnp.sum(jnp.sin(module.apply(p, v))), argnums=(0, 1))(
             params, x)
@@ -45,6 +49,50 @@ def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
     for fn in (grads, per_example):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
                      fn(ours), fn(reference))
+
+
+@pytest.mark.parametrize(
+    "shape, kernel, stride",
+    [
+        ((2, 4, 8, 8, 6), (1, 3, 3), (1, 2, 2)),  # MViTv2's skip pool at a q stride
+        ((2, 5, 7, 9, 3), (3, 3, 3), (2, 2, 2)),
+        ((2, 4, 8, 8, 3), (1, 5, 5), (1, 4, 4)),
+    ],
+)
+def test_max_pool_equals_flax_max_pool(shape, kernel, stride):
+    """Value, gradient and per-example gradients of the skip path's max pool equal autodiff of
+    ``nn.max_pool`` (random input: no ties)."""
+    x = jax.random.normal(jax.random.key(3), shape)
+    pads = [(k // 2, k // 2) for k in kernel]
+
+    def reference(v):
+        return nn.max_pool(v, kernel, strides=stride, padding=pads)
+
+    def ours(v):
+        return max_pool3d(v, kernel, stride)
+
+    np.testing.assert_array_equal(ours(x), reference(x))
+    for fn in (ours, reference):
+        assert fn(x).shape == reference(x).shape
+    weights = jax.random.normal(jax.random.key(4), reference(x).shape)
+
+    def grad(fn):
+        return jax.grad(lambda v: jnp.sum(fn(v) * weights))(x)
+
+    def per_example(fn):
+        return jax.vmap(jax.grad(lambda v, c: jnp.sum(fn(v[None]) * c)))(x, weights)
+
+    for way in (grad, per_example):
+        np.testing.assert_allclose(way(ours), way(reference), rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool_gives_a_tie_to_the_first_maximum_as_pytorch_does():
+    """Equal inputs: each window's cotangent goes to its first maximal input in (t, h, w) order
+    (``torch.nn.MaxPool3d``), not split across the tie."""
+    x = jnp.ones((1, 1, 4, 4, 1))
+    grad = jax.grad(lambda v: jnp.sum(max_pool3d(v, (1, 3, 3), (1, 2, 2))))(x)[0, 0, :, :, 0]
+    # windows start at -1 and 1 (padding 1): their first real inputs are rows/columns 0 and 1
+    np.testing.assert_array_equal(grad, [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
 
 
 @pytest.mark.parametrize(
