@@ -45,6 +45,12 @@ def pooled_size(size, kernel, stride) -> tuple[int, int, int]:
     )
 
 
+def _pad_grid(x, kernel, value=0.0):
+    """``x: [B, T, H, W, C]`` padded by ``k // 2`` on both sides of each grid axis."""
+    return jnp.pad(x, [(0, 0), *[(k // 2, k // 2) for k in kernel], (0, 0)],
+                   constant_values=value)
+
+
 def _window(a, offset, stride, size):
     """``a[:, o : o + s (n - 1) + 1 : s, ...]`` on the three grid axes of ``[B, T, H, W, C]``."""
     return a[:, *(slice(o, o + s * (n - 1) + 1, s)
@@ -53,7 +59,7 @@ def _window(a, offset, stride, size):
 
 def _forward(x, w, stride):
     kernel = w.shape[:3]
-    xp = jnp.pad(x, [(0, 0), *[(k // 2, k // 2) for k in kernel], (0, 0)])
+    xp = _pad_grid(x, kernel)
     out_size = pooled_size(x.shape[1:4], kernel, stride)
     out = None
     for offset in np.ndindex(*kernel):
@@ -93,7 +99,7 @@ def _bwd(stride, residuals, g):
         low = k - 1 - k // 2
         pads.append((low, n + k - 1 - low - ((o - 1) * s + 1), s - 1))
     gd = jax.lax.pad(g, jnp.zeros((), g.dtype), [*pads, (0, 0, 0)])
-    xp = jnp.pad(x, [(0, 0), *[(k // 2, k // 2) for k in kernel], (0, 0)])
+    xp = _pad_grid(x, kernel)
     w_flip = w[::-1, ::-1, ::-1]
     acc_dtype = jnp.promote_types(w.dtype, jnp.float32)  # bfloat16 weights: float32 sums
     gx, gw = None, []
@@ -112,8 +118,7 @@ depthwise_conv3d.defvjp(_fwd, _bwd)
 def _max_windows(x, kernel, stride):
     """``(max, argmax)`` over the windows of a ``-inf``-padded ``x``; ties go to the first tap
     in row-major kernel order (PyTorch's ``MaxPool3d``)."""
-    pad = [(0, 0), *[(k // 2, k // 2) for k in kernel], (0, 0)]
-    xp = jnp.pad(x, pad, constant_values=-jnp.inf)
+    xp = _pad_grid(x, kernel, -jnp.inf)
     out_size = pooled_size(x.shape[1:4], kernel, stride)
     best = index = None
     for i, offset in enumerate(np.ndindex(*kernel)):

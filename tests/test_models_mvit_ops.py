@@ -71,9 +71,7 @@ def test_max_pool_equals_flax_max_pool(shape, kernel, stride):
     def ours(v):
         return max_pool3d(v, kernel, stride)
 
-    np.testing.assert_array_equal(ours(x), reference(x))
-    for fn in (ours, reference):
-        assert fn(x).shape == reference(x).shape
+    np.testing.assert_array_equal(ours(x), reference(x))  # shape included
     weights = jax.random.normal(jax.random.key(4), reference(x).shape)
 
     def grad(fn):
