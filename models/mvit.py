@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.pooling import depthwise_conv3d, max_pool3d, pooled_size
+from models.pooling import depthwise_conv3d, max_pool3d, pooled_size, strided_window
 
 LN_EPS = 1e-6
 
@@ -110,10 +110,20 @@ class DepthwiseConv3d(nn.Module):
 class PatchEmbed(nn.Module):
     """The patch-embedding Conv3d (with bias), ``[B, T, H, W, 3] -> [B, T', H', W', dim]``.
 
-    Parameters are those of ``nn.Conv`` (``kernel: [kT, kH, kW, 3, dim]``, ``bias: [dim]``). When
-    the kernel equals the stride and there is no padding (the CPU presets), each token sees exactly
-    its own token cell and the convolution is computed as a reshape and a matmul: the same
-    function, ~20x faster on XLA:CPU than its Conv3d lowering (gradient included).
+    Parameters are those of ``nn.Conv`` (``kernel: [kT, kH, kW, 3, dim]``, ``bias: [dim]``).
+    Computed in one of three ways, all the same function (to float rounding):
+
+    * kernel equal to the stride, no padding (the CPU presets): each token sees exactly its own
+      token cell, so a reshape and a matmul, ~20x faster on XLA:CPU than the Conv3d lowering
+      (gradient included);
+    * overlapping windows on the CPU (``mvit_v2_s``'s (3, 7, 7) kernel at stride (2, 4, 4)):
+      im2col, the ``kT*kH*kW`` strided windows of the padded clip side by side, then one matmul.
+      XLA:CPU runs the Conv3d of a 3-channel input through Eigen's spatial convolution at a few
+      GFLOP/s; measured on this 2-core CPU (benchmarks/RESULTS.md, session 16), at ``mvit_tiny``
+      16 clips: 9.1 ms -> 2.5 ms forward, 27 -> 4 ms for the weight gradient; at ``mvit_v2_s``
+      2 clips: 118 -> 108 ms forward, 391 -> 177 ms weight gradient. The windows cost
+      ``kT*kH*kW*3 / (sT*sH*sW*3)`` = 4.6x the clip's memory, hence CPU only;
+    * otherwise ``lax.conv_general_dilated`` (cuDNN on a GPU).
     """
 
     features: int
@@ -129,15 +139,24 @@ class PatchEmbed(nn.Module):
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
         x = x.astype(self.dtype)
         kernel, bias = kernel.astype(self.dtype), bias.astype(self.dtype)
-        if tuple(self.kernel) != tuple(self.stride) or any(self.padding):
-            out = jax.lax.conv_general_dilated(
-                x, kernel, self.stride, [(p, p) for p in self.padding],
-                dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
-            )
-            return out + bias
-        kt, kh, kw = self.kernel
-        cells = einops.rearrange(x, "b (t i) (h j) (w k) c -> b t h w (i j k c)", i=kt, j=kh, k=kw)
-        return cells @ kernel.reshape(-1, self.features) + bias
+        flat = kernel.reshape(-1, self.features)  # rows in (kT, kH, kW, 3) order
+        if tuple(self.kernel) == tuple(self.stride) and not any(self.padding):
+            kt, kh, kw = self.kernel
+            cells = einops.rearrange(x, "b (t i) (h j) (w k) c -> b t h w (i j k c)",
+                                     i=kt, j=kh, k=kw)
+            return cells @ flat + bias
+        if jax.default_backend() == "cpu":
+            xp = jnp.pad(x, [(0, 0), *[(p, p) for p in self.padding], (0, 0)])
+            out = [(n + 2 * p - k) // s + 1 for n, k, s, p in
+                   zip(x.shape[1:4], self.kernel, self.stride, self.padding, strict=True)]
+            windows = [strided_window(xp, offset, self.stride, out)
+                       for offset in np.ndindex(*self.kernel)]
+            return jnp.concatenate(windows, axis=-1) @ flat + bias
+        out = jax.lax.conv_general_dilated(
+            x, kernel, self.stride, [(p, p) for p in self.padding],
+            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
+        )
+        return out + bias
 
 
 class Pool(nn.Module):

@@ -51,7 +51,7 @@ def _pad_grid(x, kernel, value=0.0):
                    constant_values=value)
 
 
-def _window(a, offset, stride, size):
+def strided_window(a, offset, stride, size):
     """``a[:, o : o + s (n - 1) + 1 : s, ...]`` on the three grid axes of ``[B, T, H, W, C]``."""
     return a[:, *(slice(o, o + s * (n - 1) + 1, s)
                   for o, s, n in zip(offset, stride, size, strict=True))]
@@ -63,7 +63,7 @@ def _forward(x, w, stride):
     out_size = pooled_size(x.shape[1:4], kernel, stride)
     out = None
     for offset in np.ndindex(*kernel):
-        term = _window(xp, offset, stride, out_size) * w[offset]
+        term = strided_window(xp, offset, stride, out_size) * w[offset]
         out = term if out is None else out + term
     return out
 
@@ -104,9 +104,9 @@ def _bwd(stride, residuals, g):
     acc_dtype = jnp.promote_types(w.dtype, jnp.float32)  # bfloat16 weights: float32 sums
     gx, gw = None, []
     for offset in np.ndindex(*kernel):
-        term = _window(gd, offset, (1, 1, 1), in_size) * w_flip[offset]
+        term = strided_window(gd, offset, (1, 1, 1), in_size) * w_flip[offset]
         gx = term if gx is None else gx + term
-        prod = _window(xp, offset, stride, out_size) * g
+        prod = strided_window(xp, offset, stride, out_size) * g
         gw.append(jnp.sum(prod.reshape(prod.shape[0], -1, prod.shape[-1]), axis=1,
                           dtype=acc_dtype).sum(axis=0))
     return gx, jnp.stack(gw).reshape(w.shape).astype(w.dtype)
@@ -122,7 +122,7 @@ def _max_windows(x, kernel, stride):
     out_size = pooled_size(x.shape[1:4], kernel, stride)
     best = index = None
     for i, offset in enumerate(np.ndindex(*kernel)):
-        window = _window(xp, offset, stride, out_size)
+        window = strided_window(xp, offset, stride, out_size)
         if best is None:
             best, index = window, jnp.zeros(window.shape, jnp.int8)
         else:

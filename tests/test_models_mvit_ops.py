@@ -97,7 +97,8 @@ def test_max_pool_gives_a_tie_to_the_first_maximum_as_pytorch_does():
     "kernel, stride, padding",
     [
         ((2, 4, 4), (2, 4, 4), (0, 0, 0)),  # CPU presets: reshape + matmul
-        ((3, 7, 7), (2, 4, 4), (1, 3, 3)),  # mvit_v2_s: convolution
+        ((3, 7, 7), (2, 4, 4), (1, 3, 3)),  # mvit_v2_s: im2col on the CPU
+        ((3, 5, 5), (2, 2, 3), (1, 2, 0)),  # uneven strides and paddings
     ],
 )
 def test_patch_embed_equals_flax_conv(kernel, stride, padding):
@@ -110,6 +111,12 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding):
             == jax.tree.map(jnp.shape, params))
     np.testing.assert_allclose(ours.apply(params, x), reference.apply(params, x),
                                rtol=1e-5, atol=1e-5)
+    # and so are the gradients (full fine-tuning trains the patch embedding)
+    def grads(module):
+        return jax.grad(lambda p: jnp.sum(jnp.sin(module.apply(p, x))))(params)
+
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
+                 grads(ours), grads(reference))
     # A token of the reshape path sees exactly its own cell: changing one other cell leaves it.
     if kernel == stride:
         y = x.at[:, :2, :4, :4].add(1.0)
