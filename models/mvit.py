@@ -147,8 +147,7 @@ class PatchEmbed(nn.Module):
             return cells @ flat + bias
         if jax.default_backend() == "cpu":
             xp = jnp.pad(x, [(0, 0), *[(p, p) for p in self.padding], (0, 0)])
-            out = [(n + 2 * p - k) // s + 1 for n, k, s, p in
-                   zip(x.shape[1:4], self.kernel, self.stride, self.padding, strict=True)]
+            out = pooled_size(x.shape[1:4], self.kernel, self.stride, self.padding)
             windows = [strided_window(xp, offset, self.stride, out)
                        for offset in np.ndindex(*self.kernel)]
             return jnp.concatenate(windows, axis=-1) @ flat + bias
@@ -357,11 +356,9 @@ class MViT(nn.Module):
     dtype: Any = jnp.float32
 
     def token_grid(self) -> tuple[int, int, int]:
-        return tuple(
-            (s + 2 * p - k) // st + 1 for s, k, st, p in
-            zip(self.input_size, self.patch_kernel, self.patch_stride, self.patch_padding,
-                strict=True)
-        )
+        """Token grid ``(t, h, w)`` after the patch embedding."""
+        return pooled_size(self.input_size, self.patch_kernel, self.patch_stride,
+                           self.patch_padding)
 
     def grid_before(self, block: int) -> tuple[int, int, int]:
         """Token grid ``(t, h, w)`` entering block ``block`` (``len(blocks)``: leaving the last)."""

@@ -38,11 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def pooled_size(size, kernel, stride) -> tuple[int, int, int]:
-    """Output grid of a Conv3d/MaxPool3d with padding ``kernel // 2``."""
-    return tuple(
-        (s + 2 * (k // 2) - k) // st + 1 for s, k, st in zip(size, kernel, stride, strict=True)
-    )
+def pooled_size(size, kernel, stride, padding=None) -> tuple[int, int, int]:
+    """Output grid of a Conv3d/MaxPool3d with ``padding`` on both sides of each axis (default
+    ``kernel // 2``, the poolings')."""
+    if padding is None:
+        padding = [k // 2 for k in kernel]
+    return tuple((s + 2 * p - k) // st + 1
+                 for s, k, st, p in zip(size, kernel, stride, padding, strict=True))
 
 
 def _pad_grid(x, kernel, value=0.0):
