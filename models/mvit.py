@@ -107,6 +107,31 @@ class DepthwiseConv3d(nn.Module):
         return depthwise_conv3d(x, w.astype(x.dtype), tuple(self.stride))
 
 
+def _im2col(x, kernel, stride, padding):
+    """``x: [B, T, H, W, C]`` -> ``[B, T', H', W', kT*kH*kW*C]``: each output position's window of
+    the padded clip, flattened in ``(kT, kH, kW, C)`` order (the kernel's row order).
+
+    Built one grid axis at a time, W then H then T: the ``kW`` strided windows along W side by
+    side, then the ``kH`` windows of that along H, then the ``kT`` along T. The values and their
+    order are those of the ``kT*kH*kW`` three-axis windows concatenated at once, so the product
+    that follows is the same, bit for bit; but XLA:CPU fuses each stage's few slices into its
+    concatenation, where 147 windows became 147 kernels and a copy (measured on this 2-core CPU,
+    ``mvit_tiny``'s 16 clips: forward 2.6 -> 1.6 ms, weight gradient 4.6 -> 3.5 ms, compilation
+    1.5 -> 0.2 s; benchmarks/RESULTS.md, session 17).
+    """
+    a = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
+    out = pooled_size(x.shape[1:4], kernel, stride, padding)
+    for axis in (2, 1, 0):  # W, H, T
+        size, offsets, strides = list(a.shape[1:4]), [0, 0, 0], [1, 1, 1]
+        size[axis], strides[axis] = out[axis], stride[axis]
+        windows = []
+        for o in range(kernel[axis]):
+            offsets[axis] = o
+            windows.append(strided_window(a, offsets, strides, size))
+        a = jnp.concatenate(windows, axis=-1)
+    return a
+
+
 class PatchEmbed(nn.Module):
     """The patch-embedding Conv3d (with bias), ``[B, T, H, W, 3] -> [B, T', H', W', dim]``.
 
@@ -117,7 +142,8 @@ class PatchEmbed(nn.Module):
       token cell, so a reshape and a matmul, ~20x faster on XLA:CPU than the Conv3d lowering
       (gradient included);
     * overlapping windows on the CPU (``mvit_v2_s``'s (3, 7, 7) kernel at stride (2, 4, 4)):
-      im2col, the ``kT*kH*kW`` strided windows of the padded clip side by side, then one matmul.
+      im2col (``_im2col``: the ``kT*kH*kW`` strided windows of the padded clip side by side), then
+      one matmul.
       XLA:CPU runs the Conv3d of a 3-channel input through Eigen's spatial convolution at a few
       GFLOP/s; measured on this 2-core CPU (benchmarks/RESULTS.md, session 16), at ``mvit_tiny``
       16 clips: 9.1 ms -> 2.5 ms forward, 27 -> 4 ms for the weight gradient; at ``mvit_v2_s``
@@ -146,11 +172,7 @@ class PatchEmbed(nn.Module):
                                      i=kt, j=kh, k=kw)
             return cells @ flat + bias
         if jax.default_backend() == "cpu":
-            xp = jnp.pad(x, [(0, 0), *[(p, p) for p in self.padding], (0, 0)])
-            out = pooled_size(x.shape[1:4], self.kernel, self.stride, self.padding)
-            windows = [strided_window(xp, offset, self.stride, out)
-                       for offset in np.ndindex(*self.kernel)]
-            return jnp.concatenate(windows, axis=-1) @ flat + bias
+            return _im2col(x, self.kernel, self.stride, self.padding) @ flat + bias
         out = jax.lax.conv_general_dilated(
             x, kernel, self.stride, [(p, p) for p in self.padding],
             dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),

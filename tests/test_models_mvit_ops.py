@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.mvit import DepthwiseConv3d, PatchEmbed
-from models.pooling import max_pool3d
+from models.mvit import DepthwiseConv3d, PatchEmbed, _im2col
+from models.pooling import max_pool3d, pooled_size, strided_window
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,20 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding):
         out_x, out_y = ours.apply(params, x), ours.apply(params, y)
         np.testing.assert_array_equal(out_x[:, 1:], out_y[:, 1:])
         assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
+
+
+@pytest.mark.parametrize("kernel, stride, padding",
+                         [((3, 7, 7), (2, 4, 4), (1, 3, 3)), ((3, 5, 5), (2, 2, 3), (1, 2, 0))])
+def test_im2col_built_axis_by_axis_is_the_windows_side_by_side(kernel, stride, padding):
+    """The W-then-H-then-T construction holds the same values in the same (kT, kH, kW, C) order
+    as all ``kT*kH*kW`` three-axis windows concatenated at once: exactly, so the product after it
+    is bit for bit the one-stage im2col's (and the vmapped shadow models' equality is kept)."""
+    x = jax.random.normal(jax.random.key(3), (2, 8, 16, 16, 3))
+    xp = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
+    out = pooled_size(x.shape[1:4], kernel, stride, padding)
+    at_once = jnp.concatenate([strided_window(xp, o, stride, out) for o in np.ndindex(*kernel)],
+                              axis=-1)
+    np.testing.assert_array_equal(_im2col(x, kernel, stride, padding), at_once)
 
 
 @pytest.mark.parametrize("preset", ["mvit_test", "mvit_v1_parity"])
