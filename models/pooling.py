@@ -12,9 +12,9 @@ copies the cheap-looking producer of the cotangent (a LayerNorm backward that re
 convolution's 27-slice forward) into each of the 27 padded slices of the input gradient and the
 27 reductions of the weight gradient. The VJP here computes the input gradient as one stride-1
 correlation of the dilated, padded cotangent (in the float32 cases checked, bit for bit
-autodiff's value), and the weight gradient tap by tap (equal to float rounding). Measured in
-one run on this 2-core CPU: full fine-tuning of ``mvit_tiny`` 1.07-1.09x faster per step,
-selective fine-tuning unchanged.
+autodiff's value), and the weight gradient tap by tap in a loop (equal to float rounding;
+:func:`_weight_grad` says why a loop). Measured in one run on this 2-core CPU: full fine-tuning
+of ``mvit_tiny`` 1.07-1.09x faster per step, selective fine-tuning unchanged.
 
 Not done, and why: materialising the cotangent once (a product with the identity matrix: XLA:CPU
 drops ``jax.lax.optimization_barrier`` before fusion) removes the recomputation altogether: the
@@ -91,7 +91,7 @@ def _bwd(stride, residuals, g):
     With ``g`` dilated by the stride and padded (``gd``), the input gradient is the stride-1
     correlation ``gx[p] = sum_k gd[p + k] * w[K - 1 - k]``; the weight gradient is
     ``gw[k] = sum_o xp[o * s + k] * g[o]`` (``xp``: ``x`` padded as in the forward), summed in
-    ``float32`` or wider.
+    ``float32`` or wider (:func:`_weight_grad`).
     """
     x, w = residuals
     kernel = w.shape[:3]
@@ -101,17 +101,37 @@ def _bwd(stride, residuals, g):
         low = k - 1 - k // 2
         pads.append((low, n + k - 1 - low - ((o - 1) * s + 1), s - 1))
     gd = jax.lax.pad(g, jnp.zeros((), g.dtype), [*pads, (0, 0, 0)])
-    xp = _pad_grid(x, kernel)
     w_flip = w[::-1, ::-1, ::-1]
-    acc_dtype = jnp.promote_types(w.dtype, jnp.float32)  # bfloat16 weights: float32 sums
-    gx, gw = None, []
+    gx = None
     for offset in np.ndindex(*kernel):
         term = strided_window(gd, offset, (1, 1, 1), in_size) * w_flip[offset]
         gx = term if gx is None else gx + term
-        prod = strided_window(xp, offset, stride, out_size) * g
-        gw.append(jnp.sum(prod.reshape(prod.shape[0], -1, prod.shape[-1]), axis=1,
-                          dtype=acc_dtype).sum(axis=0))
-    return gx, jnp.stack(gw).reshape(w.shape).astype(w.dtype)
+    return gx, _weight_grad(_pad_grid(x, kernel), g, w, stride)
+
+
+def _weight_grad(xp, g, w, stride):
+    """``gw[k] = sum_o xp[o * s + k] * g[o]`` (summed over the batch too) for every tap ``k``,
+    one tap per iteration of a ``lax.map``.
+
+    A loop rather than ``kT*kH*kW`` reductions side by side: the program then holds one reduction
+    per convolution instead of 27, and under ``vmap`` (per-example gradients of full fine-tuning)
+    each was a fusion of its own for XLA to compile. Measured on the 2-core CPU
+    (benchmarks/RESULTS.md, session 18), the full fine-tuning private pass of ``mvit_tiny``
+    (per-example gradients, physical batch 16 in micro-batches of 4): compilation 65.7 -> 37.0 s,
+    a pass 114 -> 100 ms, and the same gradient bit for bit (each tap's sum is the same sum).
+    """
+    out_size = g.shape[1:4]
+    span = [s * (n - 1) + 1 for s, n in zip(stride, out_size, strict=True)]
+    acc_dtype = jnp.promote_types(w.dtype, jnp.float32)  # bfloat16 weights: float32 sums
+
+    def tap(offset):
+        window = jax.lax.dynamic_slice(xp, (0, *offset, 0), (xp.shape[0], *span, xp.shape[-1]))
+        prod = window[:, ::stride[0], ::stride[1], ::stride[2]] * g
+        return jnp.sum(prod.reshape(prod.shape[0], -1, prod.shape[-1]), axis=1,
+                       dtype=acc_dtype).sum(axis=0)
+
+    offsets = jnp.asarray(list(np.ndindex(*w.shape[:3])), jnp.int32)
+    return jax.lax.map(tap, offsets).reshape(w.shape).astype(w.dtype)
 
 
 depthwise_conv3d.defvjp(_fwd, _bwd)
