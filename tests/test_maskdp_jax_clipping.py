@@ -79,6 +79,28 @@ def test_nonfinite_example_is_zeroed_and_counted_others_unaffected():
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(g_bad))
 
 
+def test_a_norm_beyond_float32_range_is_zeroed_and_counted_like_a_nonfinite_gradient():
+    """Every element of example 1's gradient is finite (~1e21) but its squared norm overflows
+    float32: the example contributes exactly zero, is counted with the non-finite ones, and
+    leaves the norm sum finite."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 5)).astype(np.float32)
+    y = rng.normal(size=(3, 3)).astype(np.float32)
+    big = x.copy()
+    big[1] = 1e10
+    raw = jax.grad(_loss)(_params(), (big[1], y[1]))
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(raw))
+    assert not np.isfinite(float(optax.tree.norm(raw)))
+    g_big, stats = clipped_grad_sum(_loss, _params(), (big, y), jnp.ones(3), l2_clip_norm=1.0)
+    keep = np.array([0, 2])
+    g_ok, ok_stats = clipped_grad_sum(_loss, _params(), (x[keep], y[keep]), jnp.ones(2),
+                                      l2_clip_norm=1.0)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), g_big, g_ok)
+    assert int(stats.num_nonfinite) == 1 and int(stats.count) == 3
+    assert int(stats.num_clipped) == int(ok_stats.num_clipped)
+    np.testing.assert_allclose(stats.norm_sum, ok_stats.norm_sum, rtol=1e-6)
+
+
 def _mixed_batch(size):
     """Examples across four decades of gradient norm, some padding, one non-finite example."""
     rng = np.random.default_rng(3)
