@@ -1,11 +1,22 @@
-r"""Where a logical step's time goes: each jitted piece of the step, timed alone (needs torch).
+r"""Where a logical step's time goes: each jitted piece of the step, compiled and timed alone.
 
-    python benchmarks/step_parts.py --size=cpu --strategy=selective
+    python benchmarks/step_parts.py --size=cpu --strategy=selective          # needs torch
+    python benchmarks/step_parts.py --size=paper --strategy=full --weights=random \
+        --physical=2 --microbatch=1 --parts=private-maskdp --repeats=0       # compile cost only
 
-Builds the model of ``benchmarks/opacus_maskdp.py``'s size (torchvision weights converted, so the
-numbers belong to that benchmark's table) and times, for one physical batch, the forward pass, the
-public pass (ordinary gradient of the batch sum) and the private pass (per-example gradients,
-clipped, summed), each median of 10 after its compile.
+Builds the model of ``benchmarks/opacus_maskdp.py``'s size and, for one physical batch, lowers,
+compiles and times each piece of the step: the forward pass, the public pass (ordinary gradient
+of the batch sum) and the private pass (per-example gradients, clipped, summed). Per piece it
+prints the seconds spent tracing and lowering to StableHLO, the seconds XLA spends compiling,
+the number of fusions in the compiled program (a rough measure of how much code XLA generated)
+and the median of ``--repeats`` calls after the first. The process' peak host memory comes last
+(compilation dominates it at the papers' size on a CPU).
+
+``--weights=torchvision`` (default) converts the torch model's weights so the times belong to
+``opacus_maskdp.py``'s table; ``--weights=random`` initialises our model instead, which needs no
+torch and leaves the compile cost unchanged (XLA sees the same shapes). Run one piece per process
+when comparing compile times: the persistent compilation cache is off here, but later pieces can
+reuse traced sub-computations of earlier ones.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import resource
 import sys
 import time
 
@@ -26,44 +38,106 @@ from benchmarks import opacus_maskdp as bench  # noqa: E402
 from maskdp_jax import partition  # noqa: E402
 from maskdp_jax import train_step as ts  # noqa: E402
 
+PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp")
 
-def median_ms(fn, *args, repeats: int = 10) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
+
+def compile_and_time(fn, *args, repeats: int) -> dict:
+    """Lower, compile and (``repeats`` > 0) time ``fn(*args)``; ``fn`` is a ``jax.jit`` object."""
+    t = time.perf_counter()
+    lowered = fn.lower(*args)
+    lower_s = time.perf_counter() - t
+    t = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t
+    out = {"lower_s": lower_s, "compile_s": compile_s,
+           "fusions": compiled.as_text().count(" fusion("), "median_ms": None}
+    if repeats > 0:
+        jax.block_until_ready(compiled(*args))
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            times.append(time.perf_counter() - t)
+        out["median_ms"] = 1e3 * float(np.median(times))
+    return out
+
+
+def build(size: dict, strategy: str, weights: str):
+    """``(model, trainable, frozen, apply_fn)`` at ``size``: torchvision's weights converted, or
+    our own random initialisation (no torch needed)."""
+    if weights == "torchvision":
+        model = bench.torch_setup(size, strategy)
+        state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+        return bench.jax_setup(size, strategy, state)
+    import models
+
+    model = models.get_model(size["preset"], num_classes=size["classes"], head_dropout=0.0)
+    params = jax.jit(model.init)(jax.random.key(0),
+                                 np.zeros((1, *model.input_size, 3), np.float32))["params"]
+    mask = models.finetune.trainable_mask(params, strategy=strategy, num_last_blocks=2)
+    trainable, frozen = partition.split(params, mask)
+    return model, trainable, frozen, lambda p, x: model.apply({"params": p}, x)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=sorted(bench.SIZES), default="cpu")
     parser.add_argument("--strategy", choices=("selective", "full"), default="selective")
+    parser.add_argument("--weights", choices=("torchvision", "random"), default="torchvision")
+    parser.add_argument("--physical", type=int, default=None,
+                        help="physical batch (default: the size's)")
+    parser.add_argument("--microbatch", type=int, default=None,
+                        help="private pass micro-batch for --strategy=full (default: the size's)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated pieces, from {', '.join(PARTS)}")
+    parser.add_argument("--repeats", type=int, default=10,
+                        help="timed calls per piece after the first; 0 = compile cost only")
     args = parser.parse_args()
-    size = bench.SIZES[args.size]
-    model = bench.torch_setup(size, args.strategy)
-    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    jmodel, trainable, frozen, apply_fn = bench.jax_setup(size, args.strategy, state)
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown --parts {unknown}; choose from {', '.join(PARTS)}")
+    if args.weights == "torchvision":
+        try:
+            import torch  # noqa: F401
+            import torchvision  # noqa: F401
+        except ImportError as e:
+            parser.error(f"--weights=torchvision needs torch and torchvision ({e}): "
+                         "pip install -r requirements-bench.txt, or pass --weights=random")
+    size = dict(bench.SIZES[args.size])
+    if args.physical is not None:
+        size["physical"] = args.physical
+    if args.microbatch is not None:
+        size["microbatch"] = args.microbatch
+
+    jmodel, trainable, frozen, apply_fn = build(size, args.strategy, args.weights)
     data = bench.make_data(n=size["physical"], input_size=jmodel.input_size,
                            classes=size["classes"], seed=1)
     batch = bench.jax_batches(data, size["physical"])[0]
     micro = size["microbatch"] if args.strategy == "full" else None
     cfg = bench.dp_config(size, jmodel, sigma=1.0, clip=1.0, microbatch=micro)
     acc = ts.zeros_accumulator(trainable)
-    forward = jax.jit(apply_fn)
-    print(f"{args.size} ({size['preset']}), {args.strategy} FT, physical batch {size['physical']}, "
+    print(f"{args.size} ({size['preset']}), {args.strategy} FT, physical batch {size['physical']}"
+          f"{f', micro-batches of {micro}' if micro else ''}, {args.weights} weights, "
           f"jax {jax.__version__} on {jax.devices()[0].platform}:")
-    ms = median_ms(forward, partition.merge(trainable, frozen), batch["video"][:, 0])
-    print(f"  {'forward only':33s} {ms:7.1f} ms")
-    for mode, piece in [("maskdp", ts.accumulate_public), ("nonprivate", ts.accumulate_public),
-                        ("maskdp", ts.accumulate_private), ("dp", ts.accumulate_private)]:
-        extra = {"microbatch_size": cfg.microbatch} if piece is ts.accumulate_private else {}
-        fn = ts.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
-                                      tokens=cfg.tokens, **extra))
-        name = f"{piece.__name__.removeprefix('accumulate_')} pass, {mode}"
-        print(f"  {name:33s} {median_ms(fn, acc, trainable, frozen, batch):7.1f} ms")
+    print(f"  {'piece':22s} {'lower [s]':>9s} {'compile [s]':>11s} {'fusions':>7s} "
+          f"{'median [ms]':>11s}")
+    for part in parts:
+        if part == "forward":
+            row = compile_and_time(jax.jit(apply_fn), partition.merge(trainable, frozen),
+                                   batch["video"][:, 0], repeats=args.repeats)
+        else:
+            kind, mode = part.split("-")
+            piece = ts.accumulate_private if kind == "private" else ts.accumulate_public
+            extra = {"microbatch_size": cfg.microbatch} if kind == "private" else {}
+            fn = ts.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
+                                          tokens=cfg.tokens, **extra))
+            row = compile_and_time(fn, acc, trainable, frozen, batch, repeats=args.repeats)
+        median = "-" if args.repeats == 0 else f"{row['median_ms']:.1f}"
+        print(f"  {part:22s} {row['lower_s']:9.1f} {row['compile_s']:11.1f} {row['fusions']:7d} "
+              f"{median:>11s}", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+    print(f"  peak host memory (RSS) {peak:.0f} MiB")
 
 
 if __name__ == "__main__":
