@@ -65,18 +65,11 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
 def build(size: dict, strategy: str, weights: str):
     """``(model, trainable, frozen, apply_fn)`` at ``size``: torchvision's weights converted, or
     our own random initialisation (no torch needed)."""
+    state = None
     if weights == "torchvision":
         model = bench.torch_setup(size, strategy)
         state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-        return bench.jax_setup(size, strategy, state)
-    import models
-
-    model = models.get_model(size["preset"], num_classes=size["classes"], head_dropout=0.0)
-    params = jax.jit(model.init)(jax.random.key(0),
-                                 np.zeros((1, *model.input_size, 3), np.float32))["params"]
-    mask = models.finetune.trainable_mask(params, strategy=strategy, num_last_blocks=2)
-    trainable, frozen = partition.split(params, mask)
-    return model, trainable, frozen, lambda p, x: model.apply({"params": p}, x)
+    return bench.jax_setup(size, strategy, state)
 
 
 def main() -> None:
