@@ -101,6 +101,31 @@ def test_a_norm_beyond_float32_range_is_zeroed_and_counted_like_a_nonfinite_grad
     np.testing.assert_allclose(stats.norm_sum, ok_stats.norm_sum, rtol=1e-6)
 
 
+
+def test_a_nonfinite_loss_with_a_finite_gradient_is_zeroed_and_counted():
+    """The loss is checked as well as the norm: example 1's loss is -inf through a term with no
+    gradient (log 0 behind stop_gradient), its gradient finite. It contributes exactly zero, is
+    counted as non-finite, and leaves the loss sum finite."""
+
+    def loss(w, example):
+        x, y = example
+        return _loss(w, (x, y)) + jax.lax.stop_gradient(jnp.log(jnp.abs(x[0])))
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(3, 5)).astype(np.float32) + 3.0
+    y = rng.normal(size=(3, 3)).astype(np.float32)
+    x[1, 0] = 0.0
+    assert not np.isfinite(float(loss(_params(), (x[1], y[1]))))
+    raw = jax.grad(loss)(_params(), (x[1], y[1]))
+    assert np.isfinite(float(optax.tree.norm(raw)))
+    g_bad, stats = clipped_grad_sum(loss, _params(), (x, y), jnp.ones(3), l2_clip_norm=1.0)
+    keep = np.array([0, 2])
+    g_ok, ok_stats = clipped_grad_sum(loss, _params(), (x[keep], y[keep]), jnp.ones(2),
+                                      l2_clip_norm=1.0)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), g_bad, g_ok)
+    assert int(stats.num_nonfinite) == 1 and int(stats.count) == 3
+    np.testing.assert_allclose(stats.loss_sum, ok_stats.loss_sum, rtol=1e-6)
+
 def _mixed_batch(size):
     """Examples across four decades of gradient norm, some padding, one non-finite example."""
     rng = np.random.default_rng(3)
