@@ -23,6 +23,7 @@ import copy
 import math
 import multiprocessing
 import os
+import sys
 import warnings
 
 import jax
@@ -55,7 +56,7 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
     """
     s = config.sweep
     runs = []
-    variants = {name: dict(o) for name, o in s.get("variants", ())} or {"": {}}
+    variants = {name: dict(o) for name, o in s.variants} or {"": {}}
 
     def add(mode, epsilon, seed, clips, view):
         for variant, overrides in variants.items():
@@ -72,7 +73,7 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
     for seed in s.seeds:
         for mode in s.modes:
             private = Mode(mode).is_private
-            for view in ("full",) if private else tuple(s.get("views", ("full",))):
+            for view in ("full",) if private else tuple(s.views):
                 for eps in list(s.epsilons) if private else [math.inf]:
                     add(mode, eps, seed, 1, view)
                 for clips in s.clips:
@@ -127,7 +128,7 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     s = config.sweep
     # Variants are different trainings: their runs are tabled per variant only, never pooled
     # into the ε table or the per-class plot.
-    variants = bool(s.get("variants"))
+    variants = bool(s.variants)
     names = ["results.csv", "results.md"] + ([] if variants else ["per_class.png"])
     if len(s.epsilons) > 1:
         names.append("accuracy_vs_epsilon.png")
@@ -152,11 +153,11 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if "per_class.png" in paths:
         _per_class_plot(config, reports, paths["per_class.png"])
     with open(paths["results.md"], "w") as f:
-        f.write(f"# {config.get('title', 'Privacy-utility sweep')}: {dataset}\n\n")
+        f.write(f"# {config.title}: {dataset}\n\n")
         f.write(f"δ = {delta:g}, adjacency `{config.base.privacy.adjacency}`, "
                 f"sampling `{config.base.sampling}`, model `{config.base.model.name}`, "
                 f"{len(reports)} runs. Produced by `python sweep.py "
-                f"--config={config.get('config_path', 'configs/sweep_synthetic.py')} "
+                f"--config={config.config_path} "
                 f"--workdir={workdir}`.\n\n")
         if not variants and any(r["view"] == "full" for r in table_rows):
             f.write(results.markdown_table(table_rows) + "\n\n")
@@ -264,7 +265,12 @@ def main(argv):
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
         # Runs of one mode share their expensive XLA programs (σ only enters the cheap update
         # step), so a persistent compilation cache lets later runs skip most compilation.
-        run_all(todo, workdir, num_workers=flags.FLAGS.workers)
+        try:
+            run_all(todo, workdir, num_workers=flags.FLAGS.workers)
+        except train.Preempted as e:  # the run checkpointed; the sweep resumes it when rerun
+            print(f"Stopped at step {e.step} of a run on SIGTERM (exit status "
+                  f"{train.PREEMPTED_EXIT_CODE}); run the same command again to resume.")
+            sys.exit(train.PREEMPTED_EXIT_CODE)
     for name, path in write_outputs(config, workdir).items():
         print(f"{name}: {path}")
 

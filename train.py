@@ -25,7 +25,6 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
@@ -34,8 +33,7 @@ from ml_collections import config_flags
 from tqdm import tqdm
 
 import data
-import models
-from maskdp_jax import parallel, partition, sampling, tokenizer
+from maskdp_jax import parallel, sampling, tokenizer
 from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
 from reporting import plots, run_report
@@ -44,57 +42,21 @@ from run import config as run_config
 from run import datasets as run_datasets
 from run import evaluation, features, views
 from run import metrics as metrics_lib
+from run import model as run_model
 from run.guard import PrivacyGuard
+
 
 # ----------------------------------------------------------------------------------------------
 # Model and optimiser
 # ----------------------------------------------------------------------------------------------
-# bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
-# gradient (so clipping, sums and noise) in float32 (models/mvit.py).
-COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
-
-def build_model(config: ml_collections.ConfigDict, *, num_classes: int, input_shape, key):
-    """Model, ``(trainable, frozen)`` parameters and the apply function."""
-    overrides = {"adapters": True} if config.model.finetune == "adapters" else {}
-    overrides["dtype"] = COMPUTE_DTYPES[config.model.get("compute_dtype", "float32")]
-    model = models.get_model(config.model.name, num_classes=num_classes, **overrides)
-    if config.model.init_from:
-        # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
-        like = models.convert.import_template(model, input_shape=input_shape, key=key)
-        params = models.convert.restore_params(config.model.init_from, like=like)
-    else:
-        params = init_params(model, input_shape=input_shape, key=key)
-    mask = models.finetune.trainable_mask(
-        params, strategy=config.model.finetune, num_last_blocks=config.model.num_last_blocks
-    )
-    trainable, frozen = partition.split(params, mask)
-
-    def apply_fn(params, x):
-        return model.apply({"params": params}, x)
-
-    return model, trainable, frozen, apply_fn
-
-
-def describe_model(config: ml_collections.ConfigDict, *, trainable, frozen) -> dict[str, int]:
-    """Print and return the trainable / total parameter counts."""
-    num_trainable = models.finetune.count_params(trainable)
-    num_total = num_trainable + models.finetune.count_params(frozen)
-    print(f"Model {config.model.name}: {num_trainable:,} trainable of {num_total:,} parameters "
-          f"(strategy {config.model.finetune!r}).")
-    return {"trainable": num_trainable, "total": num_total}
-
-
-def init_params(model, *, input_shape, key):
-    """Random initial parameters, initialised under ``jit`` with an RBG key drawn from ``key``.
-
-    Deterministic given ``key``. With the default threefry key, compiling ``model.init`` took
-    ~60 s on 2 CPU cores even for the tiny presets (vs ~15 s with RBG); the initial values carry
-    no privacy meaning, so the cheaper generator is used here only.
-    """
-    seed = int(jax.random.randint(key, (), 0, jnp.iinfo(jnp.int32).max))
-    init_key = jax.random.key(seed, impl="rbg")
-    return jax.jit(model.init)(init_key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
+def build_model(config: ml_collections.ConfigDict, *, num_classes: int) -> run_model.RunModel:
+    """The model of ``config.model`` (:func:`run.model.build`, which the audits use too), with
+    its parameter counts printed. The initial values derive from the public ``config.seed``."""
+    built = run_model.build(config.model, num_classes=num_classes, seed=config.seed)
+    counts = built.counts()
+    print(f"Model {config.model.name}: {counts['trainable']:,} trainable of {counts['total']:,} "
+          f"parameters (strategy {config.model.finetune!r}).")
+    return built
 
 
 def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_epoch: float):
@@ -104,7 +66,7 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
         init_value=0.0, peak_value=o.learning_rate, warmup_steps=max(warmup, 0),
         decay_steps=steps, end_value=0.0,
     )
-    if o.get("name", "sgd") == "sgd":
+    if o.name == "sgd":
         tx = optax.sgd(schedule, momentum=o.momentum or None)
     elif o.name == "adam":
         # Adam on the noised gradient is post-processing of the DP sum, so privacy is unchanged.
@@ -201,15 +163,59 @@ def load_data(config: ml_collections.ConfigDict):
             "Provide mask files (README: 'Your own videos and masks') or run "
             "--config.mode=dp / nonprivate."
         )
-    view = config.get("view", "full")
-    if view != "full" and not train_ds.has_masks:
+    if config.view != "full" and not train_ds.has_masks:
         raise ValueError(
-            f"--config.view={view!r} needs per-video masks, but dataset {train_ds.name!r} has "
-            "none. Provide mask files (README: 'Your own videos and masks') or train on the "
-            "full view."
+            f"--config.view={config.view!r} needs per-video masks, but dataset "
+            f"{train_ds.name!r} has none. Provide mask files (README: 'Your own videos and "
+            "masks') or train on the full view."
         )
     run_config.check_dataset_size(config, num_examples=len(train_ds))
     return train_ds, test_ds
+
+
+def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
+               test_ds: data.Dataset, tokens: tokenizer.Tokenizer, clip_shape):
+    """``(train_ds, test_ds)`` as the steps and the evaluation read them.
+
+    For ``maskdp``, first warn about masks without private or without public cells (what DP
+    then means for those videos). Then the one-view context ablation (``config.view``) and the
+    feature masks of seed 004 (``config.feature_masks``), both made here in the run layer
+    (:mod:`run.views`) so that the DP core receives its views made.
+    """
+    if Mode(config.mode).uses_views:
+        _, no_public = tokenizer.warn_degenerate_masks(
+            data.mask_chunks(train_ds), source=train_ds.name, patch_stride=tokens.patch_stride)
+        why = no_public and run_datasets.explain_lost_public_regions(
+            train_ds, patch_stride=tokens.patch_stride)
+        if why:
+            warnings.warn(why, stacklevel=1)
+    train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens, view=config.view)
+    if config.feature_masks:
+        train_ds, test_ds = views.mask_features(
+            train_ds, test_ds, path=config.feature_masks, version=config.feature_mask_version,
+            views=config.feature_mask_views, tokens=tokens, clip_shape=clip_shape)
+    return train_ds, test_ds
+
+
+def step_inputs(config: ml_collections.ConfigDict, *, built: run_model.RunModel,
+                train_ds: data.Dataset, tokens: tokenizer.Tokenizer, workdir: str):
+    """``(dataset, apply_fn)`` the training steps read: the clips and the whole model, or, with
+    ``config.feature_cache.enabled``, the frozen prefix's cached features and the trainable
+    suffix (:mod:`run.features`; the same update, tested)."""
+    if not config.feature_cache.enabled:
+        return train_ds, built.apply_fn
+    cache, cut = features.open_or_build(
+        config, train_ds=train_ds, model=built.module, params=built.params, tokens=tokens,
+        trainable_mask=built.trainable_mask, workdir=workdir)
+    return cache, built.apply_from(cut)
+
+
+class Preempted(Exception):  # noqa: N818 (a stop, not an error)
+    """The run checkpointed and stopped on SIGTERM at ``step``; the same command resumes it."""
+
+    def __init__(self, step: int):
+        super().__init__(f"stopped at step {step} on SIGTERM")
+        self.step = step
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,7 +260,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
           (metrics_lib.MetricWriter(workdir, tensorboard=config.tensorboard,
                                     resume_step=start) if primary
            else contextlib.nullcontext()) as writer,
-          data.StepPrefetcher(batch_at, depth=config.input.get("prefetch", 0),
+          data.StepPrefetcher(batch_at, depth=config.input.prefetch,
                               num_steps=plan.steps) as batches):
         if writer is not None:  # a resumed run's history starts at step 1, not at `start`
             history = list(writer.history)
@@ -358,6 +364,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     Every check of the inputs (config, data, privacy plan, a checkpoint to resume, the privacy
     journal, the budget) runs before the model is built, so bad input fails in seconds.
+
+    Raises:
+      Preempted: SIGTERM arrived; the run checkpointed and stopped (run it again to resume).
     """
     t_start = time.time()
     # --- Config and data ---------------------------------------------------------------------
@@ -377,51 +386,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         split = run_datasets.describe_split(train_ds, test_ds, workdir)
         if split:
             print(f"Held-out split: {split}.")
-        # --- Model, optimiser, step ----------------------------------------------------------
-        # The model-init key is public on purpose (initial values are not privacy noise).
-        model_key, _ = jax.random.split(jax.random.key(config.seed))
-        input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
-        model, trainable, frozen, apply_fn = build_model(
-            config, num_classes=train_ds.num_classes, input_shape=input_shape, key=model_key)
-        parameters = describe_model(config, trainable=trainable, frozen=frozen)
-        tokens = tokenizer.Tokenizer(patch_stride=tuple(model.patch_stride),
-                                     fill_value=config.fill_value)
-        if plan.mode.uses_views:
-            _, no_public = tokenizer.warn_degenerate_masks(
-                data.mask_chunks(train_ds), source=train_ds.name,
-                patch_stride=tokens.patch_stride)
-            why = no_public and run_datasets.explain_lost_public_regions(
-                train_ds, patch_stride=tokens.patch_stride)
-            if why:
-                warnings.warn(why, stacklevel=1)
-        train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens,
-                                              view=config.get("view", "full"))
-        if config.get("feature_masks", ""):
-            train_ds, test_ds = views.mask_features(
-                train_ds, test_ds, path=config.feature_masks,
-                version=config.get("feature_mask_version", "optimized"),
-                views=config.get("feature_mask_views", "private"), tokens=tokens,
-                clip_shape=input_shape)
+        # --- Model, views, optimiser, step ---------------------------------------------------
+        built = build_model(config, num_classes=train_ds.num_classes)
+        tokens = built.tokenizer(fill_value=config.fill_value)
+        train_ds, test_ds = make_views(config, train_ds=train_ds, test_ds=test_ds,
+                                       tokens=tokens, clip_shape=built.input_shape[:3])
+        step_ds, step_apply = step_inputs(config, built=built, train_ds=train_ds,
+                                          tokens=tokens, workdir=workdir)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)
-        step_ds, step_apply = train_ds, apply_fn
-        if config.feature_cache.enabled:  # the steps read the frozen prefix's features
-            params = partition.merge(trainable, frozen)
-            step_ds, cut = features.open_or_build(
-                config, train_ds=train_ds, model=model, params=params, tokens=tokens,
-                trainable_mask=models.finetune.trainable_mask(
-                    params, strategy=config.model.finetune,
-                    num_last_blocks=config.model.num_last_blocks),
-                workdir=workdir)
-
-            def step_apply(params, tokens_in):
-                return model.apply({"params": params}, tokens_in, start_block=cut)
         train_step = make_train_step(
             apply_fn=step_apply, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
-            microbatch_size=config.privacy.get("microbatch_size", 0) or None,
+            microbatch_size=config.privacy.microbatch_size or None,
             pixel_norm=step_ds.pixel_norm)
-        state, resumed = guard.resume(TrainState.create(trainable=trainable, frozen=frozen, tx=tx))
+        state, resumed = guard.resume(
+            TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
                   f"{plan.steps}.")
@@ -438,15 +418,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                                train_step=train_step, batch_at=batch_at,
                                                workdir=workdir, stop=stop)
         if preempted:
-            return {"preempted": True, "step": guard.ledger.steps}
+            raise Preempted(guard.ledger.steps)
         train_seconds = time.time() - t_train
 
         # --- Evaluate and report -------------------------------------------------------------
-        metrics, view_metrics = evaluate(config, apply_fn=apply_fn, params=state.params,
+        metrics, view_metrics = evaluate(config, apply_fn=built.apply_fn, params=state.params,
                                          test_ds=test_ds, plan=plan, tokens=tokens)
         run = build_report(config, guard=guard, train_ds=train_ds, test_ds=test_ds,
                            metrics=metrics, view_metrics=view_metrics, history=history,
-                           parameters=parameters, split=split,
+                           parameters=built.counts(), split=split,
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
                                    "total_seconds": time.time() - t_start})
         guard.release(lambda: write_outputs(run, workdir, config))  # final parameters, report
@@ -486,10 +466,11 @@ def main(argv):
     config = flags.FLAGS.config
     workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
-    enable_compilation_cache(config.get("compilation_cache_dir", ""))
-    out = train_and_evaluate(config, workdir)
-    if out.get("preempted"):
-        print(f"Stopped at step {out['step']} on SIGTERM (exit status {PREEMPTED_EXIT_CODE}); "
+    enable_compilation_cache(config.compilation_cache_dir)
+    try:
+        train_and_evaluate(config, workdir)
+    except Preempted as e:
+        print(f"Stopped at step {e.step} on SIGTERM (exit status {PREEMPTED_EXIT_CODE}); "
               "run the same command again to resume.")
         sys.exit(PREEMPTED_EXIT_CODE)
 

@@ -48,6 +48,7 @@ import optax
 from audit import membership, metrics, shadows
 from data import synthetic
 from maskdp_jax.plan import Mode, PrivacyPlan
+from run import model as run_model
 
 REGIONS = ("private", "public")
 SIGNIFICANCE = 0.05
@@ -158,9 +159,9 @@ def audit(config) -> dict[str, Any]:
     data = {k: np.concatenate([p[k] for p in parts]) for k in ("video", "mask", "label")}
     offset = {r: n_base + 2 * m * i for i, r in enumerate(REGIONS)}
     n = n_base + m  # videos per run
-    model, trainable, frozen, apply_fn = shadows.audited_model(
-        config, num_classes=train.num_classes, input_shape=data["video"].shape[2:])
-    tokens = shadows.tokenizer(model)
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
+    tokens = built.tokenizer()
     tx = optax.adam(config.learning_rate)
     runs = [(r, s) for s in config.seeds for r in REGIONS]
     rows = []

@@ -75,6 +75,7 @@ from data import synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
+from run import model as run_model
 
 EXPLAINERS = ("shap", "lime")
 EVAL_CHUNK = 128  # coalitions per jitted model call (a fixed shape: one compilation)
@@ -312,9 +313,9 @@ def audit(config) -> dict[str, Any]:
     data = {name: split.get_batch(np.arange(len(split)))
             for name, split in (("train", train), ("test", test), ("aux", aux))}
     shape = data["train"]["video"].shape[2:]
-    model, trainable, frozen, apply_fn = shadows.audited_model(
-        config, num_classes=train.num_classes, input_shape=shape)
-    tokens = shadows.tokenizer(model)
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
+    tokens = built.tokenizer()
     grid = tokens.grid(shape)
     num_cells = math.prod(grid)
 
@@ -322,7 +323,8 @@ def audit(config) -> dict[str, Any]:
     fitted = {}
     for task, num_classes, key in (("identity", z_count, "subject"),
                                    ("utility", train.num_classes, "label")):
-        m, tr, fr, fn = shadows.audited_model(config, num_classes=num_classes, input_shape=shape)
+        task_model = run_model.build(config.model, num_classes=num_classes, seed=config.seed)
+        tr, fr, fn = task_model.trainable, task_model.frozen, task_model.apply_fn
         params = _fit(config, {**data["aux"], "label": data["aux"][key]}, trainable=tr,
                       frozen=fr, apply_fn=fn, tokens=tokens)
         held_out = {**data["train"], "label": data["train"][key]}

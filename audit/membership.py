@@ -21,6 +21,7 @@ import optax
 from audit import lira, metrics, shadows
 from data import synthetic
 from maskdp_jax.plan import Mode, PrivacyPlan
+from run import model as run_model
 
 
 def settings(config) -> list[tuple[str, float]]:
@@ -40,9 +41,9 @@ def audit(config) -> dict[str, Any]:
                                      clip_frames=config.input.clip_frames,
                                      size=config.input.size, seed=config.data_seed)
     data = train.get_batch(np.arange(n))  # the centre clip of every video
-    model, trainable, frozen, apply_fn = shadows.audited_model(
-        config, num_classes=train.num_classes, input_shape=data["video"].shape[2:])
-    tokens = shadows.tokenizer(model)
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
+    tokens = built.tokenizer()
     tx = optax.adam(config.learning_rate)  # one object: the compiled steps are reused
     rows = []
     for mode, eps in settings(config):

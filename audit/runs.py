@@ -11,11 +11,12 @@ import numpy as np
 
 import models
 from accounting import accountant, events
-from audit import canaries, coupled, feature_masking, membership, shadows, synthetic_release
+from audit import canaries, coupled, feature_masking, membership, synthetic_release
 from data import synthetic
 from maskdp_jax import sampling
 from maskdp_jax.plan import PrivacyPlan
 from reporting import plots
+from run import model as run_model
 
 AUDITS = ("canaries", "coupled", "dpcda_lira", "feature_masking", "lira")
 
@@ -28,8 +29,8 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
                                      clip_frames=config.input.clip_frames,
                                      size=config.input.size, seed=config.seed)
     data = train.get_batch(np.arange(len(train)))  # centre clips [N, 1, T, S, S, 3]
-    model, trainable, frozen, apply_fn = shadows.audited_model(
-        config, num_classes=train.num_classes, input_shape=data["video"].shape[2:])
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
     n = len(train)
     q = config.batch_size / n
     steps_for_training = events.steps_for_epochs(num_examples=n, batch_size=config.batch_size,
@@ -37,7 +38,7 @@ def coupled_audit(config, workdir: str) -> dict[str, Any]:
     plan = PrivacyPlan(mode="maskdp", num_examples=n, batch_size=config.batch_size,
                        steps=steps_for_training, l2_clip_norm=1.0,
                        noise_multiplier=config.noise_multiplier, delta=config.delta)
-    common = dict(apply_fn=apply_fn, plan=plan, tokens=shadows.tokenizer(model))
+    common = dict(apply_fn=apply_fn, plan=plan, tokens=built.tokenizer())
     rows = []
     for scheme in ("coupled", "decoupled"):
         sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,

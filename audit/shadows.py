@@ -57,7 +57,6 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-import models
 from audit import lira
 from maskdp_jax import parallel, partition, sampling
 from maskdp_jax import train_step as step_lib
@@ -65,22 +64,6 @@ from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 
 BATCHINGS = ("vmap", "loop")
-
-
-def audited_model(config, *, num_classes: int, input_shape) -> tuple:
-    """The audited model: ``(model, trainable, frozen, apply_fn)`` from the preset
-    ``config.model.name``, initial parameters from the public ``config.seed`` and the fine-tuning
-    split ``config.model.finetune``."""
-    model = models.get_model(config.model.name, num_classes=num_classes)
-    params = model.init(jax.random.key(config.seed), np.zeros((1, *input_shape), np.float32))
-    mask = models.finetune.trainable_mask(params["params"], strategy=config.model.finetune)
-    trainable, frozen = partition.split(params["params"], mask)
-    return model, trainable, frozen, lambda p, x: model.apply({"params": p}, x)
-
-
-def tokenizer(model) -> Tokenizer:
-    """The model's cell geometry for the two views."""
-    return Tokenizer(patch_stride=tuple(model.patch_stride))
 
 
 def complementary_inclusion(rng: np.random.Generator, num_models: int,

@@ -31,8 +31,7 @@ import time
 
 import numpy as np
 
-from configs.video_paper import KINETICS_MEAN, KINETICS_STD
-from data import clips, layouts, testing
+from data import clips, layouts, preprocess, testing
 from data.video_dataset import VideoDataset, VideoOptions
 
 
@@ -80,7 +79,8 @@ def _options(root, *, workers, masks, decoder, starts_on_stride=False) -> VideoO
     spec = clips.ClipSpec(num_frames=16, stride=4, resize_size=256, crop_size=224,
                           starts_on_stride=starts_on_stride)
     return VideoOptions(
-        clip=spec, mean=KINETICS_MEAN, std=KINETICS_STD, num_workers=workers, decoder=decoder,
+        clip=spec, mean=preprocess.K400_MEAN, std=preprocess.K400_STD, num_workers=workers,
+        decoder=decoder,
         mask_dir=os.path.join(root, "masks") if masks else "",
     )
 
@@ -110,7 +110,7 @@ def device_normalisation_ms(batch: int) -> float:
 
     from data import clips
 
-    norm = jax.jit(clips.PixelNorm(KINETICS_MEAN, KINETICS_STD))
+    norm = jax.jit(clips.PixelNorm(preprocess.K400_MEAN, preprocess.K400_STD))
     pixels = jax.device_put(np.random.default_rng(0).integers(
         0, 256, (batch, 16, 224, 224, 3), dtype=np.uint8))
     jax.block_until_ready(norm(pixels))

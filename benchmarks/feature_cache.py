@@ -33,7 +33,6 @@ import numpy as np
 import optax
 
 import models
-import train
 from data import synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
@@ -41,6 +40,7 @@ from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
 from models import finetune
 from run import features
+from run import model as run_model
 
 
 def _epochs(step, state, batch_at, *, steps: int, epochs: int, key) -> tuple[float, float]:
@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
 
     model = models.get_model(args.preset, num_classes=args.classes,
-                             dtype=train.COMPUTE_DTYPES[args.compute_dtype])
+                             dtype=run_model.COMPUTE_DTYPES[args.compute_dtype])
     frames, size = model.input_size[0], model.input_size[1]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"jax {jax.__version__} on {jax.default_backend()}; {args.preset} with "
@@ -88,7 +88,7 @@ def main() -> None:
           f"G={args.grid}, {args.dtype} cache, {args.compute_dtype} compute")
     train_ds, _ = synthetic.make_splits(num_train=max(args.videos, 8), num_test=8,
                                         frames=frames + 8, clip_frames=frames, size=size)
-    params = train.init_params(model, input_shape=(frames, size, size, 3),
+    params = run_model.init_params(model, input_shape=(frames, size, size, 3),
                                key=jax.random.key(0))
     mask = finetune.trainable_mask(params, strategy=args.strategy,
                                    num_last_blocks=args.last_blocks)

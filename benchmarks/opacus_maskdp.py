@@ -95,24 +95,25 @@ def torch_setup(size: dict, strategy: str, *, seed: int = 0):
 
 
 def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | None):
-    """Our model with the torch weights (``torch_state=None``: our own random initialisation,
-    for measurements that do not depend on the weights, such as compile cost); returns
-    ``(model, trainable, frozen, apply_fn)``."""
+    """Our model (:func:`run.model.build`, as train.py builds it) with the torch weights
+    (``torch_state=None``: our own random initialisation, for measurements that do not depend on
+    the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``."""
     import jax
 
     import models
-    from maskdp_jax import partition
+    from configs import default
+    from run import model as run_model
 
-    model = models.get_model(size["preset"], num_classes=size["classes"], head_dropout=0.0)
-    x = np.zeros((1, *model.input_size, 3), np.float32)
-    if torch_state is None:
-        params = jax.jit(model.init)(jax.random.key(0), x)["params"]
-    else:
-        like = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+    config = default.model()
+    config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2))
+    params = None
+    if torch_state is not None:
+        module = models.get_model(size["preset"], num_classes=size["classes"])
+        x = np.zeros((1, *module.input_size, 3), np.float32)
+        like = jax.eval_shape(module.init, jax.random.key(0), x)["params"]
         params, _ = models.convert.convert_state_dict(torch_state, like=like, fmt="torchvision")
-    mask = models.finetune.trainable_mask(params, strategy=strategy, num_last_blocks=2)
-    trainable, frozen = partition.split(jax.tree.map(jax.numpy.asarray, params), mask)
-    return model, trainable, frozen, lambda p, x: model.apply({"params": p}, x)
+    built = run_model.build(config, num_classes=size["classes"], seed=0, params=params)
+    return built.module, built.trainable, built.frozen, built.apply_fn
 
 
 def torch_batches(data, physical: int, device: str):

@@ -27,6 +27,7 @@ from audit import shadows  # noqa: E402
 from configs import default  # noqa: E402
 from data import synthetic  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
+from run import model as run_model  # noqa: E402
 
 flags.DEFINE_enum("finetune", "full", ["full", "linear"], "Trainable part of mvit_cpu.")
 flags.DEFINE_integer("models", 8, "Shadow models (one vmapped chunk).")
@@ -44,8 +45,8 @@ def main(argv):
     config.physical_batch_size = int(np.ceil(f.batch_size + 2 * np.sqrt(f.batch_size)))
     train, _ = synthetic.make_splits(num_train=f.num_videos, num_test=8)
     data = train.get_batch(np.arange(f.num_videos))
-    model, trainable, frozen, apply_fn = shadows.audited_model(
-        config, num_classes=train.num_classes, input_shape=data["video"].shape[2:])
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
     tx = optax.adam(config.optimizer.learning_rate)
     inclusion = shadows.complementary_inclusion(np.random.default_rng(0), f.models, f.num_videos)
     full_plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=f.num_videos // 2,
@@ -67,7 +68,7 @@ def main(argv):
                                         physical_batch_size=config.physical_batch_size)
             start = time.perf_counter()
             out = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
-                                apply_fn=apply_fn, tx=tx, tokens=shadows.tokenizer(model),
+                                apply_fn=apply_fn, tx=tx, tokens=built.tokenizer(),
                                 batching=batching, chunk=f.models)
             jax.block_until_ready(out)
             seconds.append(time.perf_counter() - start)

@@ -20,9 +20,9 @@ import train  # noqa: E402
 from configs import default  # noqa: E402
 from maskdp_jax import sampling  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
-from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
 from maskdp_jax.train_step import TrainState, make_train_step  # noqa: E402
 from run import datasets as run_datasets  # noqa: E402
+from run import model as run_model  # noqa: E402
 
 flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
 flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
@@ -34,9 +34,8 @@ def main(argv):
     config = default.get_config()
     config.mode = mode = flags.FLAGS.mode
     train_ds, _ = run_datasets.get_datasets(config.input, mode=mode)
-    input_shape = train_ds.get_batch(np.array([0]))["video"].shape[2:]
-    model, trainable, frozen, apply_fn = train.build_model(
-        config, num_classes=train_ds.num_classes, input_shape=input_shape, key=jax.random.key(0))
+    built = run_model.build(config.model, num_classes=train_ds.num_classes, seed=0)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
     n = len(train_ds)
     tx = train.build_optimizer(config, steps=256, steps_per_epoch=n / config.batch_size)
     state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
@@ -44,7 +43,7 @@ def main(argv):
         mode=mode, num_examples=n, batch_size=config.batch_size, epochs=config.num_epochs,
         l2_clip_norm=config.privacy.l2_clip_norm, delta=config.privacy.delta,
         noise_multiplier=None if mode == "nonprivate" else 3.0)
-    tokens = Tokenizer(patch_stride=tuple(model.patch_stride), fill_value=config.fill_value)
+    tokens = built.tokenizer(fill_value=config.fill_value)
     step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens,
                               pixel_norm=train_ds.pixel_norm)
     sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,

@@ -12,6 +12,8 @@ report gives the total time).
 
 import ml_collections
 
+from configs import default
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -20,7 +22,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.data_seed = 0
     config.input = ml_collections.ConfigDict(dict(num_train=64, frames=8, clip_frames=8,
                                                   size=32))
-    config.model = ml_collections.ConfigDict(dict(name="mvit_test", finetune="full"))
+    config.model = default.model()  # the model a user trains (run/model.py)
+    config.model.update(dict(name="mvit_test", finetune="full"))
     config.num_canaries = 128  # m: more canaries, a higher certifiable bound
     config.amplitude = 1.5  # the pattern's ± in normalised pixel units
     config.modes = ("nonprivate", "dp", "maskdp")

@@ -9,6 +9,8 @@ public gradients are linearly independent), at its initial weights, on 64 embedd
 
 import ml_collections
 
+from configs import default
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -16,7 +18,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.seed = 0
     config.input = ml_collections.ConfigDict(dict(num_train=64, frames=16, clip_frames=8,
                                                   size=32))
-    config.model = ml_collections.ConfigDict(dict(name="mvit_test", finetune="full"))
+    config.model = default.model()  # the model a user trains (run/model.py)
+    config.model.update(dict(name="mvit_test", finetune="full"))
     config.batch_size = 8  # expected Poisson batch: q = 8/64
     config.physical_batch_size = 16
     config.attack_steps = 20

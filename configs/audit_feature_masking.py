@@ -15,6 +15,8 @@ report gives the times).
 
 import ml_collections
 
+from configs import default
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -24,7 +26,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.input = ml_collections.ConfigDict(dict(
         num_train=64, num_test=32, num_aux=256, num_subjects=16, frames=8, clip_frames=8,
         size=32))
-    config.model = ml_collections.ConfigDict(dict(name="mvit_test", finetune="full"))
+    config.model = default.model()  # the model a user trains (run/model.py)
+    config.model.update(dict(name="mvit_test", finetune="full"))
     # The identity and utility models (non-private, on the auxiliary split).
     config.fit = ml_collections.ConfigDict(dict(batch_size=8, num_epochs=40.0,
                                                 learning_rate=3e-3))

@@ -10,6 +10,8 @@ random guessing's. Small enough for this 2-core CPU (see the report's total time
 
 import ml_collections
 
+from configs import default
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -18,7 +20,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.data_seed = 0
     config.input = ml_collections.ConfigDict(dict(num_train=64, frames=8, clip_frames=8,
                                                   size=32))
-    config.model = ml_collections.ConfigDict(dict(name="mvit_test", finetune="full"))
+    config.model = default.model()  # the model a user trains (run/model.py)
+    config.model.update(dict(name="mvit_test", finetune="full"))
     config.modes = ("nonprivate", "dp", "maskdp")
     config.epsilons = (1.0, 4.0, 8.0)
     config.seeds = (0, 1, 2)

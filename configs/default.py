@@ -15,6 +15,8 @@ both. The run report (JSON + Markdown) is written to --workdir (default ./workdi
 
 import ml_collections
 
+from data import preprocess
+
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
@@ -22,28 +24,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.mode = "maskdp"              # maskdp | dp | nonprivate
     config.sampling = "decoupled"       # decoupled (default) | coupled (paper's Algorithm 1)
 
-    config.input = ml_collections.ConfigDict()
-    config.input.dataset = "synthetic"
-    config.input.num_train = 1024
-    config.input.num_test = 512
-    config.input.frames = 16            # frames per generated video
-    config.input.clip_frames = 8        # T, frames per clip
-    config.input.size = 32
-    config.input.num_subjects = 0       # > 0: subjects with an emblem on the background
-    config.input.clips_per_video = 1    # K (multi-clip: per-video loss = mean over K clips)
-    # Where the K training clips start: uniform (independent offsets) | consecutive (K of the
-    # video's consecutive, non-overlapping clips, seed 003 Sec. 3.2; data/clips.py).
-    config.input.clip_sampling = "uniform"
-    config.input.eval_clips = 1
+    config.input = synthetic_input()
 
-    config.model = ml_collections.ConfigDict()
-    config.model.name = "mvit_cpu"
-    config.model.finetune = "full"      # full | selective | norms | linear | adapters
-    config.model.num_last_blocks = 2    # k for `selective`
-    config.model.init_from = ""         # orbax checkpoint written by `python -m models.convert`
-    # float32 | bfloat16 (mixed precision: products in bf16; parameters, norms, softmax, residual
-    # stream, logits and gradients, so clipping and noise, in float32). README "Speed".
-    config.model.compute_dtype = "float32"
+    config.model = model()
 
     config.batch_size = 64              # expected logical batch size B (Poisson, q = B / N)
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
@@ -111,3 +94,87 @@ def get_config() -> ml_collections.ConfigDict:
     # the noise key and the batches are arguments.
     config.compilation_cache_dir = "~/.cache/maskdp_jax/xla"
     return config
+
+
+# ----------------------------------------------------------------------------------------------
+# Sections: every key of a training config and its default, defined once. The run layer reads
+# them as plain attributes; a key set on the command line that a section lacks is refused.
+# ----------------------------------------------------------------------------------------------
+def model() -> ml_collections.ConfigDict:
+    """``config.model``: what :func:`run.model.build` builds (also the audits' model)."""
+    return ml_collections.ConfigDict(dict(
+        name="mvit_cpu",
+        finetune="full",          # full | selective | norms | linear | adapters
+        num_last_blocks=2,        # k for `selective`
+        init_from="",             # orbax checkpoint written by `python -m models.convert`
+        # float32 | bfloat16 (mixed precision: products in bf16; parameters, norms, softmax,
+        # residual stream, logits and gradients, so clipping and noise, in float32).
+        compute_dtype="float32",
+    ))
+
+
+def clip_keys() -> dict:
+    """Keys of ``config.input`` that every dataset has: how clips are drawn and evaluated."""
+    return dict(
+        clips_per_video=1,        # K (multi-clip: per-video loss = mean over K clips)
+        # Where the K training clips start: uniform (independent offsets) | consecutive (K of
+        # the video's consecutive, non-overlapping clips, seed 003 Sec. 3.2; data/clips.py).
+        clip_sampling="uniform",
+        eval_clips=1,             # temporal evaluation views (logits averaged)
+        prefetch=0,               # logical steps prepared ahead on the host (0 = none)
+    )
+
+
+def synthetic_input() -> ml_collections.ConfigDict:
+    """``config.input`` of the embedded synthetic dataset (:mod:`data.synthetic`)."""
+    return ml_collections.ConfigDict(dict(
+        dataset="synthetic",
+        num_train=1024,
+        num_test=512,
+        frames=16,                # frames per generated video
+        clip_frames=8,            # T, frames per clip
+        size=32,
+        num_subjects=0,           # > 0: subjects with an emblem on the background
+        data_seed=0,              # the generator's seed (public)
+        **clip_keys(),
+    ))
+
+
+def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_collections.ConfigDict:
+    """``config.input`` of real videos: a folder layout (``ucf101``, ``hmdb51``, ``ntu60``,
+    ``toyota_smarthome``, ``folder``; :mod:`data.layouts`) or ``tfds_ucf101``.
+
+    Clip geometry and normalisation are those of torchvision's Kinetics-400 MViTv2-S weights
+    (16 frames every 4, short side 256, centre crop 224); keep ``mean/std/resize_size/crop_size``
+    equal to whatever preprocessing the converted checkpoint expects.
+    """
+    return ml_collections.ConfigDict(dict(
+        dataset=dataset,
+        data_dir="",            # video root (required)
+        split_dir="",           # split files; default: data_dir
+        mask_dir="",            # masks mirroring the video paths; "" = no masks (dp/nonprivate)
+        split=split,            # official split (UCF-101, HMDB-51)
+        protocol=protocol,      # NTU: xsub | xview; Smarthome: cs | cv1 | cv2
+        tfds_config="ucf101_1_256",  # tfds_ucf101: the builder config
+        test_subset="test",
+        test_fraction=0.2,      # folder without split files: seeded stratified held-out split
+        split_seed=0,           # ... its public seed (data/layouts.py)
+        clip_frames=16,         # T
+        stride=4,               # s: frames between clip frames (span 61)
+        resize_size=256,        # short side before cropping
+        crop_size=224,
+        short_videos="pad",     # pad (repeat last frame) | error
+        # torchvision's MViT_V2_S_Weights.KINETICS400_V1 normalisation (mean 0.45, std 0.225; not
+        # VideoClassification's defaults), [0, 1] units; tests/test_data_preprocess.py checks it.
+        mean=preprocess.K400_MEAN,
+        std=preprocess.K400_STD,
+        decoder="decord",       # decord | pyav
+        store_dir="",           # clip stores written by `python -m run.prepare` ("" = decode)
+        num_workers=8,          # decoding threads
+        starts_on_stride=False,  # clips start on multiples of the stride (a store keeps 1/stride)
+        eval_crops=1,           # spatial evaluation crops (1 or 3) per temporal view
+        augment=False,          # nonprivate only: random crop position + horizontal flip
+        validate="metadata",    # metadata | full
+        skip_bad_videos=False,
+        **{**clip_keys(), "eval_clips": 5, "prefetch": 2},
+    ))

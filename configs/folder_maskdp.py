@@ -21,12 +21,12 @@ batch below N: both are checked before training.
 
 import ml_collections
 
-from configs import default, video_paper
+from configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:
     config = default.get_config()
-    config.input = video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-5).input
+    config.input = default.video_input(dataset="folder")
     config.input.update(dict(
         clip_frames=8, stride=2, resize_size=32, crop_size=32,  # mvit_cpu's (8, 32, 32) clips
         num_workers=4, prefetch=1, eval_clips=1,

@@ -32,5 +32,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.sweep.clips = (1,)
     config.sweep.clips_epsilon = 1.0
     config.sweep.per_class_epsilon = 1.0
+    # Non-private runs repeated on each view (context ablation, run/views.py): full | public |
+    # private.
+    config.sweep.views = ("full",)
+    # Whole-grid repeats with base-config keys changed: ((name, (("dotted.key", value), ...)),
+    # ...); each variant's name ends its runs' names.
+    config.sweep.variants = ()
+    config.title = "Privacy-utility sweep"
     config.config_path = "configs/sweep_synthetic.py"
     return config

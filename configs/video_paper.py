@@ -26,13 +26,6 @@ to whatever preprocessing the converted checkpoint expects.
 import ml_collections
 
 from configs import default
-from data import preprocess
-
-# The normalisation of torchvision's MViT_V2_S_Weights.KINETICS400_V1 (mean 0.45, std 0.225; not
-# VideoClassification's defaults), [0, 1] units; tests/test_data_preprocess.py checks it against
-# torchvision.
-KINETICS_MEAN = preprocess.K400_MEAN
-KINETICS_STD = preprocess.K400_STD
 
 
 def paper_config(
@@ -41,36 +34,7 @@ def paper_config(
     """The papers' MaskDP run on a folder-layout dataset; override ``mode`` for dp / nonprivate."""
     config = default.get_config()
     config.mode = "maskdp"
-    config.input = ml_collections.ConfigDict(dict(
-        dataset=dataset,
-        data_dir="",            # video root (required)
-        split_dir="",           # split files; default: data_dir
-        mask_dir="",            # masks mirroring the video paths; "" = no masks (dp/nonprivate)
-        split=split,            # official split (UCF-101, HMDB-51)
-        protocol=protocol,      # NTU: xsub | xview; Smarthome: cs | cv1 | cv2
-        test_subset="test",
-        test_fraction=0.2,      # folder without split files: seeded stratified held-out split
-        split_seed=0,           # ... its public seed (data/layouts.py)
-        clip_frames=16,         # T
-        stride=4,               # s: frames between clip frames (span 61)
-        resize_size=256,        # short side before cropping
-        crop_size=224,
-        short_videos="pad",     # pad (repeat last frame) | error
-        mean=KINETICS_MEAN,
-        std=KINETICS_STD,
-        decoder="decord",       # decord | pyav
-        store_dir="",           # clip stores written by `python -m run.prepare` ("" = decode)
-        num_workers=8,          # decoding threads
-        prefetch=2,             # logical steps prepared ahead
-        clips_per_video=1,      # K training clips per video (Multi-Clip: the unit is the video)
-        clip_sampling="uniform",  # uniform | consecutive (seed 003: K of the non-overlapping clips)
-        starts_on_stride=False,  # clips start on multiples of the stride (a store keeps 1/stride)
-        eval_clips=5,           # temporal evaluation views ...
-        eval_crops=1,           # ... x spatial crops (1 or 3); logits averaged over all views
-        augment=False,          # nonprivate only: random crop position + horizontal flip
-        validate="metadata",    # metadata | full
-        skip_bad_videos=False,
-    ))
+    config.input = default.video_input(dataset=dataset, split=split, protocol=protocol)
     config.model.name = "mvit_v2_s"
     config.model.finetune = "selective"
     config.model.num_last_blocks = 2

@@ -99,13 +99,13 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("sampling", config.sampling, inputs.SAMPLINGS)
     _choice("input.dataset", config.input.dataset, run_datasets.DATASETS)
     _integer("seed", config.seed, minimum=0)
-    _choice("privacy.randomness", config.privacy.get("randomness"), randomness.MODES)
+    _choice("privacy.randomness", config.privacy.randomness, randomness.MODES)
 
     # Model and fine-tuning.
     m = config.model
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
-    _choice("model.compute_dtype", m.get("compute_dtype", "float32"), ("float32", "bfloat16"))
+    _choice("model.compute_dtype", m.compute_dtype, ("float32", "bfloat16"))
     preset = models.PRESETS[m.name]
     if m.finetune == "selective":
         blocks = len(preset["blocks"])
@@ -131,21 +131,20 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _integer("log_every_steps", config.log_every_steps, minimum=1)
     _integer("input.clips_per_video", config.input.clips_per_video, minimum=1)
     _integer("input.eval_clips", config.input.eval_clips, minimum=1)
-    _choice("input.clip_sampling", config.input.get("clip_sampling", "uniform"),
+    _choice("input.clip_sampling", config.input.clip_sampling,
             clips.CLIP_SAMPLINGS)
     if config.input.dataset == "folder":
-        fraction = config.input.get("test_fraction", 0.2)
+        fraction = config.input.test_fraction
         if not (_is_real(fraction) and 0.0 < fraction < 1.0):
             _fail("input.test_fraction", f"must be in (0, 1); got {fraction!r}.")
-        _integer("input.split_seed", config.input.get("split_seed", 0), minimum=0)
-    view = config.get("view", "full")
-    _choice("view", view, views.VIEWS)
-    if view != "full" and Mode(config.mode).is_private:
-        _fail("view", f"must be 'full' in mode {config.mode!r}; got {view!r}. One-view "
+        _integer("input.split_seed", config.input.split_seed, minimum=0)
+    _choice("view", config.view, views.VIEWS)
+    if config.view != "full" and Mode(config.mode).is_private:
+        _fail("view", f"must be 'full' in mode {config.mode!r}; got {config.view!r}. One-view "
               "training (the context ablation, seed 000 Table 3) is for mode 'nonprivate'; "
               "dp trains on the whole video and maskdp on both views.")
-    if config.get("feature_masks", ""):
-        _choice("feature_mask_views", config.get("feature_mask_views", "private"),
+    if config.feature_masks:
+        _choice("feature_mask_views", config.feature_mask_views,
                 tokenizer.HIDE_VIEWS)
         if config.feature_cache.enabled:
             _fail("feature_masks", "cannot be combined with feature_cache.enabled yet: the cache "
@@ -157,7 +156,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _check_feature_cache(config)
 
     o = config.optimizer
-    _choice("optimizer.name", o.get("name", "sgd"), OPTIMIZERS)
+    _choice("optimizer.name", o.name, OPTIMIZERS)
     _real("optimizer.learning_rate", o.learning_rate, minimum=0.0, strict=True)
     _real("optimizer.warmup_epochs", o.warmup_epochs, minimum=0.0, strict=False)
     _real("optimizer.weight_decay", o.weight_decay, minimum=0.0, strict=False)
@@ -171,8 +170,8 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
 
 def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
     """Refuse a feature cache that could not serve the run as configured (data/feature_cache.py)."""
-    c = config.get("feature_cache")
-    if c is None or not c.get("enabled", False):
+    c = config.feature_cache
+    if not c.enabled:
         return
     if config.model.finetune == "full":
         _fail("feature_cache.enabled", "needs a frozen prefix, but model.finetune='full' trains "
@@ -182,17 +181,17 @@ def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
         _fail("feature_cache.clips_per_video",
               f"must be >= input.clips_per_video ({config.input.clips_per_video}): each step "
               f"draws K distinct cached clips per video; got {c.clips_per_video}.")
-    _choice("feature_cache.dtype", c.get("dtype", "float32"), ("float32", "bfloat16"))
-    _integer("feature_cache.batch_size", c.get("batch_size", 0), minimum=0)
-    for key, value, fine, why in (
-        ("input.augment", config.input.get("augment", False), False,
-         "augmented clips are not a fixed function of the video"),
-        ("input.clip_sampling", config.input.get("clip_sampling", "uniform"), "uniform",
-         "the cache draws K of its G fixed clips"),
-        ("input.eval_crops", config.input.get("eval_crops", 1), 1,
-         "the cache holds the centre crop only"),
-        ("view", config.get("view", "full"), "full", "one-view training reads pixels"),
-    ):
+    _choice("feature_cache.dtype", c.dtype, ("float32", "bfloat16"))
+    _integer("feature_cache.batch_size", c.batch_size, minimum=0)
+    fixed = [("input.clip_sampling", config.input.clip_sampling, "uniform",
+              "the cache draws K of its G fixed clips"),
+             ("view", config.view, "full", "one-view training reads pixels")]
+    if config.input.dataset != "synthetic":  # real videos: augmentation and crops
+        fixed += [("input.augment", config.input.augment, False,
+                   "augmented clips are not a fixed function of the video"),
+                  ("input.eval_crops", config.input.eval_crops, 1,
+                   "the cache holds the centre crop only")]
+    for key, value, fine, why in fixed:
         if value != fine:
             _fail(key, f"must be {fine!r} with the feature cache ({why}); got {value!r}.")
 
@@ -215,7 +214,7 @@ def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> No
             accountant.check_combination(p.accountant, p.adjacency, scheme)
         except ValueError as e:
             _fail("privacy.accountant", f"cannot calibrate this run: {e}")
-    microbatch = p.get("microbatch_size", 0)
+    microbatch = p.microbatch_size
     _integer("privacy.microbatch_size", microbatch, minimum=0)
     per_device = config.physical_batch_size // num_devices
     if microbatch and per_device % microbatch:

@@ -52,12 +52,12 @@ def video_splits(
                          f"input.dataset is {config.dataset!r}.")
     train, test = _build_splits(config, mode=mode, use_store=False)
     data.check_splits(train, test)
-    return {"train": train, config.get("test_subset", "test"): test}
+    return {"train": train, config.test_subset: test}
 
 
 def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None) -> VideoOptions:
     """:class:`VideoOptions` from ``config.input``; refuses augmentation outside ``nonprivate``."""
-    augment = bool(config.get("augment", False))
+    augment = bool(config.augment)
     if augment and mode is not None and Mode(mode).is_private:
         raise ValueError(
             f"input.augment=True is for mode 'nonprivate' only; mode {mode!r} trains without "
@@ -65,22 +65,20 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
         )
     spec = clips.ClipSpec(
         num_frames=config.clip_frames, stride=config.stride, resize_size=config.resize_size,
-        crop_size=config.crop_size, short_videos=config.get("short_videos", "pad"),
-        sampling=config.get("clip_sampling", "uniform"),
-        starts_on_stride=config.get("starts_on_stride", False),
+        crop_size=config.crop_size, short_videos=config.short_videos,
+        sampling=config.clip_sampling, starts_on_stride=config.starts_on_stride,
     )
     return VideoOptions(
         clip=spec, mean=tuple(config.mean), std=tuple(config.std),
-        mask_dir=config.get("mask_dir", ""), decoder=config.get("decoder", "decord"),
-        num_workers=config.get("num_workers", 4), eval_crops=config.get("eval_crops", 1),
-        augment=augment, validate=config.get("validate", "metadata"),
-        skip_bad_videos=config.get("skip_bad_videos", False),
+        mask_dir=config.mask_dir, decoder=config.decoder, num_workers=config.num_workers,
+        eval_crops=config.eval_crops, augment=augment, validate=config.validate,
+        skip_bad_videos=config.skip_bad_videos,
     )
 
 
 def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
     name, video_dir = config.dataset, config.data_dir
-    split_dir = config.get("split_dir", "") or video_dir
+    split_dir = config.split_dir or video_dir
     if not video_dir:
         raise ValueError(f"dataset {name!r} needs --config.input.data_dir=<video root>.")
     if name == "ucf101":
@@ -94,9 +92,8 @@ def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
     if name == "toyota_smarthome":
         return layouts.toyota_smarthome(video_dir=video_dir, protocol=config.protocol,
                                         subset=subset)
-    return layouts.folder(video_dir=video_dir, split_dir=config.get("split_dir", ""),
-                          subset=subset, test_fraction=config.get("test_fraction", 0.2),
-                          split_seed=config.get("split_seed", 0))
+    return layouts.folder(video_dir=video_dir, split_dir=config.split_dir, subset=subset,
+                          test_fraction=config.test_fraction, split_seed=config.split_seed)
 
 
 def check_held_out(train: layouts.Layout, test: layouts.Layout, *, name: str) -> None:
@@ -145,20 +142,20 @@ def describe_split(train: data.Dataset, test: data.Dataset, workdir: str) -> str
 def _build_splits(
     config: ml_collections.ConfigDict, *, mode: str | None, use_store: bool = True
 ) -> tuple[data.Dataset, data.Dataset]:
-    store_dir = config.get("store_dir", "") if use_store else ""
+    video = config.dataset in (*FOLDER_DATASETS, "tfds_ucf101")  # has the video_input keys
+    store_dir = config.store_dir if use_store and video else ""
     if store_dir and config.dataset not in FOLDER_DATASETS:
         raise ValueError(f"input.store_dir is for the folder datasets {FOLDER_DATASETS}; "
                          f"input.dataset is {config.dataset!r}: leave input.store_dir empty.")
     if config.dataset == "synthetic":
         return synthetic.make_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
-            clip_frames=config.clip_frames, size=config.size, seed=config.get("data_seed", 0),
-            clip_sampling=config.get("clip_sampling", "uniform"),
-            num_subjects=config.get("num_subjects", 0),
+            clip_frames=config.clip_frames, size=config.size, seed=config.data_seed,
+            clip_sampling=config.clip_sampling, num_subjects=config.num_subjects,
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)
-        test_subset = config.get("test_subset", "test")
+        test_subset = config.test_subset
         if test_subset == "train":
             raise ValueError(
                 "--config.input.test_subset='train' evaluates on the training videos: the report "

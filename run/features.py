@@ -146,7 +146,7 @@ def open_or_build(config: ml_collections.ConfigDict, *, train_ds: data.Dataset, 
     """
     c = config.feature_cache
     cut = finetune.first_trainable_block(trainable_mask)
-    directory = c.get("dir", "") or os.path.join(workdir, "private", "feature_cache")
+    directory = c.dir or os.path.join(workdir, "private", "feature_cache")
     views = feature_cache.VIEWS_BY_MODE[config.mode]
     probe = train_ds.get_batch(np.array([0]), num_clips=1, seed=None, normalize=False)
     prefix = make_prefix(model, cut=cut, views=views, tokens=tokens,
@@ -155,7 +155,7 @@ def open_or_build(config: ml_collections.ConfigDict, *, train_ds: data.Dataset, 
                            jax.ShapeDtypeStruct(probe["mask"].shape, jnp.uint8))[views[0]]
     layout = feature_cache.CacheLayout(
         num_videos=len(train_ds), grid=int(c.clips_per_video), tokens=int(shape.shape[2]),
-        dim=int(shape.shape[3]), views=views, dtype=c.get("dtype", "float32"))
+        dim=int(shape.shape[3]), views=views, dtype=c.dtype)
     fp = fingerprint(source=train_ds, model=model, params=params, cut=cut, layout=layout,
                      tokens=tokens)
     meta = store.read_meta(directory)
@@ -165,7 +165,7 @@ def open_or_build(config: ml_collections.ConfigDict, *, train_ds: data.Dataset, 
               f"({sum(layout.files().values()) / 2**30:.2f} GiB).")
         with prepare.progress_bar(layout.num_videos, "feature cache") as progress:
             build(directory, source=train_ds, layout=layout, prefix=prefix, params=params,
-                  fp=fp, batch_size=int(c.get("batch_size", 0) or config.physical_batch_size),
+                  fp=fp, batch_size=int(c.batch_size or config.physical_batch_size),
                   progress=progress)
     return feature_cache.FeatureCache(directory, layout=layout, fingerprint=fp,
                                       source=train_ds), cut

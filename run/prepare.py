@@ -55,7 +55,11 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
       ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, or a
         store directory holds another store.
     """
-    root = config.input.get("store_dir", "")
+    if config.input.dataset not in run_datasets.FOLDER_DATASETS:
+        raise ValueError(f"a clip store is made for the folder datasets "
+                         f"{run_datasets.FOLDER_DATASETS}; input.dataset is "
+                         f"{config.input.dataset!r}.")
+    root = config.input.store_dir
     if not root:
         raise ValueError("set --config.input.store_dir=<directory for the clip stores>; "
                          "train with the same flag afterwards.")

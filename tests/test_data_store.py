@@ -224,7 +224,8 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
         workdir = str(tmp_path / name)
         if name == "resumed":
             monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_1)
-            assert train.train_and_evaluate(config, workdir).get("preempted")
+            with pytest.raises(train.Preempted):
+                train.train_and_evaluate(config, workdir)
             monkeypatch.setattr(train, "load_logical_batch", load)
         out = train.train_and_evaluate(config, workdir)
         with open(os.path.join(workdir, "metrics.jsonl")) as f:

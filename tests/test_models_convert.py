@@ -15,10 +15,10 @@ import pytest
 from flax import traverse_util
 
 import models
-import train
 from configs import default
 from maskdp_jax import partition
 from models import convert
+from run import model as run_model
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 NUM_CLASSES = 5  # of the fixture's head
@@ -259,16 +259,16 @@ def test_restore_with_other_classes_is_an_error_with_a_hint(checkpoints, like):
 
 
 @pytest.mark.parametrize("strategy", ["selective", "adapters"])
-def test_train_build_model_starts_from_the_checkpoint(fixture, checkpoints, strategy):
-    """train.py's init_from: the restored weights, split by the strategy; adapters keep their
-    identity init."""
+def test_run_model_starts_from_the_checkpoint(fixture, checkpoints, strategy):
+    """model.init_from (run.model.build, train.py's and the audits' model): the restored
+    weights, split by the strategy; adapters keep their identity init."""
     state, _ = fixture
     config = default.get_config()
     config.model.name = "mvit_parity"
     config.model.finetune = strategy
     config.model.init_from = checkpoints[3]
-    _, trainable, frozen, _ = train.build_model(config, num_classes=3, input_shape=(8, 32, 32, 3),
-                                                key=jax.random.key(0))
+    built = run_model.build(config.model, num_classes=3, seed=0)
+    trainable, frozen = built.trainable, built.frozen
     params = partition.merge(trainable, frozen)
     np.testing.assert_array_equal(params["blocks_4"]["norm2"]["scale"],
                                   state["blocks.4.norm2.weight"])

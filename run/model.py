@@ -1,0 +1,151 @@
+"""The one place a run's model is built: preset, initial or pre-trained weights, the
+trainable/frozen split, and the functions that apply it.
+
+``train.py``, the audits (:mod:`audit.shadows`) and the benchmarks all build their model here, from
+the same ``config.model`` section (``configs/default.py``), so an audit audits the model a user
+trains: the same preset, compute dtype, fine-tuning strategy, ``num_last_blocks``, pre-trained
+weights and initial values for the same ``config.seed``.
+
+>>> from configs import default
+>>> config = default.get_config()
+>>> config.model.name, config.model.finetune = "mvit_test", "selective"
+>>> built = build(config.model, num_classes=3, seed=0)
+>>> built.input_shape
+(8, 32, 32, 3)
+>>> 0 < built.counts()["trainable"] < built.counts()["total"]
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+import models
+from maskdp_jax import partition
+from maskdp_jax.tokenizer import Tokenizer
+
+# bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
+# gradient (so clipping, sums and noise) in float32 (models/mvit.py).
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunModel:
+    """A built model and its parameters, split for fine-tuning.
+
+    Attributes:
+      module: the Flax module (:class:`models.MViT`).
+      trainable: the parameters that train (the only ones with gradients, clipped and noised).
+      frozen: the rest, closed over by the step (no gradient is taken w.r.t. them).
+      trainable_mask: boolean pytree like the full parameters, True where a parameter trains.
+      input_shape: one clip, ``(T, H, W, 3)`` (the preset's input size).
+      apply_fn: ``apply_fn(params, x) -> logits``: ``x [n, T, H, W, 3]`` float32 pixels,
+        logits ``[n, num_classes]`` float32.
+    """
+
+    module: Any
+    trainable: Any
+    frozen: Any
+    trainable_mask: Any
+    input_shape: tuple[int, int, int, int]
+    apply_fn: Callable[[Any, jax.Array], jax.Array]
+
+    @property
+    def params(self) -> Any:
+        """The full parameter tree (trainable and frozen merged)."""
+        return partition.merge(self.trainable, self.frozen)
+
+    def apply_from(self, start_block: int) -> Callable[[Any, jax.Array], jax.Array]:
+        """``apply(params, tokens) -> logits`` that starts at block ``start_block``: the
+        trainable suffix the feature cache's steps run (``tokens [n, L, D]``, the cached output
+        of the frozen prefix)."""
+        module = self.module
+
+        def apply(params, tokens):
+            return module.apply({"params": params}, tokens, start_block=start_block)
+
+        return apply
+
+    def tokenizer(self, *, fill_value: float = 0.0) -> Tokenizer:
+        """The cell geometry of the two views on this model's patch-embedding grid."""
+        return Tokenizer(patch_stride=tuple(self.module.patch_stride), fill_value=fill_value)
+
+    def counts(self) -> dict[str, int]:
+        """``{"trainable": ..., "total": ...}`` parameter counts."""
+        trainable = models.finetune.count_params(self.trainable)
+        return {"trainable": trainable,
+                "total": trainable + models.finetune.count_params(self.frozen)}
+
+
+def input_shape(name: str) -> tuple[int, int, int, int]:
+    """One clip ``(T, H, W, 3)`` of the preset ``name`` (``run.config.check_config`` makes the
+    input config agree with it, so no video needs decoding to learn it)."""
+    if name not in models.PRESETS:
+        raise ValueError(f"unknown model {name!r}; available: {sorted(models.PRESETS)}.")
+    return (*models.PRESETS[name]["input_size"], 3)
+
+
+def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: int,
+          params: Any = None) -> RunModel:
+    """The model ``model_config`` names, its parameters and their fine-tuning split.
+
+    Args:
+      model_config: ``config.model``: ``name`` (a preset of :data:`models.PRESETS`),
+        ``finetune`` (a strategy of :mod:`models.finetune`), ``num_last_blocks`` (k for
+        ``selective``), ``init_from`` (public pre-trained weights: an orbax checkpoint of
+        ``python -m models.convert`` or a checkpoint file; "" for random initial values),
+        ``compute_dtype`` (``float32`` | ``bfloat16``).
+      num_classes: classes of the head.
+      seed: the public ``config.seed``; the initial values (of everything when ``init_from``
+        is empty, else of the head and adapters) derive from it. Public on purpose: initial
+        values are not privacy noise.
+      params: parameters to start from instead of ``init_from`` or random values (e.g. weights
+        converted in memory by a benchmark); a tree of the module's structure.
+
+    Returns:
+      A :class:`RunModel`.
+    """
+    m = model_config
+    if m.compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"model.compute_dtype must be one of {tuple(COMPUTE_DTYPES)}; got "
+                         f"{m.compute_dtype!r}.")
+    overrides = {"adapters": True} if m.finetune == "adapters" else {}
+    module = models.get_model(m.name, num_classes=num_classes,
+                              dtype=COMPUTE_DTYPES[m.compute_dtype], **overrides)
+    shape = input_shape(m.name)
+    key, _ = jax.random.split(jax.random.key(seed))
+    if params is not None:
+        params = jax.tree.map(jnp.asarray, params)
+    elif m.init_from:
+        # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
+        like = models.convert.import_template(module, input_shape=shape, key=key)
+        params = models.convert.restore_params(m.init_from, like=like)
+    else:
+        params = init_params(module, input_shape=shape, key=key)
+    mask = models.finetune.trainable_mask(params, strategy=m.finetune,
+                                          num_last_blocks=m.num_last_blocks)
+    trainable, frozen = partition.split(params, mask)
+
+    def apply_fn(params, x):
+        return module.apply({"params": params}, x)
+
+    return RunModel(module=module, trainable=trainable, frozen=frozen, trainable_mask=mask,
+                    input_shape=shape, apply_fn=apply_fn)
+
+
+def init_params(module, *, input_shape, key: jax.Array) -> Any:
+    """Random initial parameters, initialised under ``jit`` with an RBG key drawn from ``key``.
+
+    Deterministic given ``key``. With the default threefry key, compiling ``module.init`` took
+    ~60 s on 2 CPU cores even for the tiny presets (vs ~15 s with RBG); the initial values carry
+    no privacy meaning, so the cheaper generator is used here only.
+    """
+    seed = int(jax.random.randint(key, (), 0, jnp.iinfo(jnp.int32).max))
+    init_key = jax.random.key(seed, impl="rbg")
+    return jax.jit(module.init)(init_key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
