@@ -85,21 +85,6 @@ def _check_multiclip(config):
     run_config.check_config(config)
 
 
-def test_multiclip_docstring_quotes_seed_003_verbatim():
-    """Where the paper's text is at hand (the project's seeds folder, not part of a clone)."""
-    import glob
-    import os
-
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "seeds")
-    found = glob.glob(os.path.join(root, "003_*.txt"))
-    if not found:
-        pytest.skip(f"seed 003 text not available at {root}")
-    with open(found[0]) as f:
-        paper = " ".join(f.read().split())
-    for quote in SEED_003[1:3] + SEED_003[4:5]:
-        assert quote in paper, quote
-
-
 @pytest.mark.parametrize("module", [*PAPER, ucf101_multiclip],
                          ids=lambda m: m.__name__.split(".")[-1])
 def test_docstring_states_the_configs_delta_and_epochs(module):
