@@ -91,9 +91,11 @@ class Mode(enum.StrEnum):
 MODES = tuple(m.value for m in Mode)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivacyPlan:
     """The calibrated, validated privacy settings of one run (hashable: jitted code closes over it).
+
+    Keyword-only: C, σ and δ are all floats, so a positional call could swap them silently.
 
     Attributes:
       mode: :class:`Mode`.

@@ -90,3 +90,9 @@ def test_plans_are_hashable_values_and_nonprivate_has_no_noise():
     with pytest.raises(ValueError, match="a nonprivate plan has noise_multiplier 0"):
         PrivacyPlan(mode="nonprivate", num_examples=10, batch_size=2, steps=1, l2_clip_norm=1.0,
                     noise_multiplier=1.0, delta=1e-5)
+
+
+def test_plans_are_built_by_keyword_only():
+    # C and σ are both floats: a positional call would swap them without a word.
+    with pytest.raises(TypeError):
+        PrivacyPlan("maskdp", 1000, 10, 100, 2.0, 1.0, 1e-4)
