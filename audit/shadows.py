@@ -90,15 +90,14 @@ class ShadowSetup:
     """What every shadow model shares.
 
     Attributes:
-      plan: the privacy plan of one model (``num_examples`` = N/2).
+      plan: the privacy plan of one model (``num_examples`` = N/2); its effective
+        ``sampling`` scheme is the one every model draws its batches with, as in training.
       physical_batch_size: P.
-      sampling: ``"decoupled"`` or ``"coupled"`` (maskdp only; as in training).
       seed: sampler seeds and noise keys derive from it and the model's index.
     """
 
     plan: PrivacyPlan
     physical_batch_size: int
-    sampling: str = "decoupled"
     seed: int = 0
 
     def _model_seed(self, model: int) -> int:
@@ -117,8 +116,9 @@ def logical_batches(setup: ShadowSetup, model: int, members: np.ndarray, step: i
                     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], ...]:
     """Model ``model``'s ``(public, private)`` physical batches at ``step``: lists of
     ``(global indices [P], weights [P])`` drawn by its sampler over its ``members`` (sorted global
-    indices of its N/2 videos)."""
-    lb = setup.sampler(model).logical_batch(step, mode=setup.plan.mode, sampling=setup.sampling)
+    indices of its N/2 videos), with the plan's sampling scheme (coupled: one draw for both)."""
+    lb = setup.sampler(model).logical_batch(step, mode=setup.plan.mode,
+                                            sampling=setup.plan.sampling)
     out = []
     for positions in (lb.public, lb.private):
         if positions is None:
@@ -142,7 +142,7 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
     """Train the M shadow models of ``inclusion [M, N]`` from the same initial parameters.
 
     Args:
-      setup: the shared plan, batch size, sampling and seed.
+      setup: the shared plan (with its sampling scheme), batch size and seed.
       inclusion: ``[M, N]`` bool (:func:`complementary_inclusion`).
       data: the N videos: ``video [N, K, T, H, W, C]`` float32, ``mask [N, K, T, H, W]``,
         ``label [N]``.

@@ -60,6 +60,22 @@ def test_a_model_samples_only_its_own_half(mode):
         assert len(seen) == pytest.approx(plan.steps * 8 * (1 + (mode == "maskdp")), rel=0.25)
 
 
+@pytest.mark.parametrize("sampling", ["coupled", "decoupled"])
+def test_shadow_models_draw_with_the_plans_sampling_scheme(sampling):
+    # Coupled sampling reveals the private batch (the noise-free public gradient): the shadow
+    # models of a coupled plan must be trained on that algorithm, not the decoupled one.
+    plan = PrivacyPlan(mode="maskdp", num_examples=20, batch_size=8, steps=10, l2_clip_norm=1.0,
+                       noise_multiplier=1.0, delta=1e-3, sampling=sampling)
+    setup = shadows.ShadowSetup(plan=plan, physical_batch_size=4, seed=3)
+    members = np.flatnonzero(shadows.complementary_inclusion(np.random.default_rng(1), 4, 40)[0])
+    same = []
+    for t in range(plan.steps):
+        public, private = (np.concatenate([i[w > 0] for i, w in side] or [np.zeros(0, int)])
+                           for side in shadows.logical_batches(setup, 0, members, t))
+        same.append(np.array_equal(public, private))
+    assert all(same) if sampling == "coupled" else not any(same)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The study of ``shadow_cases.tiny`` trained three ways in a subprocess with two CPU
