@@ -6,13 +6,21 @@ Wraps dp-accounting's RDP and PLD accountants. Public surface:
 * :class:`Ledger`: the (q, σ, steps) history of a run, stored in checkpoints.
 * :func:`theorem41_epsilon`: the papers' closed form, checked against dp-accounting.
 * :func:`check_delta`: refuses δ >= 1/N.
+* :func:`supports` / :func:`unsupported_reason`: which (accountant, adjacency, sampling)
+  combinations can be accounted, and why not.
 
 See ``accounting/README.md`` for the adjacency relations and sampling schemes. The plain-English
 statement of what a run's ε protects is written by :mod:`reporting.privacy` (it needs the
 training mode, which this package does not know).
 """
 
-from accounting.accountant import calibrate_noise_multiplier, epsilon, history_epsilon
+from accounting.accountant import (
+    calibrate_noise_multiplier,
+    epsilon,
+    history_epsilon,
+    supports,
+    unsupported_reason,
+)
 from accounting.coupled import coupled_step_rdp
 from accounting.events import Segment, steps_for_epochs
 from accounting.inputs import check_delta
@@ -28,6 +36,8 @@ __all__ = [
     "epsilon",
     "history_epsilon",
     "steps_for_epochs",
+    "supports",
     "theorem41_epsilon",
     "theorem41_rdp",
+    "unsupported_reason",
 ]

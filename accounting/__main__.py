@@ -131,9 +131,8 @@ def _cmd_sigma(args: argparse.Namespace) -> None:
 
 
 def _cmd_table(args: argparse.Namespace) -> None:
-    methods = ("rdp", "pld")
-    if args.adjacency == "replace" and args.sampling == "decoupled":
-        methods = ("pld",)
+    methods = tuple(m for m in ("rdp", "pld")
+                    if accountant.supports(m, adjacency=args.adjacency, sampling=args.sampling))
     print(
         f"σ (noise multiplier) reaching ε; adjacency={args.adjacency}, "
         f"sampling={args.sampling}; batch 128, C = 1; steps = epochs·ceil(N/B).\n"
@@ -184,7 +183,7 @@ def _cmd_compare(args: argparse.Namespace) -> None:
             cells = []
             for adjacency, sampling in cases:
                 for method in ("rdp", "pld"):
-                    if method == "rdp" and adjacency == "replace" and sampling == "decoupled":
+                    if not accountant.supports(method, adjacency=adjacency, sampling=sampling):
                         cells.append("n/a")
                         continue
                     eps = accountant.epsilon(

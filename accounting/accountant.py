@@ -88,19 +88,59 @@ CALIBRATION_RTOL = 1e-4
 """Calibration stops when the bracket [lo, hi] has hi/lo <= 1 + CALIBRATION_RTOL."""
 
 
-def check_combination(method: str, adjacency: str, sampling: str) -> None:
-    """Raises ``ValueError`` for an unknown method, adjacency or sampling, or for RDP with
-    Poisson subsampling under ``replace`` (dp-accounting has no such bound)."""
+def unsupported_reason(method: str, *, adjacency: str, sampling: str) -> str | None:
+    """Why accountant ``method`` cannot bound ε under ``adjacency`` with ``sampling``, or None
+    when it can: the one statement of which combinations the accountants cover.
+
+    PLD covers every combination. RDP covers all but Poisson subsampling (``decoupled``: the
+    private batch is a hidden Poisson draw) under ``replace`` (``REPLACE_ONE``), for which
+    dp-accounting's RDP accountant has no bound; we refuse rather than approximate. (Coupled
+    sampling reveals the batch, so its RDP is a plain Gaussian's, exact under both relations.)
+
+    Args:
+      method: ``"pld"`` or ``"rdp"``.
+      adjacency: ``"special"`` or ``"replace"``.
+      sampling: ``"decoupled"`` or ``"coupled"``.
+
+    Raises:
+      ValueError: an unknown method, adjacency or sampling.
+
+    >>> unsupported_reason("rdp", adjacency="special", sampling="decoupled") is None
+    True
+    >>> unsupported_reason("rdp", adjacency="replace", sampling="decoupled")[:26]
+    'RDP cannot account Poisson'
+    """
     inputs.check_choice("method", method, inputs.METHODS)
     inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
     inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
     if method == "rdp" and adjacency == "replace" and sampling == "decoupled":
-        raise ValueError(
+        return (
             "RDP cannot account Poisson subsampling under the 'replace' adjacency: "
             "dp-accounting's RdpAccountant has no bound for PoissonSampledDpEvent with "
             "REPLACE_ONE, and we do not approximate it. Use method='pld' (exact "
             "REPLACE_ONE PLD) or adjacency='special'."
         )
+    return None
+
+
+def supports(method: str, *, adjacency: str, sampling: str) -> bool:
+    """Whether accountant ``method`` can bound ε under ``adjacency`` with ``sampling``
+    (:func:`unsupported_reason` says why not).
+
+    >>> supports("pld", adjacency="replace", sampling="decoupled")
+    True
+    >>> supports("rdp", adjacency="replace", sampling="decoupled")
+    False
+    """
+    return unsupported_reason(method, adjacency=adjacency, sampling=sampling) is None
+
+
+def check_combination(method: str, adjacency: str, sampling: str) -> None:
+    """Raises ``ValueError`` for an unknown method, adjacency or sampling, or for a combination
+    the accountant does not cover (:func:`unsupported_reason`)."""
+    reason = unsupported_reason(method, adjacency=adjacency, sampling=sampling)
+    if reason is not None:
+        raise ValueError(reason)
 
 
 # ---------------------------------------------------------------------------
@@ -183,7 +223,7 @@ def pld_interval(
     segments: tuple[events.Segment, ...], delta: float, adjacency: str, sampling: str
 ) -> float:
     """The PLD grid step used for this history (see the module docstring)."""
-    if sampling == "decoupled" and adjacency == "replace":
+    if not supports("rdp", adjacency=adjacency, sampling=sampling):
         # No RDP bound for Poisson + REPLACE_ONE; the special-adjacency RDP ε, doubled,
         # is only used to choose the grid, never reported.
         scale = 2.0 * _rdp_epsilon(segments, delta, "special", sampling)
@@ -492,7 +532,8 @@ def calibrate_noise_multiplier(
         return eps_of_sigma
 
     # RDP first: cheap, and an upper bound on the PLD σ (RDP ε >= PLD ε).
-    rdp_adjacency = "special" if (sampling == "decoupled" and adjacency == "replace") else adjacency
+    rdp_adjacency = adjacency if supports("rdp", adjacency=adjacency, sampling=sampling) else \
+        "special"
     rdp_fn = eps_fn("rdp", rdp_adjacency)
     lo, hi = _bracket(rdp_fn, target, guess=1.0, factor=2.0)
     sigma_rdp = _smallest_sigma(rdp_fn, target, lo, hi)

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from typing import Any
 
+import accounting
 from accounting import Ledger, inputs
 from maskdp_jax import randomness as randomness_lib
 from maskdp_jax.plan import Mode
@@ -236,12 +237,10 @@ def privacy_report(
         )
 
     eps_pld = ledger.epsilon(delta=delta, method="pld", adjacency=adjacency, sampling=sampling)
-    if adjacency == "replace" and sampling == "decoupled":
+    no_rdp = accounting.unsupported_reason("rdp", adjacency=adjacency, sampling=sampling)
+    if no_rdp is not None:
         eps_rdp = None
-        notes.append(
-            "No RDP epsilon: dp-accounting has no RDP bound for Poisson subsampling under "
-            "the replace relation (REPLACE_ONE); the PLD epsilon is exact for it."
-        )
+        notes.append(f"No RDP epsilon: {no_rdp}")
     else:
         eps_rdp = ledger.epsilon(delta=delta, method="rdp", adjacency=adjacency, sampling=sampling)
     if not ledger.is_private():

@@ -125,6 +125,43 @@ def test_coupled_pld_single_step_is_scaled_gaussian(adjacency, sensitivity):
     assert exact <= ours <= exact + 1e-3
 
 
+SUPPORT = [  # (method, adjacency, sampling, covered)
+    ("pld", "special", "decoupled", True),
+    ("pld", "replace", "decoupled", True),
+    ("pld", "special", "coupled", True),
+    ("pld", "replace", "coupled", True),
+    ("rdp", "special", "decoupled", True),
+    ("rdp", "replace", "decoupled", False),  # no RDP bound for Poisson + REPLACE_ONE
+    ("rdp", "special", "coupled", True),
+    ("rdp", "replace", "coupled", True),  # revealed batch: a plain Gaussian under both
+]
+
+
+@pytest.mark.parametrize("method,adjacency,sampling,covered", SUPPORT)
+def test_supports_says_which_combinations_an_accountant_covers(method, adjacency, sampling,
+                                                               covered):
+    assert accounting.supports(method, adjacency=adjacency, sampling=sampling) is covered
+    reason = accounting.unsupported_reason(method, adjacency=adjacency, sampling=sampling)
+    assert (reason is None) is covered
+    if covered:
+        accounting.epsilon(q=0.01, noise_multiplier=1.0, steps=10, delta=1e-5, method=method,
+                           adjacency=adjacency, sampling=sampling)
+    else:
+        assert "REPLACE_ONE" in reason
+        with pytest.raises(ValueError) as err:
+            accounting.epsilon(q=0.01, noise_multiplier=1.0, steps=10, delta=1e-5,
+                               method=method, adjacency=adjacency, sampling=sampling)
+        assert str(err.value) == reason
+
+
+@pytest.mark.parametrize("bad", [dict(method="prv"), dict(adjacency="swap"),
+                                 dict(sampling="shared")])
+def test_supports_refuses_unknown_names(bad):
+    args = {"method": "pld", "adjacency": "special", "sampling": "decoupled", **bad}
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        accounting.supports(args.pop("method"), **args)
+
+
 def test_zero_noise_and_zero_steps():
     assert eps(q=0.01, noise_multiplier=0.0, steps=10) == math.inf
     assert eps(q=0.01, noise_multiplier=0.0, steps=10, method="rdp") == math.inf
