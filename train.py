@@ -339,12 +339,8 @@ def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, trai
                  split: str | None = None) -> run_report.RunReport:
     """The run report: the accuracy, the privacy statement of the guard's ledger and plan."""
     plan = guard.plan
-    privacy = privacy_lib.privacy_report(
-        mode=plan.mode, ledger=guard.ledger, delta=plan.delta, num_examples=plan.num_examples,
-        adjacency=plan.adjacency, sampling=plan.sampling, randomness=guard.randomness.mode,
-        calibrated_by=plan.accountant if plan.target_epsilon is not None else None,
-        target_epsilon=plan.target_epsilon,
-    )
+    privacy = privacy_lib.privacy_report(plan=plan, ledger=guard.ledger,
+                                         randomness=guard.randomness.mode)
     counts = None  # labels are private in dp mode: exact class counts are not DP
     if plan.mode is not Mode.DP:
         counts = np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist()

@@ -2,8 +2,9 @@
 
 The statement a person reads next to ε. It belongs to the reporting layer (not to
 :mod:`accounting`, which computes ε): it reads the training :class:`~maskdp_jax.plan.Mode` (what
-is protected) and the run's randomness policy (:mod:`maskdp_jax.randomness`), and the trainer
-fills it from the run's :class:`~maskdp_jax.plan.PrivacyPlan` and the guard's ledger.
+is protected) and the run's randomness policy (:mod:`maskdp_jax.randomness`), and it is built
+from the run's :class:`~maskdp_jax.plan.PrivacyPlan` (the only privacy input) and the guard's
+ledger.
 
 Every report names the mode, the adjacency relation and the sampling scheme next
 to ε, and states in plain English what is and is not protected. JSON convention:
@@ -20,7 +21,7 @@ from typing import Any
 import accounting
 from accounting import Ledger, inputs
 from maskdp_jax import randomness as randomness_lib
-from maskdp_jax.plan import Mode
+from maskdp_jax.plan import Mode, PrivacyPlan
 
 
 def _unit(mode: Mode, adjacency: str) -> str:
@@ -185,49 +186,42 @@ def format_epsilon(epsilon, accountant: str) -> str:
 
 def privacy_report(
     *,
-    mode: str,
+    plan: PrivacyPlan,
     ledger: Ledger,
-    delta: float,
-    num_examples: int,
-    adjacency: str = "special",
-    sampling: str = "decoupled",
     randomness: str | None = None,
-    calibrated_by: str | None = None,
-    target_epsilon: float | None = None,
 ) -> PrivacyReport:
-    """Accounts ``ledger`` and states the resulting guarantee.
+    """Accounts ``ledger`` under ``plan`` and states the resulting guarantee.
 
     Args:
-      mode: ``"maskdp"`` (ε-MaskDP under masked adjacency: private tokens of one
-        video), ``"dp"`` (video-level DP) or ``"nonprivate"`` (ε = ∞).
-      ledger: the steps taken.
-      delta: δ; must satisfy 0 < δ < 1/N (:func:`accounting.check_delta`).
-      num_examples: N, the number of training videos.
-      adjacency: ``"special"`` or ``"replace"``.
-      sampling: ``"decoupled"`` or ``"coupled"``.
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`. Its mode says what is protected
+        (``maskdp``: the private tokens of one video under masked adjacency; ``dp``: one
+        whole video; ``nonprivate``: nothing, ε = ∞); its δ (``0 < δ < 1/N``,
+        :func:`accounting.check_delta`, refused otherwise even for ``nonprivate``), N,
+        adjacency and effective sampling scheme are those of the guarantee; its accountant and
+        target ε say how σ was set (shown as "calibrated by" when σ was calibrated, nothing
+        when σ was given).
+      ledger: the steps taken (q and σ are reported from it, not from the plan).
       randomness: ``"secret"``, ``"seeded"`` (the statement then says that the noise can be
         recomputed from the published seed) or None (not stated).
-      calibrated_by / target_epsilon: the accountant that set σ and its target ε (both None
-        when σ was given); shown next to the two ε's, which may differ.
 
     Returns:
-      A :class:`PrivacyReport` with ε by PLD and (where possible) RDP.
+      A :class:`PrivacyReport` with ε by PLD and (where the accountant covers the case,
+      :func:`accounting.supports`) RDP.
     """
-    mode = Mode(mode)
-    inputs.check_choice("adjacency", adjacency, inputs.ADJACENCIES)
-    inputs.check_choice("sampling", sampling, inputs.SAMPLINGS)
+    mode, delta, adjacency, sampling = plan.mode, plan.delta, plan.adjacency, plan.sampling
     if randomness is not None:
         inputs.check_choice("randomness", randomness, randomness_lib.MODES)
-    inputs.check_delta(delta=delta, num_examples=num_examples)
+    inputs.check_delta(delta=delta, num_examples=plan.num_examples)
     segments = ledger.segments
     q = segments[0].q if segments and all(s.q == segments[0].q for s in segments) else None
     sigmas = {s.noise_multiplier for s in segments}
     sigma = segments[0].noise_multiplier if len(sigmas) == 1 else None
     notes: list[str] = []
     run = dict(mode=mode.value, adjacency=adjacency, sampling=sampling, delta=float(delta),
-               num_examples=int(num_examples), steps=ledger.steps, q=q, noise_multiplier=sigma,
-               randomness=randomness, calibrated_by=calibrated_by,
-               target_epsilon=target_epsilon)
+               num_examples=plan.num_examples, steps=ledger.steps, q=q, noise_multiplier=sigma,
+               randomness=randomness,
+               calibrated_by=plan.accountant if plan.target_epsilon is not None else None,
+               target_epsilon=plan.target_epsilon)
 
     if not mode.is_private:
         return PrivacyReport(
@@ -245,11 +239,6 @@ def privacy_report(
         eps_rdp = ledger.epsilon(delta=delta, method="rdp", adjacency=adjacency, sampling=sampling)
     if not ledger.is_private():
         notes.append("At least one recorded step had noise_multiplier = 0, so epsilon = inf.")
-    if not mode.has_public_pass and sampling == "coupled":
-        notes.append(
-            "Mode 'dp' has no public pass, so nothing reveals the batch; the coupled "
-            "(revealed-sample) epsilon is a valid but pessimistic bound here."
-        )
     if q is None and segments:
         notes.append(
             f"Heterogeneous history of {len(segments)} segments; epsilon composes them exactly."

@@ -16,6 +16,7 @@ import pytest
 import accounting
 from configs import default
 from maskdp_jax import randomness, sampling
+from maskdp_jax.plan import PrivacyPlan
 from reporting import privacy as privacy_lib
 from reporting import run_report as report
 from run import checkpoint, guard, identity, journal
@@ -145,6 +146,12 @@ def _secret_forms(rand: randomness.Randomness) -> list[str]:
     return forms
 
 
+def _plan(mode: str) -> PrivacyPlan:
+    """The plan of the three recorded steps at q = B/N, σ = 1."""
+    return PrivacyPlan(mode=mode, num_examples=N, batch_size=B, steps=3, l2_clip_norm=1.0,
+                       noise_multiplier=1.0, delta=1e-3)
+
+
 def test_published_artefacts_hold_no_secret(tmp_path):
     """What a secret-mode run writes outside its checkpoints (privacy report, run report,
     journal) and prints (the Randomness repr) holds neither the secret nor its derived keys."""
@@ -152,8 +159,8 @@ def test_published_artefacts_hold_no_secret(tmp_path):
     rand = _for_run(config)
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=3)
-    privacy = privacy_lib.privacy_report(mode="maskdp", ledger=ledger, delta=1e-3,
-                                        num_examples=N, randomness="secret")
+    privacy = privacy_lib.privacy_report(plan=_plan("maskdp"), ledger=ledger,
+                                         randomness="secret")
     run = report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(),
         privacy_markdown=privacy.to_markdown(), history=[],
@@ -181,16 +188,14 @@ def test_published_artefacts_hold_no_secret(tmp_path):
 def test_seeded_report_carries_the_warning(mode):
     ledger = accounting.Ledger()
     ledger.record(q=B / N, noise_multiplier=1.0, steps=3)
-    seeded = privacy_lib.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
-                                       randomness="seeded")
+    seeded = privacy_lib.privacy_report(plan=_plan(mode), ledger=ledger, randomness="seeded")
     warning = ("randomness seeded from config.seed (published in this report): noise and batches "
                "can be recomputed — the ε holds only if the seed is kept secret; for "
                "reproducibility experiments, not for releasing models")
     assert warning in seeded.statement and warning in seeded.to_markdown()
     assert seeded.to_dict()["randomness"] == "seeded"
     assert "| randomness | seeded |" in seeded.to_markdown()
-    secret = privacy_lib.privacy_report(mode=mode, ledger=ledger, delta=1e-3, num_examples=N,
-                                       randomness="secret")
+    secret = privacy_lib.privacy_report(plan=_plan(mode), ledger=ledger, randomness="secret")
     assert warning not in secret.statement
     assert "seed 0 (also the noise and the batches" in report.RunReport(
         config=_config("seeded").to_dict(), privacy={}, privacy_markdown="", history=[],

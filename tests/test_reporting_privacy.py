@@ -6,6 +6,7 @@ import math
 import pytest
 
 from accounting import Ledger
+from maskdp_jax.plan import PrivacyPlan
 from reporting import privacy
 
 
@@ -15,10 +16,17 @@ def _ledger(q=128 / 40320, sigma=1.0, steps=3000):
     return ledger
 
 
+def _plan(mode="maskdp", *, num_examples=40320, delta=1e-6, **kwargs):
+    """A plan with the ledger's numbers; the report reads q and σ from the ledger."""
+    args = dict(mode=mode, num_examples=num_examples, batch_size=min(128, num_examples // 2),
+                steps=3000, l2_clip_norm=1.0, delta=delta,
+                noise_multiplier=0.0 if mode == "nonprivate" else 1.0)
+    args.update(kwargs)
+    return PrivacyPlan(**args)
+
+
 def test_report_maskdp_special():
-    report = privacy.privacy_report(
-        mode="maskdp", ledger=_ledger(), delta=1e-6, num_examples=40320
-    )
+    report = privacy.privacy_report(plan=_plan(), ledger=_ledger())
     assert report.adjacency == "special" and report.sampling == "decoupled"
     assert report.epsilon_pld <= report.epsilon_rdp
     assert report.q == pytest.approx(128 / 40320) and report.noise_multiplier == 1.0
@@ -34,51 +42,52 @@ def test_report_maskdp_special():
 
 
 def test_report_replace_has_no_rdp_and_says_why():
-    report = privacy.privacy_report(
-        mode="maskdp", ledger=_ledger(), delta=1e-6, num_examples=40320, adjacency="replace"
-    )
+    report = privacy.privacy_report(plan=_plan(adjacency="replace"), ledger=_ledger())
     assert report.epsilon_rdp is None
     assert any("REPLACE_ONE" in note for note in report.notes)
     assert "Definition 2" in report.statement
-    special = privacy.privacy_report(
-        mode="maskdp", ledger=_ledger(), delta=1e-6, num_examples=40320
-    )
+    special = privacy.privacy_report(plan=_plan(), ledger=_ledger())
     assert report.epsilon_pld > special.epsilon_pld
     assert report.to_dict()["epsilon_rdp"] is None
 
 
 def test_report_dp_and_coupled():
-    report = privacy.privacy_report(
-        mode="dp", ledger=_ledger(), delta=1e-6, num_examples=40320, sampling="coupled"
-    )
+    report = privacy.privacy_report(plan=_plan("dp"), ledger=_ledger())
     assert "video" in report.statement and "NOT protected" not in report.statement
-    assert "coupled" in report.statement
-    decoupled = privacy.privacy_report(
-        mode="dp", ledger=_ledger(), delta=1e-6, num_examples=40320
-    )
-    assert report.epsilon_rdp > decoupled.epsilon_rdp
+    assert "decoupled" in report.statement
+    coupled = privacy.privacy_report(plan=_plan(sampling="coupled"), ledger=_ledger())
+    assert "coupled" in coupled.statement and coupled.sampling == "coupled"
+    decoupled = privacy.privacy_report(plan=_plan(), ledger=_ledger())
+    assert coupled.epsilon_rdp > decoupled.epsilon_rdp
 
 
 def test_report_nonprivate_and_zero_noise():
-    report = privacy.privacy_report(
-        mode="nonprivate", ledger=Ledger(), delta=1e-6, num_examples=100
-    )
+    report = privacy.privacy_report(plan=_plan("nonprivate", num_examples=100), ledger=Ledger())
     assert report.epsilon_pld == math.inf and report.epsilon_rdp == math.inf
     assert "nothing is protected" in report.statement
     d = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     assert d["epsilon_pld"] == "inf" and d["epsilon_rdp"] == "inf"
     noiseless = _ledger(sigma=0.0)
-    report = privacy.privacy_report(
-        mode="maskdp", ledger=noiseless, delta=1e-6, num_examples=100
-    )
+    report = privacy.privacy_report(plan=_plan(num_examples=100), ledger=noiseless)
     assert report.epsilon_pld == math.inf and any("noise_multiplier = 0" in n for n in report.notes)
 
 
 def test_report_heterogeneous_has_no_single_q_or_sigma():
     ledger = _ledger()
     ledger.record(q=128 / 40320, noise_multiplier=2.0, steps=10)
-    report = privacy.privacy_report(mode="maskdp", ledger=ledger, delta=1e-6, num_examples=40320)
+    report = privacy.privacy_report(plan=_plan(), ledger=ledger)
     assert report.q == pytest.approx(128 / 40320) and report.noise_multiplier is None
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+def test_report_names_the_accountant_that_calibrated_sigma(accountant):
+    calibrated = privacy.privacy_report(
+        plan=_plan(accountant=accountant, target_epsilon=2.0), ledger=_ledger())
+    assert (calibrated.calibrated_by, calibrated.target_epsilon) == (accountant, 2.0)
+    assert f"| σ calibrated by | {accountant.upper()} to ε = 2 |" in calibrated.to_markdown()
+    given = privacy.privacy_report(plan=_plan(accountant=accountant), ledger=_ledger())
+    assert (given.calibrated_by, given.target_epsilon) == (None, None)
+    assert "calibrated by" not in given.to_markdown()
 
 
 @pytest.mark.parametrize(
@@ -93,7 +102,18 @@ def test_report_heterogeneous_has_no_single_q_or_sigma():
     ],
 )
 def test_report_bad_inputs(kwargs):
-    args = dict(mode="maskdp", ledger=_ledger(steps=10), delta=1e-6, num_examples=1000)
-    args.update(kwargs)
+    # A report is built from a plan only, and no plan holds these numbers.
     with pytest.raises(ValueError):
-        privacy.privacy_report(**args)
+        privacy.privacy_report(plan=_plan(**{"num_examples": 1000, **kwargs}),
+                               ledger=_ledger(steps=10))
+
+
+def test_report_refuses_delta_at_least_one_over_n_even_when_nonprivate():
+    plan = _plan("nonprivate", num_examples=1000, delta=1e-2)  # the plan does not check δ
+    with pytest.raises(ValueError, match="1/N"):
+        privacy.privacy_report(plan=plan, ledger=Ledger())
+
+
+def test_report_refuses_unknown_randomness():
+    with pytest.raises(ValueError, match="randomness"):
+        privacy.privacy_report(plan=_plan(), ledger=_ledger(steps=10), randomness="public")
