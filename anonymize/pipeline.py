@@ -21,9 +21,9 @@ a second run skips videos whose outputs exist (``overwrite=True`` redoes them).
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
-import tempfile
 import warnings
 from fractions import Fraction
 
@@ -43,7 +43,7 @@ from anonymize.stages import (
     Segmenter,
     check_reads,
 )
-from data import decode
+from data import atomic, decode
 from data.decode import MASK_VIDEO_EXTENSIONS
 from data.layouts import VIDEO_EXTENSIONS
 
@@ -210,35 +210,25 @@ def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -
     Matroska (lossless) or H.264 crf 18 in MP4, whatever ``path``'s extension."""
     import av
 
-    def write(tmp):
-        lossless = store == "lossless"
-        with av.open(tmp, "w", format="matroska" if lossless else "mp4") as container:
-            stream = container.add_stream("ffv1" if lossless else "libx264",
-                                          rate=Fraction(fps).limit_denominator(1001))
-            stream.height, stream.width = frames.shape[1:3]
-            stream.pix_fmt = "bgr0" if lossless else "yuv420p"
-            if not lossless:
-                stream.options = {"crf": "18"}
-            for frame in frames:
-                container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-            container.mux(stream.encode())
-
-    _save_atomic(path, write)
-
-
-def _save_atomic(path: str, write) -> None:
+    lossless = store == "lossless"
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the dataset from co-workers
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with (atomic.replacing(path) as tmp,
+          av.open(tmp, "w", format="matroska" if lossless else "mp4") as container):
+        stream = container.add_stream("ffv1" if lossless else "libx264",
+                                      rate=Fraction(fps).limit_denominator(1001))
+        stream.height, stream.width = frames.shape[1:3]
+        stream.pix_fmt = "bgr0" if lossless else "yuv420p"
+        if not lossless:
+            stream.options = {"crf": "18"}
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+
+
+def _save(path: str, content: bytes | str) -> None:
+    """Atomically write ``content`` to ``path``, making its directory."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomic.write(path, content)
 
 
 def _fps(path: str) -> float:
@@ -325,12 +315,11 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         result = anonymize_video(frames, key, stages, options)
         result.summary["settings"] = settings
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
-        _save_atomic(stem + ".npz", lambda p, r=result: _write_npz(p, r.public))
-        _save_atomic(stem + ".json", lambda p, r=result: _write_json(p, r.summary))
+        _save(stem + ".npz", _npz(result.public))
+        _save(stem + ".json", _json(result.summary))
         if preview_dir:
             png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
-            strip = preview(frames, result)
-            _save_atomic(png, lambda p, s=strip: _write_png(p, s))
+            _save(png, _png(preview(frames, result)))
         videos[key] = result.summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
@@ -347,7 +336,7 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         "videos_with_frames_without_person": sorted(
             k for k, v in videos.items() if v["frames_without_person"]),
     }
-    _save_atomic(os.path.join(dst, "summary.json"), lambda p: _write_json(p, summary))
+    _save(os.path.join(dst, "summary.json"), _json(summary))
     return summary
 
 
@@ -381,25 +370,23 @@ def _settings(stages: Stages, options: Options) -> dict:
     }))
 
 
-def _write_png(path: str, rgb: np.ndarray) -> None:
+def _png(rgb: np.ndarray) -> bytes:
     from anonymize.opencv import cv2
 
     ok, data = cv2().imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
     if not ok:
-        raise OSError(f"PNG encoding failed for {path}.")
-    with open(path, "wb") as f:
-        f.write(data.tobytes())
+        raise OSError("PNG encoding failed.")
+    return data.tobytes()
 
 
-def _write_npz(path: str, public: np.ndarray) -> None:
-    with open(path, "wb") as f:  # a file object: numpy would append ".npz" to the temp name
-        np.savez_compressed(f, mask=public.astype(np.uint8))
+def _npz(public: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, mask=public.astype(np.uint8))
+    return buffer.getvalue()
 
 
-def _write_json(path: str, payload: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=1)
-        f.write("\n")
+def _json(payload: dict) -> str:
+    return json.dumps(payload, indent=1) + "\n"
 
 
 def build_stages(config) -> tuple[Stages, Options]:

@@ -8,7 +8,8 @@ mask resizing, normalisation); :mod:`data.labels` (label checks); the sources :m
 :mod:`data.video_dataset` and :mod:`data.tfds_ucf101`; :mod:`data.loader` (prefetching steps);
 :mod:`data.preprocess` (torchvision's Kinetics transform in NumPy); :mod:`data.store` (the clip
 store: a split decoded once into memory-mapped frames and masks, written by ``python -m
-run.prepare``); :mod:`data.testing` (small video files for tests). Token cells and the
+run.prepare``); :mod:`data.atomic` (atomic file replacement, for every writer above
+the data layer too); :mod:`data.testing` (small video files for tests). Token cells and the
 degenerate-mask check belong to the tokeniser
 (:mod:`maskdp_jax.tokenizer`), which reads masks from here: ``data`` imports nothing from
 ``maskdp_jax``.

@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from data import clips, decode
+from data import atomic, clips, decode
 
 STORE_VERSION = 1
 FRAMES, MASKS, INDEX, META, DONE = "frames.u8", "masks.u8", "index.npz", "meta.json", "done.txt"
@@ -169,12 +169,7 @@ def read_meta(directory: str) -> dict | None:
 
 
 def _write_meta(directory: str, meta: dict) -> None:
-    tmp = os.path.join(directory, META + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(directory, META))
+    atomic.write(os.path.join(directory, META), json.dumps(meta, indent=1))
 
 
 def done_indices(directory: str) -> set[int]:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 import accounting
+from data import atomic
 
 JOURNAL = "privacy_ledger.json"
 
@@ -50,12 +50,7 @@ def write_ledger_journal(workdir: str, ledger: accounting.Ledger, *, privacy: Ma
         ledger = previous
     payload = {"ledger": ledger.to_dict(), "steps": ledger.steps, "privacy": dict(privacy),
                "run": dict(run)}
-    fd, tmp = tempfile.mkstemp(dir=workdir, prefix=".privacy_ledger.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic.write(path, json.dumps(payload, indent=2))
     return path
 
 

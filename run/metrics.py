@@ -17,6 +17,8 @@ import os
 
 from tensorboardX import SummaryWriter
 
+from data import atomic
+
 
 def _number(value):
     """A JSON value back to a float (non-finite floats are stored as strings)."""
@@ -51,10 +53,8 @@ class MetricWriter:
         os.makedirs(workdir, exist_ok=True)
         self.jsonl_path = os.path.join(workdir, "metrics.jsonl")
         self.history = [r for r in read_rows(self.jsonl_path) if r["step"] <= resume_step]
-        tmp = self.jsonl_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.writelines(json.dumps(self._row(r["step"], r)) + "\n" for r in self.history)
-        os.replace(tmp, self.jsonl_path)
+        atomic.write(self.jsonl_path,
+                     "".join(json.dumps(self._row(r["step"], r)) + "\n" for r in self.history))
         self._jsonl = open(self.jsonl_path, "a")  # noqa: SIM115 - closed in close()
         self._tb = SummaryWriter(os.path.join(workdir, "tb")) if tensorboard else None
 
