@@ -25,7 +25,7 @@ over them under ``jax.shard_map``, ``chunk / devices`` per device, without commu
 Equality. The two give the same models **bit for bit** on the CPU (tested at full fine-tuning of
 ``mvit_test``, both passes of ``maskdp``, a padded last chunk). Three things make it so. The
 step's programs compile without XLA:CPU's YNNPACK dot fusion
-(:func:`maskdp_jax.train_step.jit`), whose kernels differ between a model-batched matrix product
+(:mod:`maskdp_jax.compilation`), whose kernels differ between a model-batched matrix product
 and the one-model product (6e-8 after two steps with it). Optax's bias correction
 ``b ** count`` sees a scalar count, as in the one-model step (:func:`_model_axes`; on a
 ``[chunk]`` vector of counts XLA:CPU takes its vectorised power, another last bit). And no chunk
@@ -58,7 +58,7 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 from audit import lira
-from maskdp_jax import parallel, partition, sampling
+from maskdp_jax import compilation, parallel, partition, sampling
 from maskdp_jax import train_step as step_lib
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
@@ -219,7 +219,7 @@ def _over_models(fn, in_axes, out_axes, mesh, **jit_kwargs):
 
         mapped = jax.shard_map(mapped, mesh=mesh, in_specs=spec(in_axes),
                                out_specs=spec(out_axes))
-    return step_lib.jit(mapped, **jit_kwargs)
+    return compilation.jit(mapped, **jit_kwargs)
 
 
 @functools.cache

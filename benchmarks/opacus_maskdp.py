@@ -166,6 +166,7 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     process on this CPU, session 17; why was not profiled). Like ``make_train_step``'s passes,
     each program cuts its view from the batch itself."""
 
+    from maskdp_jax import compilation
     from maskdp_jax import train_step as ts
 
     if mode != "nonprivate2":
@@ -185,10 +186,10 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
                                         {**batch, "video": video, "weight": batch["weight"] * has},
                                         apply_fn=apply_fn, plan=plain["plan"], tokens=cfg.tokens)
 
-        return ts.jit(accumulate, donate_argnums=0)
+        return compilation.jit(accumulate, donate_argnums=0)
 
     passes = (one_view(public=True), one_view(public=False))
-    final = ts.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
+    final = compilation.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
 
     def step(state, batches, key):
         acc = ts.zeros_accumulator(state.trainable)

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 
 from benchmarks import opacus_maskdp as bench  # noqa: E402
-from maskdp_jax import partition  # noqa: E402
+from maskdp_jax import compilation, partition  # noqa: E402
 from maskdp_jax import train_step as ts  # noqa: E402
 
 PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp")
@@ -123,8 +123,9 @@ def main() -> None:
             kind, mode = part.split("-")
             piece = ts.accumulate_private if kind == "private" else ts.accumulate_public
             extra = {"microbatch_size": cfg.microbatch} if kind == "private" else {}
-            fn = ts.jit(functools.partial(piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
-                                          tokens=cfg.tokens, **extra))
+            fn = compilation.jit(functools.partial(
+                piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode), tokens=cfg.tokens,
+                **extra))
             row = compile_and_time(fn, acc, trainable, frozen, batch, repeats=args.repeats)
         median = "-" if args.repeats == 0 else f"{row['median_ms']:.1f}"
         print(f"  {part:22s} {row['lower_s']:9.1f} {row['compile_s']:11.1f} {row['fusions']:7d} "

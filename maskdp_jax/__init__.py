@@ -16,4 +16,6 @@ other; never :mod:`data`, :mod:`models`, the run layer or the reporting layer.
   path for ``maskdp``, ``dp`` and ``nonprivate``.
 * :mod:`maskdp_jax.partition` (trainable / frozen split), :mod:`maskdp_jax.parallel` (data
   parallelism over a device mesh, several hosts).
+* :mod:`maskdp_jax.compilation`: the XLA compile options of the step's programs and the ``jit``
+  that applies them (also used by the audit's shadow models).
 """

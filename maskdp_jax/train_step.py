@@ -46,29 +46,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import clipping, noise, parallel, partition, tokenizer
+from maskdp_jax import clipping, compilation, noise, parallel, partition, tokenizer
 from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
 Batch = dict[str, jnp.ndarray]
 ApplyFn = Callable[[PyTree, jnp.ndarray], jnp.ndarray]
 PixelNorm = Callable[[jnp.ndarray], jnp.ndarray]  # uint8 pixels -> float32 (data.clips.PixelNorm)
-
-# XLA:CPU compile options of the step's programs: no YNNPACK library fusion of dots (XLA's own
-# dot kernels instead). Measured on the 2-core CPU (benchmarks/RESULTS.md, "Without YNNPACK"):
-# the selective maskdp step 1.36x faster, dp 1.56x; and the same dot kernels whether or not a
-# program is vmapped over models, which makes audit.shadows' vmapped models equal the loop's bit
-# for bit. Other backends ignore CPU options; they are not passed there.
-CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-
-
-def jit(fn: Callable, **kwargs) -> Callable:
-    """``jax.jit(fn, **kwargs)`` with :data:`CPU_COMPILER_OPTIONS` when the default backend is
-    the CPU: every program of the step (and of the audit's shadow models) is compiled by it."""
-    if jax.default_backend() == "cpu":
-        kwargs = {**kwargs, "compiler_options": CPU_COMPILER_OPTIONS}
-    return jax.jit(fn, **kwargs)
-
 
 class TrainState(struct.PyTreeNode):
     """Everything that changes during training (collaborators are bound by closure instead).
@@ -338,14 +322,14 @@ def make_train_step(
     def build(fn):
         if mesh is not None:
             fn = parallel.shard_accumulation(fn, zeros_accumulator, mesh)
-        return jit(fn, donate_argnums=0)
+        return compilation.jit(fn, donate_argnums=0)
 
     public = build(functools.partial(accumulate_public, apply_fn=apply_fn, plan=plan,
                                      tokens=tokens, pixel_norm=pixel_norm))
     private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
                                       tokens=tokens, microbatch_size=microbatch_size,
                                       pixel_norm=pixel_norm))
-    final = jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
+    final = compilation.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
     mode = plan.mode
 
     def train_step(state: TrainState, batch: LogicalBatchData, key: jax.Array):

@@ -48,7 +48,7 @@ def test_eight_devices_equal_one_device(eight_devices, mode):
     assert eight_devices["devices"] == 8
     # Parameters after 2 steps (noise, clipping, padding, momentum) agree to float32 reordering;
     # the update itself agrees to a few float32 ulps of reduction-order noise. (XLA:CPU's own dot
-    # kernels, train_step.CPU_COMPILER_OPTIONS, round a device's one example otherwise than the
+    # kernels, compilation.CPU_COMPILER_OPTIONS, round a device's one example otherwise than the
     # batch of 8: measured 1.8e-6. Mixing examples across devices gives > 1e-2, the trap below.)
     assert eight_devices[mode]["params"] <= 5e-6
     assert eight_devices[mode]["update"] <= 5e-6
