@@ -35,7 +35,7 @@ from tqdm import tqdm
 import data
 from maskdp_jax import parallel, sampling, tokenizer
 from maskdp_jax.plan import Mode, PrivacyPlan
-from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
+from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from reporting import plots, run_report
 from reporting import privacy as privacy_lib
 from run import config as run_config
@@ -199,15 +199,16 @@ def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
 
 def step_inputs(config: ml_collections.ConfigDict, *, built: run_model.RunModel,
                 train_ds: data.Dataset, tokens: tokenizer.Tokenizer, workdir: str):
-    """``(dataset, apply_fn)`` the training steps read: the clips and the whole model, or, with
-    ``config.feature_cache.enabled``, the frozen prefix's cached features and the trainable
-    suffix (:mod:`run.features`; the same update, tested)."""
+    """``(dataset, apply_fn, views)`` the training steps read: the clips, the whole model and
+    the tokeniser's two views of the pixels, or, with ``config.feature_cache.enabled``, the
+    frozen prefix's cached features, the trainable suffix and the cached views
+    (:mod:`run.features`; the same update, tested)."""
     if not config.feature_cache.enabled:
-        return train_ds, built.apply_fn
+        return train_ds, built.apply_fn, PixelViews(tokens)
     cache, cut = features.open_or_build(
         config, train_ds=train_ds, model=built.module, params=built.params, tokens=tokens,
         trainable_mask=built.trainable_mask, workdir=workdir)
-    return cache, built.apply_from(cut)
+    return cache, built.apply_from(cut), features.cached_views
 
 
 class Preempted(Exception):  # noqa: N818 (a stop, not an error)
@@ -387,13 +388,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         tokens = built.tokenizer(fill_value=config.fill_value)
         train_ds, test_ds = make_views(config, train_ds=train_ds, test_ds=test_ds,
                                        tokens=tokens, clip_shape=built.input_shape[:3])
-        step_ds, step_apply = step_inputs(config, built=built, train_ds=train_ds,
-                                          tokens=tokens, workdir=workdir)
+        step_ds, step_apply, step_views = step_inputs(config, built=built, train_ds=train_ds,
+                                                      tokens=tokens, workdir=workdir)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)
         train_step = make_train_step(
-            apply_fn=step_apply, tx=tx, plan=plan, tokens=tokens, mesh=mesh,
+            apply_fn=step_apply, views=step_views, tx=tx, plan=plan, mesh=mesh,
             microbatch_size=config.privacy.microbatch_size or None,
             pixel_norm=step_ds.pixel_norm)
         state, resumed = guard.resume(

@@ -46,7 +46,7 @@ def _flat(tree) -> jax.Array:
 def _public_sum(trainable, frozen, batch, *, apply_fn, plan, tokens):
     acc = train_step.zeros_accumulator(trainable)
     acc = train_step.accumulate_public(acc, trainable, frozen, batch, apply_fn=apply_fn,
-                                       plan=plan, tokens=tokens)
+                                       plan=plan, views=train_step.PixelViews(tokens))
     return _flat(acc.public_sum)
 
 

@@ -177,7 +177,8 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
 
 @functools.cache
 def _train_step(apply_fn, tx, plan, tokens):
-    return step_lib.make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens)
+    return step_lib.make_train_step(apply_fn=apply_fn, tx=tx, plan=plan,
+                                    views=step_lib.PixelViews(tokens))
 
 
 def _train_loop(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress):
@@ -228,7 +229,8 @@ def _vmapped_accumulations(apply_fn, tokens, plan, mesh):
     and C, so the caller passes a plan with σ, steps and ε cleared: one compilation serves every ε
     and seed of a study."""
     def vmapped(fn):
-        return _over_models(functools.partial(fn, apply_fn=apply_fn, plan=plan, tokens=tokens),
+        return _over_models(functools.partial(fn, apply_fn=apply_fn, plan=plan,
+                                              views=step_lib.PixelViews(tokens)),
                             (0, 0, None, 0), 0, mesh, donate_argnums=0)
 
     return vmapped(step_lib.accumulate_public), vmapped(step_lib.accumulate_private)

@@ -37,7 +37,7 @@ from data import synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
-from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
+from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from models import finetune
 from run import features
 from run import model as run_model
@@ -111,7 +111,8 @@ def main() -> None:
         return (np.arange(args.batch) + step * args.batch) % args.videos
 
     pixel_step = make_train_step(apply_fn=lambda p, x: model.apply({"params": p}, x), tx=tx,
-                                 plan=plan, tokens=tokens, pixel_norm=train_ds.pixel_norm)
+                                 plan=plan, views=PixelViews(tokens),
+                                 pixel_norm=train_ds.pixel_norm)
     first, epoch = _epochs(
         pixel_step, state,
         lambda s: logical(train_ds.get_batch(rows(s), seed=[s], normalize=False)),
@@ -130,7 +131,7 @@ def main() -> None:
         build = time.perf_counter() - t
         cache_step = make_train_step(
             apply_fn=lambda p, h: model.apply({"params": p}, h, start_block=cut), tx=tx,
-            plan=plan, tokens=tokens)
+            plan=plan, views=features.cached_views)
         first_c, epoch_c = _epochs(
             cache_step, state, lambda s: logical(cache.get_batch(rows(s), seed=[s])),
             steps=steps, epochs=args.epochs, key=key)

@@ -179,12 +179,13 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
 
     def one_view(public: bool):
         def accumulate(acc, trainable, frozen, batch):
-            views = ts.batch_views(batch, cfg.tokens)
+            views = ts.batch_views(batch, ts.PixelViews(cfg.tokens))
             video, has = ((views.public, views.has_public) if public
                           else (views.private, views.has_private))
             return ts.accumulate_public(acc, trainable, frozen,
                                         {**batch, "video": video, "weight": batch["weight"] * has},
-                                        apply_fn=apply_fn, plan=plain["plan"], tokens=cfg.tokens)
+                                        apply_fn=apply_fn, plan=plain["plan"],
+                                        views=ts.PixelViews(cfg.tokens))
 
         return compilation.jit(accumulate, donate_argnums=0)
 
@@ -233,7 +234,9 @@ def step_plan(cfg: StepSettings, mode: str):
 
 def step_args(cfg: StepSettings, mode: str) -> dict:
     """Keyword arguments of ``make_train_step`` (less apply_fn, tx) for ``mode``."""
-    return {"plan": step_plan(cfg, mode), "tokens": cfg.tokens,
+    from maskdp_jax.train_step import PixelViews
+
+    return {"plan": step_plan(cfg, mode), "views": PixelViews(cfg.tokens),
             "microbatch_size": cfg.microbatch}
 
 

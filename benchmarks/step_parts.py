@@ -124,8 +124,8 @@ def main() -> None:
             piece = ts.accumulate_private if kind == "private" else ts.accumulate_public
             extra = {"microbatch_size": cfg.microbatch} if kind == "private" else {}
             fn = compilation.jit(functools.partial(
-                piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode), tokens=cfg.tokens,
-                **extra))
+                piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
+                views=ts.PixelViews(cfg.tokens), **extra))
             row = compile_and_time(fn, acc, trainable, frozen, batch, repeats=args.repeats)
         median = "-" if args.repeats == 0 else f"{row['median_ms']:.1f}"
         print(f"  {part:22s} {row['lower_s']:9.1f} {row['compile_s']:11.1f} {row['fusions']:7d} "

@@ -20,7 +20,7 @@ import train  # noqa: E402
 from configs import default  # noqa: E402
 from maskdp_jax import sampling  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
-from maskdp_jax.train_step import TrainState, make_train_step  # noqa: E402
+from maskdp_jax.train_step import PixelViews, TrainState, make_train_step  # noqa: E402
 from run import datasets as run_datasets  # noqa: E402
 from run import model as run_model  # noqa: E402
 
@@ -44,7 +44,7 @@ def main(argv):
         l2_clip_norm=config.privacy.l2_clip_norm, delta=config.privacy.delta,
         noise_multiplier=None if mode == "nonprivate" else 3.0)
     tokens = built.tokenizer(fill_value=config.fill_value)
-    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, tokens=tokens,
+    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, views=PixelViews(tokens),
                               pixel_norm=train_ds.pixel_norm)
     sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
                                       seed=0)

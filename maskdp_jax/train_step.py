@@ -18,15 +18,20 @@ Mode by mode:
   masks ``maskdp`` computes exactly the same update.
 * ``nonprivate``: no private pass and no noise; the public pass sees the whole video.
 
-Each physical batch is a dict (or, from the feature cache, ``video`` holds the frozen prefix's
-features, and for ``maskdp`` the views come made: ``public``/``private`` features and
-``has_public``/``has_private [P, K]``, see :func:`batch_views`)::
+Each physical batch is a dict::
 
     video  [P, K, T, H, W, C] uint8     pixels, K clips per video, normalised inside the step by
                                         ``pixel_norm`` (float32: already the model's input)
     mask   [P, K, T, H, W]    uint8     1 = public pixel, 0 = private pixel (public information)
     label  [P]                int32     class index (public under masked adjacency)
     weight [P]                float32   1 = real example, 0 = padding
+
+The step reads ``video`` as the whole video (``dp``, ``nonprivate``) and makes the views of
+``maskdp`` with a view function (:data:`ViewFn`) given by the caller: :class:`PixelViews` cuts
+them from ``video`` and ``mask`` with the model's tokeniser; a caller whose batches carry views
+made elsewhere (the run layer's feature cache, made by the same tokeniser before a frozen prefix)
+passes a function that reads them, and its batches need no ``video`` or ``mask``. Either way the
+public view must be a function of public pixels only; the step does not look inside.
 
 A video's loss is the mean over its K clips (multi-clip, seed 003), so the clipped unit is the
 video. The step is split into jitted pieces (accumulate a public physical batch, accumulate a
@@ -53,6 +58,10 @@ PyTree = Any
 Batch = dict[str, jnp.ndarray]
 ApplyFn = Callable[[PyTree, jnp.ndarray], jnp.ndarray]
 PixelNorm = Callable[[jnp.ndarray], jnp.ndarray]  # uint8 pixels -> float32 (data.clips.PixelNorm)
+# A physical batch -> its views: public / private [P, K, ...] (the model's input) and
+# has_public / has_private [P, K] bool, per clip.
+ViewFn = Callable[[Batch], tokenizer.Views]
+
 
 class TrainState(struct.PyTreeNode):
     """Everything that changes during training (collaborators are bound by closure instead).
@@ -119,11 +128,15 @@ def zeros_accumulator(trainable: PyTree) -> Accumulator:
     )
 
 
-def video_loss(apply_fn: ApplyFn, params: PyTree, clips: jnp.ndarray, label: jnp.ndarray):
-    """Cross-entropy of one video: mean over its K clips. ``clips: [K, T, H, W, C]``."""
-    logits = apply_fn(params, clips)
-    labels = jnp.broadcast_to(label, logits.shape[:1])
-    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+def video_losses(apply_fn: ApplyFn, params: PyTree, video: jnp.ndarray,
+                 label: jnp.ndarray) -> jnp.ndarray:
+    """``[P]`` cross-entropy of each video: the mean over its K clips (multi-clip: the video, not
+    the clip, is the unit). ``video: [P, K, T, H, W, C]`` (or features), ``label: [P]``; the
+    model sees the ``P * K`` clips as one batch."""
+    p, k = video.shape[:2]
+    logits = apply_fn(params, video.reshape(p * k, *video.shape[2:])).reshape(p, k, -1)
+    labels = jnp.broadcast_to(label[:, None], (p, k))
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), axis=1)
 
 
 def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray:
@@ -143,48 +156,66 @@ def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray
     return pixel_norm(video)
 
 
-def _normalised(batch: Batch, pixel_norm: PixelNorm | None) -> Batch:
-    if "video" not in batch:  # views from the feature cache
-        return batch
-    return {**batch, "video": model_video(batch["video"], pixel_norm)}
+@dataclasses.dataclass(frozen=True)
+class PixelViews:
+    """The :data:`ViewFn` of pixel batches: ``tokens.views`` of ``video [P, K, T, H, W, C]``
+    (normalised) and ``mask [P, K, T, H, W]``. The public view is a function of the public
+    pixels and the mask only (:mod:`maskdp_jax.tokenizer`). Hashable, so a jit or cache may key
+    on it.
 
-
-def batch_views(batch: Batch, tokens: tokenizer.Tokenizer) -> tokenizer.Views:
-    """Views of a physical batch ``[P, K, ...]``; video-level flags reduce over the K clips.
-
-    A batch from the feature cache (``data.feature_cache``) carries its views already made
-    (``public``, ``private``, ``has_public``, ``has_private``: the same tokeniser's views, cut
-    before the frozen prefix that produced them); otherwise they are cut here from ``video`` and
-    ``mask``.
+    Attributes:
+      tokens: the model's tokeniser (cell geometry, fill value).
     """
-    if "public" in batch:
-        views = tokenizer.Views(batch["public"], batch["private"], batch["has_public"],
-                                batch["has_private"])
-    else:
-        views = tokens.views(batch["video"], batch["mask"])
-    return views._replace(
-        has_public=jnp.any(views.has_public, axis=1),
-        has_private=jnp.any(views.has_private, axis=1),
+
+    tokens: tokenizer.Tokenizer
+
+    def __call__(self, batch: Batch) -> tokenizer.Views:
+        return self.tokens.views(batch["video"], batch["mask"])
+
+
+def batch_views(batch: Batch, views: ViewFn) -> tokenizer.Views:
+    """``views(batch)`` with the flags reduced over the K clips: ``has_public`` /
+    ``has_private [P]``, True where any clip of the video has a public (private) cell."""
+    made = views(batch)
+    return made._replace(
+        has_public=jnp.any(made.has_public, axis=1),
+        has_private=jnp.any(made.has_private, axis=1),
     )
+
+
+def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
+               pixel_norm: PixelNorm | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The model input ``[P, K, ...]`` and the weights ``[P]`` of one pass over a physical batch.
+
+    Without views (``dp``, ``nonprivate``): the whole (normalised) ``video`` and ``weight``.
+    With views (``maskdp``): the public view in the public pass (``public=True``), the private
+    view in the private pass, each weighted 0 for a video without a cell of that part (so a
+    video's absent private part contributes exactly zero private gradient). The views are made
+    after normalisation (the fill value is in normalised units); a batch without ``video`` is
+    one whose ``views`` need no pixels.
+    """
+    if "video" in batch:
+        batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
+    if not plan.mode.uses_views:
+        return batch["video"], batch["weight"]
+    made = batch_views(batch, views)
+    if public:
+        return made.public, batch["weight"] * made.has_public
+    return made.private, batch["weight"] * made.has_private
 
 
 def accumulate_public(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
-    pixel_norm: PixelNorm | None = None,
+    apply_fn: ApplyFn, plan: PrivacyPlan, views: ViewFn, pixel_norm: PixelNorm | None = None,
 ) -> Accumulator:
     """Add one physical batch's public gradient ``sum_i w_i grad L(view_pu_i)`` (no clipping).
 
     The gradient depends only on public pixels, the masks and the labels (normalisation is per
-    pixel, so it moves no private pixel into the public view). ``pixel_norm``: see
-    :func:`model_video`.
+    pixel, so it moves no private pixel into the public view). ``views``, ``pixel_norm``: see
+    :func:`pass_input`.
     """
-    batch = _normalised(batch, pixel_norm)
-    if not plan.mode.uses_views:
-        video, weights = batch["video"], batch["weight"]
-    else:
-        views = batch_views(batch, tokens)
-        video, weights = views.public, batch["weight"] * views.has_public
+    video, weights = pass_input(batch, public=True, plan=plan, views=views,
+                                pixel_norm=pixel_norm)
 
     # A weight-0 row (padding, or nothing public) may hold anything, inf/NaN included, and
     # 0 * inf = NaN in the sum and in its gradient. Double where: the row's input is replaced
@@ -193,12 +224,7 @@ def accumulate_public(
     video = jnp.where(real.reshape(-1, *[1] * (video.ndim - 1)), video, 0.0)
 
     def loss_sum(tr):
-        params = partition.merge(tr, frozen)
-        p, k = video.shape[:2]
-        logits = apply_fn(params, video.reshape(p * k, *video.shape[2:]))
-        logits = logits.reshape(p, k, -1)
-        labels = jnp.broadcast_to(batch["label"][:, None], (p, k))
-        per_video = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), 1)
+        per_video = video_losses(apply_fn, partition.merge(tr, frozen), video, batch["label"])
         per_video = jnp.where(real, per_video, 0.0)
         return jnp.sum(weights * per_video), per_video
 
@@ -212,25 +238,22 @@ def accumulate_public(
 
 def accumulate_private(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, plan: PrivacyPlan, tokens: tokenizer.Tokenizer,
+    apply_fn: ApplyFn, plan: PrivacyPlan, views: ViewFn,
     microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
 ) -> Accumulator:
     """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``.
 
     ``microbatch_size``: per-example gradients are computed ``m`` at a time (None: the whole
     physical batch at once); bounds memory for full fine-tuning, same sum
-    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``pixel_norm``: see :func:`model_video`.
+    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``views``, ``pixel_norm``: see
+    :func:`pass_input`.
     """
-    batch = _normalised(batch, pixel_norm)
-    if not plan.mode.uses_views:
-        video, weights = batch["video"], batch["weight"]
-    else:
-        views = batch_views(batch, tokens)
-        video, weights = views.private, batch["weight"] * views.has_private
+    video, weights = pass_input(batch, public=False, plan=plan, views=views,
+                                pixel_norm=pixel_norm)
 
     def one_video_loss(tr, example):
-        clips, label = example
-        return video_loss(apply_fn, partition.merge(tr, frozen), clips, label)
+        clips, label = example  # one video: [K, ...], []
+        return video_losses(apply_fn, partition.merge(tr, frozen), clips[None], label[None])[0]
 
     grads, stats = clipping.clipped_grad_sum(
         one_video_loss, trainable, (video, batch["label"]), weights,
@@ -288,7 +311,7 @@ class LogicalBatchData:
 
 def make_train_step(
     *, apply_fn: ApplyFn, tx: optax.GradientTransformation, plan: PrivacyPlan,
-    tokens: tokenizer.Tokenizer, microbatch_size: int | None = None,
+    views: ViewFn, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
 ) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
     """Build ``train_step(state, batch, key) -> (state, metrics)``.
@@ -298,7 +321,9 @@ def make_train_step(
       tx: optax optimiser over the trainable subtree.
       plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`; the step reads the mode, C, σ and
         the expected batch size B from it.
-      tokens: the model's :class:`~maskdp_jax.tokenizer.Tokenizer` (cell geometry, fill value).
+      views: how the ``maskdp`` views of a physical batch are made (:data:`ViewFn`): for pixel
+        batches ``PixelViews(tokens)`` with the model's tokeniser; unused by ``dp`` and
+        ``nonprivate``.
       microbatch_size: per-example gradients of the private pass ``m`` at a time (None: the
         whole physical batch); same update, bounded memory.
       mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.parallel.make_mesh`):
@@ -325,9 +350,9 @@ def make_train_step(
         return compilation.jit(fn, donate_argnums=0)
 
     public = build(functools.partial(accumulate_public, apply_fn=apply_fn, plan=plan,
-                                     tokens=tokens, pixel_norm=pixel_norm))
+                                     views=views, pixel_norm=pixel_norm))
     private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
-                                      tokens=tokens, microbatch_size=microbatch_size,
+                                      views=views, microbatch_size=microbatch_size,
                                       pixel_norm=pixel_norm))
     final = compilation.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
     mode = plan.mode

@@ -3,8 +3,9 @@
 ``train.py`` with ``--config.feature_cache.enabled=True`` calls :func:`open_or_build` before the
 first step. It writes the cache if it is missing, continues it if a previous build was stopped,
 and refuses a cache made for other videos, model, weights or settings. Training then runs only
-the trainable suffix (``model.apply(tokens, start_block=cut)``). The sampler, clipping, noise and
-accountant are unchanged. The privacy argument is in :mod:`data.feature_cache`.
+the trainable suffix (``model.apply(tokens, start_block=cut)``), with the cache's views read by
+:func:`cached_views`. The sampler, clipping, noise and accountant are unchanged. The privacy
+argument is in :mod:`data.feature_cache`.
 
 The build reads the split's fixed evaluation views for ``num_clips=G``: G clips evenly spread,
 centre crop, uint8. It normalises them, cuts the tokeniser's views for ``maskdp``, and runs
@@ -35,6 +36,15 @@ from models import finetune
 from run import prepare
 
 CACHE_VERSION = 1
+
+
+def cached_views(batch: dict) -> tokenizer.Views:
+    """The step's views (:data:`maskdp_jax.train_step.ViewFn`) of a ``maskdp`` batch from the
+    feature cache: made before the frozen prefix by the run's tokeniser (:func:`make_prefix`), so
+    read, not cut. ``public`` / ``private [P, K, tokens, dim]`` float32 features, ``has_public`` /
+    ``has_private [P, K]`` bool. The public features are a function of public pixels only."""
+    return tokenizer.Views(batch["public"], batch["private"], batch["has_public"],
+                           batch["has_private"])
 
 
 def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, tokens) -> str:

@@ -36,7 +36,7 @@ def setup(mode: str, microbatch_size: int | None = None):
 
     from maskdp_jax.plan import PrivacyPlan
     from maskdp_jax.tokenizer import Tokenizer
-    from maskdp_jax.train_step import TrainState
+    from maskdp_jax.train_step import PixelViews, TrainState
 
     model = TinyVideoNet()
     params = model.init(jax.random.key(0), np.zeros((1, 4, 16, 16, 3), np.float32))["params"]
@@ -46,7 +46,7 @@ def setup(mode: str, microbatch_size: int | None = None):
     plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=12, steps=STEPS,
                        l2_clip_norm=0.05, noise_multiplier=0.7 if mode != "nonprivate" else 0.0,
                        delta=1e-7)
-    cfg = {"plan": plan, "tokens": Tokenizer(patch_stride=PATCH_STRIDE),
+    cfg = {"plan": plan, "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE)),
            "microbatch_size": microbatch_size}
     state = TrainState.create(trainable=params, frozen={}, tx=tx)
     return (lambda p, x: model.apply({"params": p}, x)), tx, cfg, state

@@ -14,6 +14,7 @@ from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import (
     LogicalBatchData,
+    PixelViews,
     TrainState,
     accumulate_private,
     accumulate_public,
@@ -25,10 +26,10 @@ KEY = jax.random.key(42)
 
 
 def _cfg(mode="maskdp", sigma=0.0, b=8, c=0.5):
-    """The step's collaborators: a privacy plan (mode, C, σ, expected B) and the tokeniser."""
+    """The step's collaborators: a privacy plan (mode, C, σ, expected B) and the pixel views."""
     plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=b, steps=1, l2_clip_norm=c,
                        noise_multiplier=sigma, delta=1e-7)
-    return {"plan": plan, "tokens": Tokenizer(patch_stride=PATCH_STRIDE)}
+    return {"plan": plan, "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE))}
 
 
 def _state(params, tx, trainable_names=None):

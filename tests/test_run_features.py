@@ -17,7 +17,7 @@ from data import feature_cache, synthetic
 from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
-from maskdp_jax.train_step import LogicalBatchData, TrainState, make_train_step
+from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from models import finetune
 from run import features
 
@@ -82,10 +82,10 @@ def test_a_step_from_the_cache_equals_the_step_from_the_pixels(setup, tmp_path, 
     steps = {
         "pixels": make_train_step(
             apply_fn=lambda p, x: model.apply({"params": p}, x), tx=tx, plan=plan,
-            tokens=tokens, pixel_norm=train.pixel_norm),
+            views=PixelViews(tokens), pixel_norm=train.pixel_norm),
         "cache": make_train_step(
             apply_fn=lambda p, h: model.apply({"params": p}, h, start_block=cut), tx=tx,
-            plan=plan, tokens=tokens),
+            plan=plan, views=features.cached_views),
     }
     indices, seed, weight = np.array([3, 0, 7, 11, 5, 2]), [4, 1, 0, 0], np.ones(6, np.float32)
     weight[-1] = 0.0  # a padding row
