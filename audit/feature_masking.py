@@ -36,7 +36,7 @@ trouble), and then the cells with the top-k % identity sensitivity are hidden in
 fallback). Cells with S = 0 cost nothing and are always kept. The *random control* hides as many
 cells per subject, drawn uniformly (seed 004 Fig. 5/6's random feature masking).
 
-**Where the masks act** (:meth:`~maskdp_jax.tokenizer.Tokenizer.hide`, ``views``):
+**Where the masks act** (:func:`run.views.hide_cells`, ``views``):
 ``"private"`` hides the chosen cells' *private* part only, i.e. they become additional hidden
 cells of the private view (public cells stay; for ``dp`` and ``nonprivate``, which see the whole
 video, the same pixels are hidden); ``"both"`` hides the chosen cells everywhere.
@@ -76,6 +76,7 @@ from maskdp_jax import partition
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 from run import model as run_model
+from run import views as run_views
 
 EXPLAINERS = ("shap", "lime")
 EVAL_CHUNK = 128  # coalitions per jitted model call (a fixed shape: one compilation)
@@ -426,8 +427,9 @@ def emblem_cells(num_subjects: int, *, size: int, grid: tuple[int, int, int],
 
 
 def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, tokens, views) -> dict:
-    return {**batch, "video": tokens.hide(batch["video"], batch["mask"], ~keep[batch["subject"]],
-                                          views=views)}
+    return {**batch, "video": run_views.hide_cells(batch["video"], batch["mask"],
+                                                   ~keep[batch["subject"]], tokens=tokens,
+                                                   views=views)}
 
 
 def _stack1(tree):

@@ -124,9 +124,6 @@ def make_views(
     )
 
 
-HIDE_VIEWS = ("private", "both")  # where Tokenizer.hide hides extra cells
-
-
 @dataclasses.dataclass(frozen=True)
 class Tokenizer:
     """The tokeniser of one model: its token-cell geometry and the fill value of hidden cells.
@@ -161,34 +158,6 @@ class Tokenizer:
         """``(T', H', W')``: the cells of a ``[T, H, W, ...]`` clip."""
         _check_divisible(tuple(clip_shape[:3]), self.patch_stride)
         return tuple(n // s for n, s in zip(clip_shape[:3], self.patch_stride, strict=True))
-
-    def hide(self, video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
-             views: str = "private") -> np.ndarray:
-        """Hide chosen cells of a batch of clips on the host (feature masking, seed 004 Alg. 1:
-        :mod:`audit.feature_masking` chooses them, :mod:`run.views` applies them in training).
-
-        Args:
-          video: ``[N, K, T, H, W, C]`` float32 normalised clips.
-          pixel_mask: ``[N, K, T, H, W]`` 1 = public.
-          hidden: ``[N, T', H', W']`` or ``[N, T' H' W']`` bool, the cells to hide in every clip
-            of each video.
-          views: ``"private"`` hides only the private cells among ``hidden`` (additional hidden
-            cells of the private view: the public view is unchanged); ``"both"`` hides every
-            cell of ``hidden``.
-
-        Returns:
-          a new ``video`` with the hidden cells' pixels set to :attr:`fill_value`.
-        """
-        if views not in HIDE_VIEWS:
-            raise ValueError(f"views must be one of {HIDE_VIEWS}; got {views!r}.")
-        st, sh, sw = self.patch_stride
-        cells = np.asarray(hidden, bool).reshape(len(video), *self.grid(video.shape[2:]))
-        hide = np.broadcast_to(cells[:, None], pixel_mask.shape[:2] + cells.shape[1:])
-        if views == "private":
-            hide = hide & ~host_public_cells(pixel_mask, patch_stride=self.patch_stride)
-        pixels = einops.repeat(hide, "n k t h w -> n k (t st) (h sh) (w sw) 1",
-                               st=st, sh=sh, sw=sw)
-        return np.where(pixels, np.float32(self.fill_value), video).astype(video.dtype)
 
 
 def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:

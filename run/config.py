@@ -39,7 +39,7 @@ import ml_collections
 import models
 from accounting import accountant, inputs
 from data import clips
-from maskdp_jax import randomness, tokenizer
+from maskdp_jax import randomness
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from run import datasets as run_datasets
 from run import views
@@ -144,8 +144,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
               "training (the context ablation, seed 000 Table 3) is for mode 'nonprivate'; "
               "dp trains on the whole video and maskdp on both views.")
     if config.feature_masks:
-        _choice("feature_mask_views", config.feature_mask_views,
-                tokenizer.HIDE_VIEWS)
+        _choice("feature_mask_views", config.feature_mask_views, views.HIDE_VIEWS)
         if config.feature_cache.enabled:
             _fail("feature_masks", "cannot be combined with feature_cache.enabled yet: the cache "
                   "stores the frozen prefix's features of unmasked clips. Turn one off.")

@@ -15,8 +15,9 @@ much class information the context carries). The papers do not say which view th
 get; evaluating on the same view is the reading under which a row measures one part's
 information rather than a train/test shift, and we state it in the README.
 
-The module also holds :class:`FeatureMaskedDataset`, the other way a run hides cells of every
-clip: the per-subject masks of a feature-masking audit (``config.feature_masks``).
+The module also holds feature masking, the other way a run hides cells of every clip: the
+per-subject masks of a feature-masking audit (``config.feature_masks``), applied by
+:func:`hide_cells` in :class:`FeatureMaskedDataset`.
 
 Not a privacy mechanism: nothing here is DP, and :func:`run.config.check_config` refuses a view
 other than ``full`` in the private modes (``maskdp`` already trains on both views; ``dp`` on a
@@ -29,6 +30,7 @@ import json
 import math
 import os
 
+import einops
 import jax
 import numpy as np
 
@@ -36,6 +38,37 @@ import data
 from maskdp_jax import tokenizer
 
 VIEWS = ("full", "public", "private")
+HIDE_VIEWS = ("private", "both")  # where hide_cells hides the chosen cells
+
+
+def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
+               tokens: tokenizer.Tokenizer, views: str = "private") -> np.ndarray:
+    """Hide chosen cells of a batch of clips on the host (feature masking, seed 004 Alg. 1:
+    :mod:`audit.feature_masking` chooses them, :class:`FeatureMaskedDataset` applies them in
+    training).
+
+    Args:
+      video: ``[N, K, T, H, W, C]`` float32 normalised clips.
+      pixel_mask: ``[N, K, T, H, W]`` 1 = public.
+      hidden: ``[N, T', H', W']`` or ``[N, T' H' W']`` bool, the cells to hide in every clip of
+        each video (``tokens``' cell grid).
+      tokens: the model's tokeniser (cell geometry, the public cells' erosion, fill value).
+      views: ``"private"`` hides only the private cells among ``hidden`` (additional hidden cells
+        of the private view: the public view, a function of public pixels only, is unchanged
+        bit for bit); ``"both"`` hides every cell of ``hidden``.
+
+    Returns:
+      a new ``video`` with the hidden cells' pixels set to ``tokens.fill_value``.
+    """
+    if views not in HIDE_VIEWS:
+        raise ValueError(f"views must be one of {HIDE_VIEWS}; got {views!r}.")
+    st, sh, sw = tokens.patch_stride
+    cells = np.asarray(hidden, bool).reshape(len(video), *tokens.grid(video.shape[2:]))
+    hide = np.broadcast_to(cells[:, None], pixel_mask.shape[:2] + cells.shape[1:])
+    if views == "private":
+        hide = hide & ~tokenizer.host_public_cells(pixel_mask, patch_stride=tokens.patch_stride)
+    pixels = einops.repeat(hide, "n k t h w -> n k (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
+    return np.where(pixels, np.float32(tokens.fill_value), video).astype(video.dtype)
 
 
 class _Wrapped:
@@ -110,7 +143,7 @@ class FeatureMaskedDataset(_Wrapped):
     video's subject (seed 004 Alg. 1; :mod:`audit.feature_masking`).
 
     ``get_batch`` returns the wrapped batch with those cells hidden by
-    :meth:`maskdp_jax.tokenizer.Tokenizer.hide` (``views="private"``: extra hidden cells of the
+    :func:`hide_cells` (``views="private"``: extra hidden cells of the
     private view, public cells untouched; ``"both"``: hidden everywhere). The masks are fixed
     pre-processing, so the run's DP guarantee holds for the masked videos, *provided* the masks
     were chosen on other data than this training set (the audit fits its models on an auxiliary
@@ -140,15 +173,15 @@ class FeatureMaskedDataset(_Wrapped):
         if int(np.max(subjects)) >= len(keep):
             raise ValueError(f"dataset {dataset.name!r} has subjects up to "
                              f"{int(np.max(subjects))}, the feature masks only {len(keep)}.")
-        if views not in tokenizer.HIDE_VIEWS:
-            raise ValueError(f"feature_mask_views must be one of {tokenizer.HIDE_VIEWS}; got "
+        if views not in HIDE_VIEWS:
+            raise ValueError(f"feature_mask_views must be one of {HIDE_VIEWS}; got "
                              f"{views!r}.")
         self.dataset, self.keep, self.views, self.tokens = dataset, keep, views, tokens
         self.name = f"{dataset.name}[feature-masked, {views}]"
 
     def _video(self, batch: dict) -> np.ndarray:
-        return self.tokens.hide(batch["video"], batch["mask"],
-                                ~self.keep[np.asarray(batch["subject"])], views=self.views)
+        return hide_cells(batch["video"], batch["mask"], ~self.keep[np.asarray(batch["subject"])],
+                          tokens=self.tokens, views=self.views)
 
 
 def load_feature_masks(path: str, *, version: str = "optimized") -> np.ndarray:

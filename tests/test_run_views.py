@@ -2,6 +2,8 @@
 
 The views are the tokeniser's; here we check that ``run.views`` shows the model only that view in
 training *and* evaluation, and that a run trained on the public view never reads a private pixel.
+Feature masking (``hide_cells``) hides only the chosen cells, and in ``"private"`` mode leaves the
+public view bit-identical.
 """
 
 from __future__ import annotations
@@ -186,3 +188,41 @@ def test_feature_masked_maskdp_run_never_reads_a_hidden_pixel(tmp_path, monkeypa
     assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
     with open(os.path.join(tmp_path, "run", "report.json")) as f:
         assert json.load(f)["config"]["feature_masks"] == config.feature_masks
+
+
+HIDE = tokenizer.Tokenizer(patch_stride=(2, 2, 2))  # cells of 2x2x2 pixels
+
+
+def _clips(rng):
+    video = rng.normal(size=(3, 1, 4, 4, 4, 3)).astype(np.float32)
+    mask = np.zeros((3, 1, 4, 4, 4), np.uint8)
+    mask[:, :, :, :2, :2] = 1  # cell (., 0, 0) public in every frame pair
+    mask[:, :, :, 2, 2] = 1  # a public pixel in a private cell: the cell stays private
+    return video, mask
+
+
+def test_hide_private_leaves_public_cells_and_unchosen_cells_alone():
+    video, mask = _clips(np.random.default_rng(0))
+    hidden = np.zeros((3, 2, 2, 2), bool)
+    hidden[:, 0, 0, 0] = True  # a public cell: untouched with views="private"
+    hidden[:, 1, 1, 1] = True  # a private (mixed) cell: hidden
+    out = views.hide_cells(video, mask, hidden, tokens=HIDE, views="private")
+    np.testing.assert_array_equal(out[:, :, :2, :2, :2], video[:, :, :2, :2, :2])
+    assert np.all(out[:, :, 2:, 2:, 2:] == 0.0)
+    untouched = np.ones(video.shape[:-1], bool)
+    untouched[:, :, 2:, 2:, 2:] = False
+    np.testing.assert_array_equal(out[untouched], video[untouched])
+    both = views.hide_cells(video, mask, hidden, tokens=HIDE, views="both")
+    assert np.all(both[:, :, :2, :2, :2] == 0.0) and np.all(both[:, :, 2:, 2:, 2:] == 0.0)
+    with pytest.raises(ValueError, match="views must be one of"):
+        views.hide_cells(video, mask, hidden, tokens=HIDE, views="public")
+
+
+def test_hide_private_keeps_the_public_view_bit_identical():
+    video, mask = _clips(np.random.default_rng(1))
+    hidden = np.ones((3, 2, 2, 2), bool)  # every cell chosen
+    out = views.hide_cells(video, mask, hidden, tokens=HIDE, views="private")
+    views_before = HIDE.views(video, mask)
+    views_after = HIDE.views(out, mask)
+    np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
+    assert np.all(np.asarray(views_after.private) == 0.0)
