@@ -142,8 +142,8 @@ def describe_split(train: data.Dataset, test: data.Dataset, workdir: str) -> str
 def _build_splits(
     config: ml_collections.ConfigDict, *, mode: str | None, use_store: bool = True
 ) -> tuple[data.Dataset, data.Dataset]:
-    video = config.dataset in (*FOLDER_DATASETS, "tfds_ucf101")  # has the video_input keys
-    store_dir = config.store_dir if use_store and video else ""
+    # Only the video inputs (configs/default.py: video_input) have a store_dir.
+    store_dir = config.store_dir if use_store and "store_dir" in config else ""
     if store_dir and config.dataset not in FOLDER_DATASETS:
         raise ValueError(f"input.store_dir is for the folder datasets {FOLDER_DATASETS}; "
                          f"input.dataset is {config.dataset!r}: leave input.store_dir empty.")

@@ -315,6 +315,7 @@ def test_grabcut_finds_the_person_in_the_real_clip(carphone):
     assert q[found][:, 10:60, 160:].mean() < 0.3
 
 
+@pytest.mark.slow
 def test_background_subtraction_puts_passing_cars_into_the_mask_of_a_real_street():
     """bikes.mp4 frames 137-185: one static-camera shot of a street with cars driving by and
     nobody on foot. MOG2 alone (``detector="none"``) marks the cars in nearly every frame: on real
@@ -523,6 +524,7 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
     assert json.loads((tmp_path / "dst" / "summary.json").read_text())["videos"]["c/v.mp4"]
 
 
+@pytest.mark.slow
 def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
     """Real footage -> anonymise (detector + GrabCut) -> folder layout -> train.py, unchanged."""
     import train

@@ -88,6 +88,7 @@ def test_what_each_mode_promises_each_region():
     assert math.isinf(canaries.upper_bound("nonprivate", "private", math.inf))
 
 
+@pytest.mark.slow
 def test_canary_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_canaries.py at a tiny size: one row per (mode, ε, region, seed), σ
     calibrated under replace adjacency, the report and the plot."""

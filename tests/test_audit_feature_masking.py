@@ -138,6 +138,7 @@ def _tiny_config():
     return config
 
 
+@pytest.mark.slow
 def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     config = _tiny_config()
     report = runs.run(config, str(tmp_path))

@@ -5,7 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from configs import audit_coupled
+
+pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

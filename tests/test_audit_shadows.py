@@ -79,10 +79,14 @@ def test_shadow_models_draw_with_the_plans_sampling_scheme(sampling):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The study of ``shadow_cases.tiny`` trained three ways in a subprocess with two CPU
-    devices; the leaves come back in the trainable tree."""
+    devices; the leaves come back in the trainable tree. Compiled with the session's settings
+    (tests/conftest.py); the three ways are also equal bit for bit at XLA's default
+    optimisation."""
     out = tmp_path_factory.mktemp("shadows") / "trained.npz"
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+           # the session's compile settings (tests/conftest.py) and two CPU devices
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                        "--xla_force_host_platform_device_count=2"}
     proc = subprocess.run([sys.executable, os.path.join(HERE, "shadow_cases.py"), str(out)],
                           env=env, capture_output=True, text=True, timeout=HANG)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -95,6 +99,7 @@ def tiny(tmp_path_factory):
     return data, common, trained, common["trainable"]
 
 
+@pytest.mark.slow
 def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny):
     """Same plan, sampler, clipping, noise and optimiser: on the CPU the
     vmapped models (chunks of 3 out of 4: the last chunk padded) are train.py's step's models bit
@@ -113,6 +118,7 @@ def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny)
     assert not np.allclose(leaf[0], leaf[1])  # complementary halves, different noise
 
 
+@pytest.mark.slow
 def test_lockstep_counters_are_shared_by_the_chunk(tiny):
     """The step and optax's integer counters carry no model axis (the scalar bias correction of
     the one-model step); parameters and moments do."""
@@ -127,6 +133,7 @@ def test_lockstep_counters_are_shared_by_the_chunk(tiny):
     assert leaves.count(None) == 1  # adam's count
 
 
+@pytest.mark.slow
 def test_scores_are_each_models_log_odds(tiny):
     data, common, trained, _ = tiny
     phi = shadows.scores(trained["loop"], common["frozen"], data, apply_fn=common["apply_fn"],

@@ -15,6 +15,7 @@ def _config():
     return config
 
 
+@pytest.mark.slow
 def test_shadows_train_on_their_halves_and_score_every_record():
     config = _config()
     train, _ = run.load(config)

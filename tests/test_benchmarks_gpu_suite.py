@@ -6,9 +6,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_gpu_suite_at_tiny_size_on_cpu(tmp_path):
     out = tmp_path / "suite.md"
     proc = subprocess.run(

@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -14,6 +16,7 @@ def run(*args):
                           capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_forward_piece_compiles_and_times():
     proc = run("--size=tiny", "--weights=random", "--parts=forward", "--repeats=2")
     assert proc.returncode == 0, proc.stderr[-3000:]

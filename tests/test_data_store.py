@@ -191,6 +191,7 @@ def test_worker_processes_write_the_same_store(ucf, stored, tmp_path):
                 assert a.read() == b.read(), (subset, name)
 
 
+@pytest.mark.slow
 def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tmp_path,
                                                                 monkeypatch):
     """The same seeded maskdp run (tiny model, three steps) from the videos, and from the store
@@ -237,6 +238,7 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
     assert sent == [1]
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
     """python -m run.prepare: the README's first step, run as a user runs it."""
     import subprocess

@@ -58,3 +58,26 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from run import guard\n    import matplotlib.pyplot\n")
     assert {"run", "matplotlib"} <= _imports(bad)
+
+
+def _test_map() -> dict[str, list[str]]:
+    """BUILD.md's "Where each module is tested" table: ``{module path: [test files]}``."""
+    text = (ROOT / "BUILD.md").read_text()
+    section = text.split("## Where each module is tested", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = [f.strip().strip("`") for f in cells[1].split(",")]
+    return rows
+
+
+def test_every_library_module_has_a_row_in_the_test_map():
+    rows = _test_map()
+    modules = {str(p.relative_to(ROOT)) for package in ALLOWED
+               for p in (ROOT / package).rglob("*.py") if p.name != "__init__.py"}
+    assert modules - set(rows) == set(), "add these modules to BUILD.md's test map"
+    assert set(rows) - modules == set(), "BUILD.md's test map names modules that do not exist"
+    for module, files in rows.items():
+        for name in files:
+            assert (ROOT / "tests" / name).is_file(), f"{module}: no tests/{name}"

@@ -14,12 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parallel_cases  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "parallel_cases.py")
-FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 # Subprocess time limits guard against a hang only, never against a slow machine: a scenario
 # takes ~1-2 minutes on a quiet 2-core machine and several times that under load.
 HANG = 1800
@@ -27,7 +28,9 @@ HANG = 1800
 
 def _env(devices: int) -> dict:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices} {FAST_XLA}"
+    # the session's compile settings (tests/conftest.py) and the devices
+    env["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
+                        f"--xla_force_host_platform_device_count={devices}")
     env["JAX_PLATFORMS"] = "cpu"
     return env
 

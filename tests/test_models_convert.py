@@ -190,6 +190,7 @@ def _convert_full_size(preset: str, num_params: int):
     return model, like, params
 
 
+@pytest.mark.slow
 def test_mvit_v2_s_takes_every_torchvision_key():
     model, like, params = _convert_full_size("mvit_v2_s", 34_537_744)
     out = jax.eval_shape(model.apply, {"params": like}, jnp.zeros((2, 16, 224, 224, 3)))
@@ -258,6 +259,7 @@ def test_restore_with_other_classes_is_an_error_with_a_hint(checkpoints, like):
         convert.restore_params("/nonexistent/ckpt", like=init)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["selective", "adapters"])
 def test_run_model_starts_from_the_checkpoint(fixture, checkpoints, strategy):
     """model.init_from (run.model.build, train.py's and the audits' model): the restored

@@ -95,6 +95,7 @@ def test_strategy_errors(v2s):
         finetune.trainable_mask(v2s, strategy="adapters")
 
 
+@pytest.mark.slow
 def test_adapters_at_init_leave_the_output_unchanged():
     plain = models.get_model("mvit_test", num_classes=4)
     adapted = models.get_model("mvit_test", num_classes=4, adapters=True)

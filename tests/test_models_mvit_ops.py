@@ -9,6 +9,8 @@ import pytest
 from models.mvit import DepthwiseConv3d, PatchEmbed, _im2col
 from models.pooling import max_pool3d, pooled_size, strided_window
 
+pytestmark = pytest.mark.slow  # every test here compiles pieces of the network (BUILD.md)
+
 
 @pytest.mark.parametrize(
     "shape, kernel, stride",

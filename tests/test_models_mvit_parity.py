@@ -55,6 +55,7 @@ def test_fixture_setting_is_the_mvit_parity_preset(fixture):
     assert all(b.kernel_q == b.kernel_kv == (3, 3, 3) for b in preset["blocks"])
 
 
+@pytest.mark.slow
 def test_logits_match_torchvision(fixture, converted):
     arrays, _, x = fixture
     _, params, info, apply = converted
@@ -113,6 +114,7 @@ def test_v1_fixture_setting_is_the_mvit_v1_parity_preset(v1):
     assert preset["rel_pos_embed"] is preset["residual_pool"] is preset["proj_after_attn"] is False
 
 
+@pytest.mark.slow
 def test_v1_logits_match_torchvision(v1):
     arrays, x, params, info, apply = v1
     assert info == {"format": "torchvision", "head": "loaded", "kept_from_init": []}

@@ -86,6 +86,7 @@ def released(tmp_path_factory):
     return workdir, run.run(_tiny_config(), workdir)
 
 
+@pytest.mark.slow
 def test_the_release_writes_only_synthetic_data_and_a_report(released):
     workdir, outcome = released
     assert sorted(os.listdir(workdir)) == ["accuracy_vs_order.png", "report.json", "report.md",
@@ -109,6 +110,7 @@ def test_the_release_writes_only_synthetic_data_and_a_report(released):
                    for key in json.dumps(report["config"]).split('"'))
 
 
+@pytest.mark.slow
 def test_the_study_has_one_row_per_cell_and_seed(released):
     _, outcome = released
     cells = {(r["variant"], r["epsilon"], r["order"]) for r in outcome.sweep}
@@ -127,6 +129,7 @@ def test_the_digits_split_is_fixed_and_scaled_by_constants():
     np.testing.assert_array_equal(train.labels, again.labels)
 
 
+@pytest.mark.slow
 def test_no_study_no_study_outputs(tmp_path):
     config = _tiny_config()
     config.sweep.orders = ()

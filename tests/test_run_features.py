@@ -67,6 +67,7 @@ def _pixel_batch(train, indices, seed):
             "label": clips["label"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,strategy", [("maskdp", "selective"), ("dp", "selective"),
                                            ("nonprivate", "selective"), ("maskdp", "linear")])
 def test_a_step_from_the_cache_equals_the_step_from_the_pixels(setup, tmp_path, mode,
@@ -184,6 +185,7 @@ def test_a_config_the_cache_cannot_serve_is_refused(overrides, match):
         run_config.check_config(config)
 
 
+@pytest.mark.slow
 def test_train_py_trains_from_the_cache_beside_the_checkpoints(tmp_path):
     import train
 

@@ -150,6 +150,7 @@ def test_feature_masked_dataset_hides_each_subjects_cells_and_refuses_bad_input(
         views.load_feature_masks(str(tmp_path / "other.json"))
 
 
+@pytest.mark.slow
 def test_feature_masked_maskdp_run_never_reads_a_hidden_pixel(tmp_path, monkeypatch):
     """The hidden cells' private pixels are NaN in every clip: a maskdp run with the feature masks
     trains on finite numbers (without the masks train.py refuses the NaN pixels, and a step

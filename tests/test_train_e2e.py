@@ -10,6 +10,8 @@ import train
 from configs import default
 from run import config as run_config
 
+pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
+
 
 def _tiny_config(mode: str):
     config = default.get_config()
@@ -27,7 +29,6 @@ def _tiny_config(mode: str):
     return config
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
 def test_train_and_evaluate_each_mode(mode, tmp_path):
     config = _tiny_config(mode)

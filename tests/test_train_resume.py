@@ -23,6 +23,8 @@ import train
 from run import checkpoint
 from run import journal as journal_lib
 
+pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 6
 # Time limits guard against a hang only: a busy 2-core machine may take minutes per run.
@@ -44,8 +46,7 @@ def _cmd(workdir, cache, randomness="seeded", every_steps=1):
 
 
 def _env():
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")  # with the session's XLA_FLAGS (conftest.py)
     return env
 
 
@@ -84,7 +85,6 @@ def _logged_steps(workdir):
         return [json.loads(line)["step"] for line in f if line.strip()]
 
 
-@pytest.mark.slow
 def test_kill9_and_resume_equals_uninterrupted(tmp_path, cache):
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     subprocess.run(_cmd(clean, cache), env=_env(), check=True, capture_output=True, timeout=HANG)
@@ -132,7 +132,6 @@ def jax_leaves(tree):
     return jax.tree.leaves(tree)
 
 
-@pytest.mark.slow
 def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
     """Secret mode: a SIGTERM'd run's workdir is copied; the copy runs to the end uninterrupted,
     the original is resumed, kill -9'd and resumed again: both end bit-identical (the secret is
@@ -175,7 +174,6 @@ def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
     assert json.loads((broken / "report.json").read_text())["privacy"]["randomness"] == "secret"
 
 
-@pytest.mark.slow
 def test_secret_mode_kill9_before_the_first_periodic_checkpoint_resumes(tmp_path, cache):
     """Secret mode, killed before the first periodic checkpoint (at the last step here): the
     secret was checkpointed at step 0, before any release, so the rerun resumes with it (the
@@ -194,7 +192,6 @@ def test_secret_mode_kill9_before_the_first_periodic_checkpoint_resumes(tmp_path
     assert journal_lib.read_ledger_journal(str(workdir)).steps == STEPS
 
 
-@pytest.mark.slow
 def test_sigterm_during_set_up_stops_before_the_first_step(tmp_path, cache):
     """Issue 19, item 7: a SIGTERM after the model is built (while the run sets up, before its
     first step compiles) is honoured before step 1: checkpoint at step 0, status 75; the rerun
