@@ -29,13 +29,14 @@ import warnings
 import jax
 import ml_collections
 import numpy as np
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import flags, logging
 from tqdm import tqdm
 
 import train
 from maskdp_jax.plan import Mode
 from reporting import plots, results
+from run import command
+from run import config as run_config
 
 
 def run_name(mode: str, epsilon: float, seed: int, clips: int, view: str = "full") -> str:
@@ -253,32 +254,58 @@ def run_all(todo, workdir: str, *, num_workers: int) -> None:
             tqdm.write(f"done {name}")
 
 
-def main(argv):
-    del argv
-    config, workdir = flags.FLAGS.config, flags.FLAGS.workdir
-    os.makedirs(workdir, exist_ok=True)
+def check_runs(runs: list[tuple[str, ml_collections.ConfigDict]]) -> None:
+    """Refuse the sweep when any of its run configs is bad, before the first run writes or
+    compiles anything (:func:`run.config.check_config`; the error names the run)."""
+    for name, config in runs:
+        try:
+            run_config.check_config(config, num_devices=jax.device_count())
+        except ValueError as err:
+            raise ValueError(f"run {name}: {err}") from err
+
+
+def run_command(f: flags.FlagValues) -> int:
+    """The sweep the parsed flags ``f`` name; the exit status (75: a run was preempted)."""
+    config, workdir = f.config, f.workdir
     logging.set_verbosity(logging.WARNING)  # as train.py: no per-checkpoint INFO lines from orbax
-    if not flags.FLAGS.only_report:
+    if not f.only_report:
         runs = grid(config)
+        check_runs(runs)
+        os.makedirs(workdir, exist_ok=True)
         todo = [(n, c) for n, c in runs
                 if not os.path.isfile(os.path.join(workdir, n, "report.json"))]
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
         # Runs of one mode share their expensive XLA programs (σ only enters the cheap update
         # step), so a persistent compilation cache lets later runs skip most compilation.
         try:
-            run_all(todo, workdir, num_workers=flags.FLAGS.workers)
+            run_all(todo, workdir, num_workers=f.workers)
         except train.Preempted as e:  # the run checkpointed; the sweep resumes it when rerun
             print(f"Stopped at step {e.step} of a run on SIGTERM (exit status "
                   f"{train.PREEMPTED_EXIT_CODE}); run the same command again to resume.")
-            sys.exit(train.PREEMPTED_EXIT_CODE)
+            return train.PREEMPTED_EXIT_CODE
     for name, path in write_outputs(config, workdir).items():
         print(f"{name}: {path}")
+    return 0
+
+
+def define_flags(fv: flags.FlagValues, argv) -> None:
+    """sweep.py's flags (on ``fv``); ``--config`` and its keys are checked first."""
+    command.config_flag(fv, argv, help="Sweep configuration.", sections=("base", "sweep"),
+                        kind="a sweep config (configs/sweep_*.py)")
+    flags.DEFINE_string("workdir", None, "Sweep output directory.", required=True,
+                        flag_values=fv)
+    flags.DEFINE_bool("only_report", False, "Aggregate existing runs, train nothing.",
+                      flag_values=fv)
+    flags.DEFINE_integer("workers", 1, "Runs trained at once, each in its own process pinned to "
+                         "its share of the CPUs (for many-core hosts; measure first).",
+                         flag_values=fv)
+
+
+def cli(argv) -> int:
+    """``python sweep.py ...`` as a function of the command line: its exit status (0 done,
+    2 bad input with ``error: <reason>`` on stderr and nothing written, 75 preempted)."""
+    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
 
 
 if __name__ == "__main__":
-    config_flags.DEFINE_config_file("config", None, "Sweep configuration.", lock_config=True)
-    flags.DEFINE_string("workdir", None, "Sweep output directory.", required=True)
-    flags.DEFINE_bool("only_report", False, "Aggregate existing runs, train nothing.")
-    flags.DEFINE_integer("workers", 1, "Runs trained at once, each in its own process pinned to "
-                         "its share of the CPUs (for many-core hosts; measure first).")
-    app.run(main)
+    sys.exit(cli(sys.argv))

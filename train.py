@@ -28,8 +28,7 @@ import jax
 import ml_collections
 import numpy as np
 import optax
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import flags, logging
 from tqdm import tqdm
 
 import data
@@ -38,9 +37,9 @@ from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from reporting import plots, run_report
 from reporting import privacy as privacy_lib
+from run import command, evaluation, features, views
 from run import config as run_config
 from run import datasets as run_datasets
-from run import evaluation, features, views
 from run import metrics as metrics_lib
 from run import model as run_model
 from run.guard import PrivacyGuard
@@ -155,7 +154,13 @@ def check_finite(batch: dict, indices: np.ndarray, *, name: str) -> None:
 
 def load_data(config: ml_collections.ConfigDict):
     """``(train, test)`` :class:`data.Dataset` splits, refused early if they cannot serve the
-    mode (no masks for ``maskdp``) or the batch size (B >= N)."""
+    mode (no masks for ``maskdp``) or the batch size (B >= N).
+
+    Where masks are used (``maskdp``, one-view training) every training mask is read once here,
+    before anything is written: a malformed mask file is refused now, not steps into the run.
+    For ``maskdp``, videos with no private or no public cells are reported (what DP then means
+    for them).
+    """
     train_ds, test_ds = run_datasets.get_datasets(config.input, mode=config.mode)
     if Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
@@ -170,25 +175,27 @@ def load_data(config: ml_collections.ConfigDict):
             "masks') or train on the full view."
         )
     run_config.check_dataset_size(config, num_examples=len(train_ds))
+    if Mode(config.mode).uses_views:
+        stride = run_model.patch_stride(config.model.name)
+        _, no_public = tokenizer.warn_degenerate_masks(
+            data.mask_chunks(train_ds), source=train_ds.name, patch_stride=stride)
+        why = no_public and run_datasets.explain_lost_public_regions(train_ds,
+                                                                     patch_stride=stride)
+        if why:
+            warnings.warn(why, stacklevel=1)
+    elif config.view != "full":
+        for _ in data.mask_chunks(train_ds):  # reading a mask validates it
+            pass
     return train_ds, test_ds
 
 
 def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
                test_ds: data.Dataset, tokens: tokenizer.Tokenizer, clip_shape):
-    """``(train_ds, test_ds)`` as the steps and the evaluation read them.
-
-    For ``maskdp``, first warn about masks without private or without public cells (what DP
-    then means for those videos). Then the one-view context ablation (``config.view``) and the
-    feature masks of seed 004 (``config.feature_masks``), both made here in the run layer
-    (:mod:`run.views`) so that the DP core receives its views made.
+    """``(train_ds, test_ds)`` as the steps and the evaluation read them: the one-view context
+    ablation (``config.view``) and the feature masks of seed 004 (``config.feature_masks``),
+    both made here in the run layer (:mod:`run.views`) so that the DP core receives its views
+    made.
     """
-    if Mode(config.mode).uses_views:
-        _, no_public = tokenizer.warn_degenerate_masks(
-            data.mask_chunks(train_ds), source=train_ds.name, patch_stride=tokens.patch_stride)
-        why = no_public and run_datasets.explain_lost_public_regions(
-            train_ds, patch_stride=tokens.patch_stride)
-        if why:
-            warnings.warn(why, stacklevel=1)
     train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens, view=config.view)
     if config.feature_masks:
         train_ds, test_ds = views.mask_features(
@@ -368,12 +375,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     t_start = time.time()
     # --- Config and data ---------------------------------------------------------------------
     run_config.check_config(config, num_devices=jax.device_count())
-    os.makedirs(workdir, exist_ok=True)
     train_ds, test_ds = load_data(config)
 
     # --- Privacy plan: q, steps, σ (calibrated once) -----------------------------------------
     plan = run_config.privacy_plan(config, num_examples=len(train_ds))
     print(plan.summary())
+    os.makedirs(workdir, exist_ok=True)  # every input is checked: the first write
 
     # --- Guard: resume checks, journal, budget (before the model is built) -------------------
     with (PrivacyGuard(workdir, plan=plan, config=config.to_dict(),
@@ -450,9 +457,32 @@ def write_outputs(run: run_report.RunReport, workdir: str, config) -> None:
 PREEMPTED_EXIT_CODE = 75
 
 
-def main(argv):
-    del argv
-    f = flags.FLAGS
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "default.py")
+
+
+def define_flags(fv: flags.FlagValues, argv) -> None:
+    """train.py's flags (on ``fv``); ``--config`` and its keys are checked first."""
+    command.config_flag(fv, argv, default=DEFAULT_CONFIG,
+                        help="Training configuration (a configs/*.py file).",
+                        sections=("mode", "input", "model", "privacy"),
+                        kind="a training config (configs/*.py with get_config())")
+    flags.DEFINE_string("workdir", None, "Output directory (default: ./workdir/<mode>).",
+                        flag_values=fv)
+    flags.DEFINE_bool("distributed", False, "Multi-host run: call jax.distributed.initialize.",
+                      flag_values=fv)
+    flags.DEFINE_string("coordinator_address", "", "host:port of process 0 (with --distributed).",
+                        flag_values=fv)
+    flags.DEFINE_integer("num_processes", 1, "Number of processes (with --distributed).",
+                         flag_values=fv)
+    flags.DEFINE_integer("process_id", 0, "This process's index (with --distributed).",
+                         flag_values=fv)
+    flags.DEFINE_integer("cpu_devices", 0, "Number of host CPU devices (testing; 0 = default); "
+                         "with --distributed it also selects gloo CPU collectives.",
+                         flag_values=fv)
+
+
+def run_command(f: flags.FlagValues) -> int:
+    """Train and evaluate as the parsed flags ``f`` say; the exit status (75: preempted)."""
     if f.cpu_devices:
         jax.config.update("jax_num_cpu_devices", f.cpu_devices)
     if f.distributed:
@@ -460,8 +490,8 @@ def main(argv):
             coordinator_address=f.coordinator_address, num_processes=f.num_processes,
             process_id=f.process_id, cpu_collectives="gloo" if f.cpu_devices else "",
         )
-    config = flags.FLAGS.config
-    workdir = flags.FLAGS.workdir or os.path.join("workdir", config.mode)
+    config = f.config
+    workdir = f.workdir or os.path.join("workdir", config.mode)
     logging.set_verbosity(logging.WARNING)
     enable_compilation_cache(config.compilation_cache_dir)
     try:
@@ -469,7 +499,14 @@ def main(argv):
     except Preempted as e:
         print(f"Stopped at step {e.step} on SIGTERM (exit status {PREEMPTED_EXIT_CODE}); "
               "run the same command again to resume.")
-        sys.exit(PREEMPTED_EXIT_CODE)
+        return PREEMPTED_EXIT_CODE
+    return 0
+
+
+def cli(argv) -> int:
+    """``python train.py ...`` as a function of the command line: its exit status (0 done,
+    2 bad input with ``error: <reason>`` on stderr and nothing written, 75 preempted)."""
+    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
 
 
 def enable_compilation_cache(path: str) -> None:
@@ -481,16 +518,4 @@ def enable_compilation_cache(path: str) -> None:
 
 
 if __name__ == "__main__":
-    # Flags are defined only when run as a script, so that sweep.py and tests can import this file.
-    config_flags.DEFINE_config_file(
-        "config", os.path.join(os.path.dirname(__file__), "configs", "default.py"),
-        "Training configuration (a configs/*.py file).",
-    )
-    flags.DEFINE_string("workdir", None, "Output directory (default: ./workdir/<mode>).")
-    flags.DEFINE_bool("distributed", False, "Multi-host run: call jax.distributed.initialize.")
-    flags.DEFINE_string("coordinator_address", "", "host:port of process 0 (with --distributed).")
-    flags.DEFINE_integer("num_processes", 1, "Number of processes (with --distributed).")
-    flags.DEFINE_integer("process_id", 0, "This process's index (with --distributed).")
-    flags.DEFINE_integer("cpu_devices", 0, "Number of host CPU devices (testing; 0 = default); "
-                         "with --distributed it also selects gloo CPU collectives.")
-    app.run(main)
+    sys.exit(cli(sys.argv))

@@ -539,8 +539,10 @@ def calibrate_noise_multiplier(
     sigma_rdp = _smallest_sigma(rdp_fn, target, lo, hi)
     if method == "rdp":
         return sigma_rdp
-    # The RDP curve's log-log slope at σ_rdp predicts where the PLD root lies.
-    slope = math.log(rdp_fn(sigma_rdp * 1.05) / rdp_fn(sigma_rdp)) / math.log(1.05)
+    # The RDP curve's log-log slope at σ_rdp predicts where the PLD root lies; none where the
+    # conversion has already reached ε = 0 (a target of ~1e-6 and below).
+    here, further = rdp_fn(sigma_rdp), rdp_fn(sigma_rdp * 1.05)
+    slope = math.log(further / here) / math.log(1.05) if min(here, further) > 0 else None
     pld_fn = eps_fn("pld", adjacency)
     lo, hi = _bracket(pld_fn, target, guess=sigma_rdp, factor=1.25, slope=slope)
     return _smallest_sigma(pld_fn, target, lo, hi)

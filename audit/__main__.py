@@ -7,6 +7,7 @@ Bad input stops with the reason on stderr and exit status 2.
 from __future__ import annotations
 
 import os
+import sys
 
 from audit import runs
 from run import command
@@ -19,6 +20,12 @@ def audit(config, workdir: str) -> str:
     return f"audit {report['audit']!r} written to {workdir}"
 
 
+def cli(argv) -> int:
+    """The command as a function of the command line: its exit status (2: bad input)."""
+    return command.cli(argv, audit, config_help="Audit config (configs/audit_*.py).",
+                       default_workdir="workdir/audit", sections=("audit",),
+                       kind="an audit config (configs/audit_*.py)")
+
+
 if __name__ == "__main__":
-    command.main(audit, config_help="Audit config (configs/audit_*.py).",
-                 default_workdir="workdir/audit")
+    sys.exit(cli(sys.argv))

@@ -10,6 +10,7 @@ status 2.
 from __future__ import annotations
 
 import os
+import sys
 
 from release import run
 from run import command
@@ -24,6 +25,12 @@ def release(config, workdir: str) -> str:
             f"{100 * outcome.release['test_accuracy']:.1f} %; {len(outcome.sweep)} study runs")
 
 
+def cli(argv) -> int:
+    """The command as a function of the command line: its exit status (2: bad input)."""
+    return command.cli(argv, release, config_help="Release config (configs/dpcda_*.py).",
+                       default_workdir="workdir/dpcda", sections=("data", "release"),
+                       kind="a release config (configs/dpcda_*.py)")
+
+
 if __name__ == "__main__":
-    command.main(release, config_help="Release config (configs/dpcda_*.py).",
-                 default_workdir="workdir/dpcda")
+    sys.exit(cli(sys.argv))

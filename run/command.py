@@ -1,36 +1,195 @@
-"""The shape every ``python -m <part> --config=... --workdir=...`` command shares.
+"""The front every command shares: its flags, its config file and keys, one error convention.
 
-Flags: ``--config`` (a ``configs/*.py`` file, overridable with ``--config.<key>=...``) and
-``--workdir``. The work is a function of ``(config, workdir)`` returning the line to print; a
-``ValueError`` (bad input) is printed to stderr and the command exits with status 2, before the
-work wrote anything it would not have written anyway.
+Commands built here: ``train.py``, ``sweep.py``, ``python -m run.prepare``, ``-m audit`` and
+``-m release``. (``-m accounting`` and ``-m anonymize`` sit below the run layer and follow the same
+convention on their own.) The convention:
+
+* bad input (:data:`USER_ERRORS`: every ``ValueError`` the project raises for user input, a
+  missing file, a busy workdir, a bad flag, an unknown config key) prints one line
+  ``error: <reason>`` on stderr and the command exits with status 2, before it has written or
+  compiled anything;
+* an unexpected exception keeps its traceback (exit status 1): it is a bug, not bad input.
+
+An unknown ``--config.<key>`` is refused here, before ml_collections sees it, naming the key, the
+config file and the closest keys the config has. Each command is a function ``cli(argv) -> int``
+over fresh :class:`absl.flags.FlagValues`, so the tests run its bad-input table in-process.
+
+>>> import io, contextlib
+>>> err = io.StringIO()
+>>> def define(fv):
+...     config_flag(fv, ["prog", "--config=configs/default.py", "--config.epsilon=1"],
+...                 help="Training config.", sections=("privacy",))
+>>> with contextlib.redirect_stderr(err):
+...     run(["prog"], define=define, work=lambda fv: 0)
+2
+>>> print(err.getvalue().strip())
+error: --config.epsilon: configs/default.py has no key 'epsilon' (closest: privacy.target_epsilon)
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from absl import app, flags
+import ml_collections
+from absl import flags
 from ml_collections import config_flags
 
+from run.workdir_lock import WorkdirBusyError
 
-def main(work: Callable[[object, str], str], *, config_help: str, default_workdir: str) -> None:
-    """Define the two flags and run ``work`` (call from ``if __name__ == "__main__":``)."""
-    config_flags.DEFINE_config_file("config", None, config_help, lock_config=True)
-    flags.DEFINE_string("workdir", default_workdir, "Output directory.")
-    flags.mark_flags_as_required(["config"])
+# Bad input: the project raises ValueError (and its subclasses: layouts, videos, conversions)
+# for every input it refuses.
+USER_ERRORS = (ValueError, FileNotFoundError, WorkdirBusyError, flags.Error)
+EXIT_BAD_INPUT = 2
 
-    def run(argv):
-        del argv
+
+def run(argv: Sequence[str], *, define: Callable[[flags.FlagValues], None],
+        work: Callable[[flags.FlagValues], int | None]) -> int:
+    """Parse ``argv`` with the flags ``define`` declares and call ``work``; its exit status.
+
+    Args:
+      argv: the command line, program name first (``sys.argv``).
+      define: declares the command's flags on the given :class:`absl.flags.FlagValues`.
+      work: the command; returns its exit status (None: 0). It may raise :class:`SystemExit`.
+
+    Returns:
+      0, ``work``'s status, or 2 after printing ``error: <reason>`` for bad input.
+    """
+    fv = flags.FlagValues()
+    try:
+        define(fv)
+        fv(list(argv))
+        return work(fv) or 0
+    except USER_ERRORS as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def one_line(err: BaseException) -> str:
+    """The reason of ``err`` on one line (absl and ml_collections messages span several)."""
+    text = str(err)
+    if isinstance(err, KeyError) and len(err.args) == 1:
+        text = str(err.args[0])
+    return " ".join(text.split()) or type(err).__name__
+
+
+def config_flag(fv: flags.FlagValues, argv: Sequence[str], *, help: str,
+                default: str | None = None, sections: Sequence[str] = (),
+                kind: str = "") -> None:
+    """Declare ``--config`` (a ``configs/*.py`` file, overridable with ``--config.<key>=...``)
+    after checking the config file and every overridden key.
+
+    Args:
+      fv: the command's flags.
+      argv: the command line (the overrides are read from it, as ml_collections does).
+      help: the flag's help text.
+      default: the config file when ``--config`` is not given (None: required).
+      sections: top-level keys the command needs (a sweep config has ``sweep`` and ``base``).
+      kind: what the config must be, for the error (e.g. ``"a sweep config
+        (configs/sweep_*.py)"``).
+
+    Raises:
+      ValueError: no config given, a file that cannot be loaded, missing sections, or an unknown
+        key; each names the file and what to change.
+    """
+    path = _config_path(argv) or default
+    if not path:
+        raise ValueError(f"--config is required: {kind or 'a configs/*.py file'}.")
+    config = load_config(path)
+    missing = [s for s in sections if s not in config]
+    if missing:
+        raise ValueError(f"{_file(path)} is not {kind or 'a config for this command'}: it has no "
+                         f"{' or '.join(repr(s) for s in missing)} section.")
+    for key in _overridden_keys(argv):
+        check_key(config, key, source=_file(path))
+    config_flags.DEFINE_config_file("config", default, help, flag_values=fv, lock_config=True,
+                                    sys_argv=list(argv))
+
+
+def load_config(path: str) -> ml_collections.ConfigDict:
+    """``get_config()`` of a config file; ``path[:arg]`` passes ``arg`` as ml_collections does.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: the file has no ``get_config``.
+    """
+    file = _file(path)
+    arg = path[len(file) + 1:]
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"--config={path}: no such config file.")
+    spec = importlib.util.spec_from_file_location(f"_config_{time.monotonic_ns()}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "get_config"):
+        raise ValueError(f"--config={path}: {file} defines no get_config().")
+    return module.get_config(arg) if arg else module.get_config()
+
+
+def check_key(config: ml_collections.ConfigDict, key: str, *, source: str) -> None:
+    """Refuse ``--config.<key>`` when ``config`` has no such (dotted) key.
+
+    Raises:
+      ValueError: naming the key, ``source`` and the closest keys the config has.
+    """
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+            close = difflib.get_close_matches(key, _keys(config), n=3, cutoff=0.5) or [
+                k for k in _keys(config) if k.split(".")[-1] == key.split(".")[-1]][:3]
+            if not close:  # the leaf name alone, anywhere in the config
+                leaf = key.split(".")[-1]
+                close = [k for k in _keys(config) if leaf in k.split(".")[-1]][:3]
+            hint = f" (closest: {', '.join(close)})" if close else ""
+            raise ValueError(f"--config.{key}: {source} has no key {part!r}{hint}")
+        node = node[part]
+
+
+def _keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in config.items():
+        out.append(prefix + k)
+        if isinstance(v, ml_collections.ConfigDict):
+            out += _keys(v, prefix + k + ".")
+    return out
+
+
+def _file(path: str) -> str:
+    """The file part of ``path[:arg]``."""
+    head, sep, _ = path.partition(".py:")
+    return head + ".py" if sep else path
+
+
+def _config_path(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def _overridden_keys(argv: Sequence[str]) -> list[str]:
+    return [arg[len("--config."):].split("=", 1)[0] for arg in argv[1:]
+            if arg.startswith("--config.")]
+
+
+def cli(argv: Sequence[str], work: Callable[[object, str], str], *, config_help: str,
+        default_workdir: str, sections: Sequence[str] = (), kind: str = "") -> int:
+    """A ``python -m <part> --config=... --workdir=...`` command as a function of the command
+    line (its ``__main__`` calls ``sys.exit(cli(sys.argv))``): ``work(config, workdir)`` returns
+    the line to print; the exit status."""
+
+    def define(fv):
+        config_flag(fv, argv, help=config_help, sections=sections, kind=kind)
+        flags.DEFINE_string("workdir", default_workdir, "Output directory.", flag_values=fv)
+
+    def go(fv):
         start = time.time()
-        try:
-            summary = work(flags.FLAGS.config, flags.FLAGS.workdir)
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        summary = work(fv.config, fv.workdir)
         print(f"{summary} ({time.time() - start:.0f} s)")
-        return 0
 
-    app.run(run)
+    return run(argv, define=define, work=go)

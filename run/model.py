@@ -91,6 +91,12 @@ def input_shape(name: str) -> tuple[int, int, int, int]:
     return (*models.PRESETS[name]["input_size"], 3)
 
 
+def patch_stride(name: str) -> tuple[int, int, int]:
+    """The patch-embedding stride of the preset ``name``: the token-cell geometry of the views,
+    known before any parameter exists."""
+    return tuple(models.get_model(name, num_classes=1).patch_stride)
+
+
 def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: int,
           params: Any = None) -> RunModel:
     """The model ``model_config`` names, its parameters and their fine-tuning split.

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 from tqdm import tqdm
 
-from data import store
+from data import mask_chunks, store
+from run import command
 from run import datasets as run_datasets
 
 
@@ -52,8 +53,10 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
     take (``complete`` False), read from the videos' headers.
 
     Raises:
-      ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, or a
-        store directory holds another store.
+      ValueError: ``input.store_dir`` is empty, the dataset is not a folder dataset, a mask file
+        is malformed (refused before anything is written; a video that cannot be decoded is
+        found only while writing, and leaves its store marked incomplete, which training
+        refuses and a rerun continues), or a store directory holds another store.
     """
     if config.input.dataset not in run_datasets.FOLDER_DATASETS:
         raise ValueError(f"a clip store is made for the folder datasets "
@@ -64,6 +67,10 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
         raise ValueError("set --config.input.store_dir=<directory for the clip stores>; "
                          "train with the same flag afterwards.")
     splits = run_datasets.video_splits(config.input, mode=config.mode)
+    for split in splits.values():  # every mask file is checked before any store is written
+        if split.has_masks:
+            for _ in mask_chunks(split):
+                pass
     out = {}
     for subset, split in splits.items():
         entries = split.store_entries()
@@ -80,22 +87,34 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
     return out
 
 
-def main(argv):
-    del argv
+def run_command(f: flags.FlagValues) -> int:
+    """Write the stores the parsed flags ``f`` name and print their sizes."""
     start = time.time()
-    dry_run = flags.FLAGS.dry_run
-    metas = prepare_stores(flags.FLAGS.config, workers=flags.FLAGS.workers, dry_run=dry_run)
+    metas = prepare_stores(f.config, workers=f.workers, dry_run=f.dry_run)
     for subset, meta in metas.items():
         print(f"{subset}: {meta['num_videos']} videos, {meta['bytes'] / 2**30:.2f} GiB"
-              + (" (would be written: --dry_run)" if dry_run else
+              + (" (would be written: --dry_run)" if f.dry_run else
                  f", complete={meta['complete']}"))
     print(f"done in {time.time() - start:.0f} s")
+    return 0
+
+
+def define_flags(fv: flags.FlagValues, argv) -> None:
+    """The command's flags (on ``fv``); ``--config`` and its keys are checked first."""
+    command.config_flag(fv, argv, help="Training config (configs/*.py).",
+                        sections=("mode", "input"),
+                        kind="a training config of a folder dataset (configs/*_maskdp.py)")
+    flags.DEFINE_integer("workers", os.cpu_count() or 1, "Decoding processes.", flag_values=fv)
+    flags.DEFINE_bool("dry_run", False, "Print each store's size on disk; write nothing.",
+                      flag_values=fv)
+
+
+def cli(argv) -> int:
+    """``python -m run.prepare ...`` as a function of the command line: its exit status (2: bad
+    input, with ``error: <reason>`` on stderr; a store left incomplete by a bad video is marked
+    so in its ``meta.json`` and never read as finished)."""
+    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
 
 
 if __name__ == "__main__":
-    config_flags.DEFINE_config_file("config", None, "Training config (configs/*.py).",
-                                    lock_config=True)
-    flags.DEFINE_integer("workers", os.cpu_count() or 1, "Decoding processes.")
-    flags.DEFINE_bool("dry_run", False, "Print each store's size on disk; write nothing.")
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    sys.exit(cli(sys.argv))

@@ -329,3 +329,11 @@ def test_pld_equals_dp_accountings_pld_accountant_exactly(adjacency):
         accountant.clear_caches()
         ours = accountant.history_epsilon(segments, delta=1e-5, adjacency=adjacency)
         assert ours == float(reference.get_epsilon(1e-5)), segments
+
+
+def test_calibration_to_a_tiny_target_where_the_rdp_curve_reaches_zero():
+    """With δ = 1e-3 and a large σ the conversion gives ε = 0 exactly; calibrating to ε = 1e-6
+    used to fail with 'math domain error' (the log of the RDP curve's slope at 0)."""
+    sigma = accountant.calibrate_noise_multiplier(target_epsilon=1e-6, delta=1e-3, q=0.25,
+                                                  steps=64)
+    assert accountant.epsilon(noise_multiplier=sigma, q=0.25, steps=64, delta=1e-3) <= 1e-6

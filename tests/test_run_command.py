@@ -1,0 +1,169 @@
+"""One error convention for every command (run/command.py): bad input gives exit status 2, one
+line ``error: <reason>`` on stderr naming what to change, and no new file in the workdir.
+
+Table-driven, in-process (each command is ``cli(argv) -> int``), so a row costs milliseconds:
+train.py, sweep.py, ``python -m run.prepare``, ``-m audit`` and ``-m release``. The accounting
+and anonymisation commands keep their own tables (tests/test_accounting_cli.py,
+tests/test_anonymize.py), as does the release (tests/test_release.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import sweep
+import train
+from audit import __main__ as audit_main
+from data import testing
+from release import __main__ as release_main
+from run import prepare
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT = os.path.join(ROOT, "configs", "default.py")
+SWEEP = os.path.join(ROOT, "configs", "sweep_synthetic.py")
+FOLDER = os.path.join(ROOT, "configs", "folder_maskdp.py")
+AUDIT = os.path.join(ROOT, "configs", "audit_synthetic.py")
+RELEASE = os.path.join(ROOT, "configs", "dpcda_digits.py")
+# A tiny, valid training run (the rows add one bad input to it); no persistent XLA cache of the
+# user's is switched on by the in-process command.
+TINY = ["--config.model.name=mvit_test", "--config.input.num_train=32",
+        "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
+        "--config.privacy.delta=1e-3", "--config.compilation_cache_dir="]
+
+
+class Row(NamedTuple):
+    id: str
+    cli: object
+    args: list[str]  # after the program name; {folder}, {masks}: the bad folder dataset
+    match: str  # fragment of the one-line reason
+    workdir: bool = True  # the command takes --workdir (run.prepare writes into input.store_dir)
+
+
+ROWS = [
+    # train.py: the config file and its keys
+    Row("train-unknown-key", train.cli, ["--config.epsilon=1"],
+        "has no key 'epsilon' (closest: privacy.target_epsilon)"),
+    Row("train-unknown-nested-key", train.cli, ["--config.privacy.eps=1"],
+        "no key 'eps'"),
+    Row("train-unknown-section", train.cli, ["--config.optimiser.name=sgd"],
+        "no key 'optimiser' (closest: optimizer"),
+    Row("train-missing-config", train.cli, ["--config=configs/nope.py"], "no such config file"),
+    Row("train-sweep-config", train.cli, [f"--config={SWEEP}"], "is not a training config"),
+    Row("train-bad-type", train.cli, ["--config.batch_size=abc"], "batch_size"),
+    Row("train-unknown-flag", train.cli, ["--epochs=3"], "epochs"),
+    # train.py: values the config alone decides
+    Row("train-mode", train.cli, [*TINY, "--config.mode=dpsgd"], "--config.mode must be one of"),
+    Row("train-negative-epsilon", train.cli, [*TINY, "--config.privacy.target_epsilon=-1"],
+        "--config.privacy.target_epsilon must be a finite number > 0"),
+    Row("train-clip-norm", train.cli, [*TINY, "--config.privacy.l2_clip_norm=0"],
+        "--config.privacy.l2_clip_norm"),
+    Row("train-batch-over-physical-devices", train.cli, [*TINY, "--config.batch_size=0"],
+        "--config.batch_size must be an integer >= 1"),
+    Row("train-model", train.cli, [*TINY, "--config.model.name=resnet"], "--config.model.name"),
+    Row("train-view-in-dp", train.cli, [*TINY, "--config.mode=dp", "--config.view=public"],
+        "--config.view must be 'full' in mode 'dp'"),
+    # train.py: values that need the data
+    Row("train-delta-vs-n", train.cli, [*TINY, "--config.privacy.delta=0.1"], "1/N"),
+    Row("train-batch-vs-n", train.cli, [*TINY, "--config.batch_size=32"],
+        "must be smaller than the number of training videos"),
+    Row("train-unreachable-epsilon", train.cli, [*TINY, "--config.privacy.delta=1e-9",
+                                                 "--config.privacy.target_epsilon=1e-3"],
+        "target_epsilon=0.001 is unreachable"),
+    Row("train-non-binary-mask", train.cli,
+        [f"--config={FOLDER}", "--config.model.name=mvit_test", "--config.input.data_dir={folder}",
+         "--config.input.mask_dir={masks}", "--config.batch_size=2",
+         "--config.physical_batch_size=2", "--config.privacy.delta=1e-3",
+         "--config.compilation_cache_dir="],
+        "must be binary"),
+    # sweep.py
+    Row("sweep-no-config", sweep.cli, [], "--config is required: a sweep config"),
+    Row("sweep-training-config", sweep.cli, [f"--config={DEFAULT}"], "is not a sweep config"),
+    Row("sweep-unknown-key", sweep.cli, [f"--config={SWEEP}", "--config.sweep.epsilon=(1.0,)"],
+        "no key 'epsilon' (closest: sweep.epsilons"),
+    Row("sweep-negative-epsilon", sweep.cli, [f"--config={SWEEP}",
+                                              "--config.sweep.epsilons=(-1.0,)"],
+        "run dp_eps-1_k1_seed0: --config.privacy.target_epsilon"),
+    Row("sweep-bad-base", sweep.cli, [f"--config={SWEEP}", "--config.base.batch_size=0"],
+        "--config.batch_size must be an integer >= 1"),
+    # python -m run.prepare
+    Row("prepare-no-config", prepare.cli, [], "--config is required", workdir=False),
+    Row("prepare-synthetic", prepare.cli, [f"--config={DEFAULT}"], "folder datasets",
+        workdir=False),
+    Row("prepare-no-store-dir", prepare.cli, [f"--config={FOLDER}"],
+        "set --config.input.store_dir", workdir=False),
+    Row("prepare-unknown-key", prepare.cli, [f"--config={FOLDER}", "--config.input.store=x"],
+        "no key 'store'", workdir=False),
+    Row("prepare-non-binary-mask", prepare.cli,
+        [f"--config={FOLDER}", "--config.input.data_dir={folder}",
+         "--config.input.mask_dir={masks}", "--config.input.store_dir={work}/store",
+         "--workers=1"],
+        "must be binary", workdir=False),
+    # python -m audit
+    Row("audit-training-config", audit_main.cli, [f"--config={DEFAULT}"],
+        "is not an audit config"),
+    Row("audit-unknown-key", audit_main.cli, [f"--config={AUDIT}", "--config.num_shadow=8"],
+        "no key 'num_shadow' (closest: num_shadows"),
+    Row("audit-unknown-audit", audit_main.cli, [f"--config={AUDIT}", "--config.audit=lira2"],
+        "lira2"),
+    # python -m release
+    Row("release-training-config", release_main.cli, [f"--config={DEFAULT}"],
+        "is not a release config"),
+    Row("release-unknown-key", release_main.cli, [f"--config={RELEASE}", "--config.epsilon=1"],
+        "no key 'epsilon'"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_folder(tmp_path_factory):
+    """A folder dataset (class folders, no split files) whose masks are not binary."""
+    paths = testing.make_ucf101_folder(str(tmp_path_factory.mktemp("folder")), num_frames=8)
+    for d, _, files in os.walk(paths["mask_dir"]):
+        for name in files:
+            np.savez_compressed(os.path.join(d, name), mask=np.full((8, 32, 40), 7, np.uint8))
+    return paths
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(row, tmp_path, capsys, bad_folder):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "kept.txt").write_text("a user's file")
+    argv = ["prog", *(a.format(folder=bad_folder["video_dir"], masks=bad_folder["mask_dir"],
+                               work=work) for a in row.args)]
+    argv += [f"--workdir={work}"] if row.workdir else []
+    status = row.cli(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert row.match in err[0], err[0]
+    assert sorted(os.listdir(work)) == ["kept.txt"]
+
+
+def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
+    """A bug is not bad input: it propagates (exit status 1 with the traceback)."""
+    def broken(config, workdir):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(train, "train_and_evaluate", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        train.cli(["train.py", *TINY])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [
+    ["train.py", "--config.epsilon=1"],
+    ["sweep.py", f"--config={DEFAULT}", "--workdir=w"],
+    ["-m", "run.prepare", f"--config={DEFAULT}"],
+], ids=["train", "sweep", "prepare"])
+def test_the_scripts_exit_2_with_one_line(argv, tmp_path):
+    """The same convention through ``python <script>`` (the ``__main__`` paths)."""
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
