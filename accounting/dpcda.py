@@ -52,8 +52,8 @@ not account for it: those statistics are an unaccounted release. We use fixed (d
 or public statistics only (the callers in :mod:`release` enforce it), so this module accounts for
 the mixing draws alone.
 
-(ε, δ) from RDP by Balle et al. 2020 (the project's conversion, :func:`balle2020_curve`),
-which is never looser than the seed's ε + log(1/δ)/(α−1).
+(ε, δ) from RDP by Balle et al. 2020 (the project's conversion, :func:`balle2020_curve`, on RDP
+clipped at 0), which is never looser than the seed's ε + log(1/δ)/(α−1).
 """
 
 from __future__ import annotations
@@ -219,19 +219,34 @@ class MixingPrivacy:
         return dataclasses.asdict(self)
 
 
+def _epsilon(rdp: np.ndarray, orders: Sequence[int], delta: float) -> tuple[float, int]:
+    """(ε, the order attaining it) of an RDP curve by Balle et al. 2020, Theorem 21 (never
+    looser than the seed's ε + log(1/δ)/(α−1)).
+
+    RDP is a divergence, so ≥ 0; a value rounded below 0 (a numerically extreme event) is
+    clipped to 0, which can only raise ε. dp-accounting's ``compute_epsilon`` would instead read
+    such an order, and any order whose RDP is below about δ², as ε = 0 (a KL shortcut) and return
+    0 overall; so the conversion is ours (:func:`accounting.theorem41.balle2020_curve`, the same
+    formula without the shortcut).
+    """
+    rdp = np.maximum(np.asarray(rdp, dtype=np.float64), 0.0)
+    curve = balle2020_curve(rdp=rdp, orders=orders, delta=delta)
+    best = int(np.argmin(curve))
+    return max(0.0, float(curve[best])), int(orders[best])
+
+
 def _same_label(*, rate, z, draws, delta, orders) -> tuple[float, int]:
     """Case 1: ε and the order attaining it."""
     rdp = draws * without_replacement.subsampled_gaussian_rdp(
         sampling_rate=rate, noise_multiplier=z, orders=orders)
-    curve = balle2020_curve(rdp=rdp, orders=orders, delta=delta)
-    return max(0.0, float(np.min(curve))), int(orders[int(np.argmin(curve))])
+    return _epsilon(rdp, orders, delta)
 
 
 def _label_change(*, rate, z, draws, delta, orders) -> float:
     """Case 2: the Poisson-subsampled Gaussian bound (dp-accounting)."""
     accountant = dp_accounting.rdp.RdpAccountant(orders=[float(a) for a in orders])
     event = dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(z))
-    return float(accountant.compose(event, draws).get_epsilon(delta))
+    return _epsilon(accountant.compose(event, draws).rdp, orders, delta)[0]
 
 
 def _guarantee(setup: MixingSetup, z: float, orders) -> tuple[float, int, float]:

@@ -13,6 +13,7 @@ import pytest
 from scipy import integrate, stats
 
 from accounting import dpcda, without_replacement
+from accounting.theorem41 import balle2020_curve
 
 PUBLIC = dict(num_classes=10, min_class_size=139, num_records=1437, num_synthetic=1437,
               delta=1e-5)  # the digits split
@@ -172,3 +173,61 @@ def test_bad_targets_are_refused():
             dpcda.calibrate_sigma_x(setup, target_epsilon=eps, sigma_ratio=1.0)
     with pytest.raises(ValueError, match="unreachable"):
         dpcda.calibrate_sigma_x(setup, target_epsilon=1e-9, sigma_ratio=1.0)
+
+
+def _dp_accounting_same_label(*, rate_num, rate_den, z, draws, orders):
+    """dp-accounting's RDP of the same-label case: ``draws`` l-of-n subsamples without
+    replacement (REPLACE_ONE), and of the same draws without amplification."""
+    rel = dp_accounting.NeighboringRelation.REPLACE_ONE
+    wor = dp_accounting.rdp.RdpAccountant(orders=orders, neighboring_relation=rel).compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            rate_den, rate_num, dp_accounting.GaussianDpEvent(z)), draws)
+    plain = dp_accounting.rdp.RdpAccountant(orders=orders, neighboring_relation=rel).compose(
+        dp_accounting.GaussianDpEvent(z), draws)
+    return wor.rdp, plain.rdp
+
+
+# (l, n_min, σx, T): the digits release (l = 4, T = 1437, c = 4), larger l on digits, the MNIST
+# scale of seed 002 (c = 1), and l close to the class size, where the un-amplified curve decides.
+SAME_LABEL_SETTINGS = [(4, 130, 4.7, 1437), (32, 130, 0.9, 1437), (4, 5421, 0.3, 60000),
+                       (16, 5421, 0.14, 60000), (129, 130, 4.0, 1437)]
+
+
+@pytest.mark.parametrize("order,n_min,sigma_x,num_synthetic", SAME_LABEL_SETTINGS)
+def test_same_label_case_is_dp_accountings_sampled_without_replacement(order, n_min, sigma_x,
+                                                                      num_synthetic):
+    """Per order, our bound is dp-accounting's ``SampledWithoutReplacementDpEvent`` or, where
+    that is larger, dp-accounting's un-amplified Gaussian: never below the smaller of the two,
+    equal to it. In ε (dp-accounting's conversion) likewise. Orders up to 32: above them
+    dp-accounting's float sums drift upward at small ρ (accounting/without_replacement.py)."""
+    setup = dpcda.MixingSetup(order=order, clip_norm=4.0 if n_min == 130 else 1.0, num_classes=10,
+                              min_class_size=n_min, num_records=num_synthetic,
+                              num_synthetic=num_synthetic, delta=1e-5)
+    p = dpcda.mixing_epsilon(setup, sigma_x=sigma_x, sigma_y=None, orders=range(2, 33))
+    orders = [float(a) for a in range(2, 33)]
+    wor, plain = _dp_accounting_same_label(rate_num=order, rate_den=n_min,
+                                           z=p.noise_multiplier, draws=p.draws_same_label,
+                                           orders=orders)
+    ours = p.draws_same_label * without_replacement.subsampled_gaussian_rdp(
+        sampling_rate=order / n_min, noise_multiplier=p.noise_multiplier, orders=range(2, 33))
+    np.testing.assert_allclose(ours, np.minimum(wor, plain), rtol=1e-9)
+    expected, best = dp_accounting.rdp.compute_epsilon(orders, np.minimum(wor, plain), 1e-5)
+    assert p.epsilon_same_label == pytest.approx(expected, rel=1e-9)
+    assert p.best_order == best
+    assert 0.1 < p.epsilon_same_label < 100  # a setting where the comparison means something
+    if order / n_min < 0.5:  # amplification decides: dp-accounting's own event alone
+        assert p.epsilon_same_label == pytest.approx(
+            dp_accounting.rdp.compute_epsilon(orders, wor, 1e-5)[0], rel=1e-9)
+
+
+def test_a_negative_rdp_rounding_error_does_not_zero_epsilon():
+    """dp-accounting's conversion reads an order with RDP < 0 (a rounding error: RDP is a
+    divergence) as ε = 0 and returns the minimum; ours clips RDP at 0 first, which only raises
+    ε, and has no such shortcut."""
+    orders = [2, 3, 4]
+    rdp = np.array([-0.5, 20.0, 30.0])
+    assert dp_accounting.rdp.compute_epsilon(orders, rdp, 1e-5)[0] == 0.0  # the hazard
+    eps, order = dpcda._epsilon(rdp, orders, 1e-5)
+    clipped = balle2020_curve(rdp=[0.0, 20.0, 30.0], orders=orders, delta=1e-5)
+    assert eps == pytest.approx(clipped.min()) and order == orders[int(np.argmin(clipped))]
+    assert eps > 5
