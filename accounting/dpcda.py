@@ -151,6 +151,21 @@ def check_class_sizes(*, class_sizes: Sequence[int], min_class_size: int) -> Non
     operator only: a release must not publish the class sizes (under a label-changing
     replacement they differ between neighbours, so exact sizes would reveal the record).
 
+    **What if the stated bound is wrong.** Too low: the guarantee holds, with more noise than
+    needed (the rate l/min_class_size is over-stated). Above some class's true size: the rate of
+    that class's draws is under-stated and the computed ε is not a guarantee, so the release is
+    refused (fail closed). The refusal is itself a function of the private data: it says whether
+    the smallest class is below the bound, one bit, which no ε accounts for. We accept that bit
+    and do not hide it (e.g. by releasing anyway, or by randomising the check) because (1) the
+    refusal reaches only the operator, who holds the data already, and nothing is written;
+    (2) the alternatives are worse: releasing with an under-stated rate breaks the guarantee for
+    every record of the small class, and a DP test of the bound would spend budget and still
+    fail sometimes. The operator must then treat the bound as public knowledge, not as a value
+    tuned to the data: lowering it until the check passes, or publishing that a first attempt
+    was refused, makes the final bound (and the refusal) a release about the smallest class that
+    no ε covers. The same holds for the data file's other checks (:mod:`release.datasets`:
+    labels in range, finite features), whose refusals are likewise for the operator only.
+
     Raises:
       ValueError: an empty class, or a class below ``min_class_size``.
     """

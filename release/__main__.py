@@ -1,10 +1,12 @@
 r"""``python -m release --config=configs/dpcda_digits.py [--workdir=DIR]``: one DP-CDA release
-(``synthetic.npz``) and its utility study (``report.md``, ``report.json``, ``utility.csv``,
-``accuracy_vs_order.png``) in ``--workdir`` (default ``workdir/dpcda``).
+(``synthetic.npz``, ``report.md``, ``report.json``) in ``--workdir`` (default ``workdir/dpcda``)
+and, on benchmark data or with ``--config.sweep.enabled=yes``, its utility study in
+``<workdir>/study/`` (outside the release's ε).
 
-Bad input (an empty class or one below min_class_size, l ≥ min_class_size, c ≤ 0, ε ≤ 0,
-δ ≥ 1/N, an unreachable ε) stops before anything is written, with the reason on stderr and exit
-status 2.
+Your own data: ``--config=configs/dpcda_npz.py --config.data.path=my.npz ...`` (that config's
+docstring). Bad input (an unreadable or malformed data file, an unset public constant, an empty
+class or one below min_class_size, l ≥ min_class_size, c ≤ 0, ε ≤ 0, δ ≥ 1/N, an unreachable ε)
+stops before anything is written, with ``error: <reason>`` on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from run import command
 def release(config, workdir: str) -> str:
     outcome = run.run(config, workdir)
     privacy = outcome.release["privacy"]
+    accuracy = outcome.release["test_accuracy"]
+    tested = ("no held-out data" if accuracy is None else f"test accuracy {100 * accuracy:.1f} %")
+    study = (f"{len(outcome.sweep)} study runs in {os.path.join(workdir, run.STUDY_DIR)}"
+             if outcome.sweep else "no study")
     return (f"released {outcome.release['num_samples']} samples to "
             f"{os.path.join(workdir, outcome.release['file'])}: epsilon = "
-            f"{privacy['epsilon']:.4g}, delta = {privacy['delta']:g}, test accuracy "
-            f"{100 * outcome.release['test_accuracy']:.1f} %; {len(outcome.sweep)} study runs")
+            f"{privacy['epsilon']:.4g}, delta = {privacy['delta']:g}, {tested}; {study}")
 
 
 def cli(argv) -> int:

@@ -1,10 +1,13 @@
 """A DP-CDA release and its utility study: calibrate, mix, write the synthetic set, evaluate.
 
 ``release_once`` makes the one release a config asks for (secret randomness by default) and
-writes ``synthetic.npz``; ``utility_sweep`` repeats the mechanism over mixing orders l × ε ×
-seeds × label variants and trains the config's classifier on each synthetic set, testing on the
-real held-out split (seed 002's protocol). The sweep is a study, not a release: each of its runs
-spends its own budget on the same private data, like the training sweeps of ``sweep.py``.
+writes ``synthetic.npz`` with its report; ``utility_sweep`` repeats the mechanism over mixing
+orders l × ε × seeds × label variants and trains the config's classifier on each synthetic set,
+testing on the real held-out split (seed 002's protocol). The sweep is a study, not a release:
+each of its runs re-mixes the same private data with a published seed, so its accuracies are
+**outside the release's ε**. It runs by default only on public benchmark data
+(``sweep.enabled="auto"``, :data:`release.datasets.BENCHMARKS`) and writes to its own folder,
+``<workdir>/study/``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from release import datasets, mixing
 CLASSIFIERS = ("logistic", "mlp")
 LABEL_VARIANTS = {True: "noised label (seed)", False: "exact label"}
 """``label_noise`` -> name. Both are valid under the same ε (accounting.dpcda)."""
+STUDY_MODES = ("auto", "yes", "no")
+"""``sweep.enabled``: ``auto`` runs the study on benchmark sources only."""
+STUDY_DIR = "study"
 
 
 def make_classifier(name: str, seed: int):
@@ -64,12 +70,23 @@ def privacy_for(config, train: datasets.Split, *, order: int, epsilon: float,
                                    sigma_ratio=config.sigma_ratio if label_noise else None)
 
 
-def load(config) -> tuple[datasets.Split, datasets.Split]:
+def load(config) -> tuple[datasets.Split, datasets.Split | None]:
     """``(train, test)`` of ``config.data`` with every feature row clipped to ``config.clip_norm``
-    (the test data too, so the classifier sees the same preprocessing)."""
-    return tuple(dataclasses.replace(split, features=mixing.clip_rows(split.features,
-                                                                      config.clip_norm))
-                 for split in datasets.load(config.data))
+    (the test data too, so the classifier sees the same preprocessing); ``test`` is None for own
+    data without held-out data."""
+    return tuple(None if split is None else dataclasses.replace(
+        split, features=mixing.clip_rows(split.features, config.clip_norm))
+        for split in datasets.load(config.data))
+
+
+def study_enabled(config) -> bool:
+    """Whether :func:`run` runs the utility study: ``sweep.enabled`` is ``"yes"``, or ``"auto"``
+    on a benchmark source; and ``sweep.orders`` is not empty."""
+    mode = config.sweep.enabled
+    if mode not in STUDY_MODES:
+        raise ValueError(f"sweep.enabled must be one of {STUDY_MODES}; got {mode!r}.")
+    wanted = mode == "yes" or (mode == "auto" and config.data.source in datasets.BENCHMARKS)
+    return wanted and len(config.sweep.orders) > 0
 
 
 def synthesize(key, config, train: datasets.Split,
@@ -96,10 +113,11 @@ def test_accuracy(config, features: np.ndarray, labels: np.ndarray, test: datase
     return float(model.score(test.features, test.labels))
 
 
-def release_once(config, train: datasets.Split, test: datasets.Split,
+def release_once(config, train: datasets.Split, test: datasets.Split | None,
                  workdir: str) -> dict[str, Any]:
-    """The release the config asks for: writes ``<workdir>/synthetic.npz`` (features, labels,
-    class names: nothing else leaves the private data) and returns its record."""
+    """The release the config asks for: writes ``<workdir>/synthetic.npz`` (features ``[T', d]``
+    float32, labels ``[T']`` int32, class names ``[K]``, T' = K·⌊T/K⌋: nothing else leaves the
+    private data) and returns its record (``test_accuracy`` None without held-out data)."""
     spec = config.release
     privacy = privacy_for(config, train, order=spec.order, epsilon=spec.epsilon,
                           label_noise=spec.label_noise)
@@ -108,7 +126,8 @@ def release_once(config, train: datasets.Split, test: datasets.Split,
     path = os.path.join(workdir, "synthetic.npz")
     np.savez(path, features=mixture.features, labels=mixture.labels,
              class_names=np.array(train.class_names))
-    accuracy = test_accuracy(config, mixture.features, mixture.labels, test, seed=config.seed)
+    accuracy = None if test is None else test_accuracy(config, mixture.features, mixture.labels,
+                                                       test, seed=config.seed)
     return {"file": os.path.basename(path), "num_samples": int(len(mixture.labels)),
             "randomness": rand.public_id(), "label_noise": bool(spec.label_noise),
             "privacy": privacy.to_dict(), "test_accuracy": accuracy}
@@ -167,17 +186,22 @@ def utility_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def report_markdown(config, train: datasets.Split, test: datasets.Split,
-                    record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """The release's report: what was released, its (ε, δ) and how it was computed, utility."""
+def report_markdown(config, train: datasets.Split, test: datasets.Split | None,
+                    record: dict[str, Any], studied: bool) -> str:
+    """The release's report: what was released, its (ε, δ) and how it was computed."""
     p = record["privacy"]
     sigma_y = "none (exact label)" if p["sigma_y"] is None else f"{p['sigma_y']:.4g}"
+    held_out = ("no held-out data" if test is None else
+                f"test: {len(test.labels)} real held-out records")
+    accuracy = ("no held-out data to test on (`data.test_path`)." if record["test_accuracy"] is None
+                else f"test accuracy {100 * record['test_accuracy']:.1f} % (`{config.classifier}` "
+                     "trained on the synthetic set, tested on real data).")
     lines = [
         f"# DP-CDA release: {config.title}",
         "",
         f"Private data: `{config.data.source}`, {len(train.labels)} records, "
         f"{train.num_classes} classes of at least {config.min_class_size} (a public bound; the "
-        f"exact sizes are not released); test: {len(test.labels)} real held-out records.",
+        f"exact sizes are not released); {held_out}.",
         f"Released: `{record['file']}`, {record['num_samples']} synthetic "
         f"samples (features + argmax label), randomness `{record['randomness']}`.",
         "",
@@ -205,45 +229,104 @@ def report_markdown(config, train: datasets.Split, test: datasets.Split,
         "",
         "## Utility",
         "",
-        f"Release: test accuracy {100 * record['test_accuracy']:.1f} % "
-        f"(`{config.classifier}` trained on the synthetic set, tested on real data).",
+        f"Release: {accuracy}",
         "",
-        *(_study_section(config, rows, train.num_classes) if rows else
-          ["No utility study was run (`sweep.orders` is empty)."]),
+        (f"The utility study is in `{STUDY_DIR}/` and is **not covered by this release's ε**."
+         if studied else "No utility study was run (`sweep.enabled`, `sweep.orders`)."),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _study_section(config, rows, num_classes) -> list[str]:
-    return [
-        f"Study: `{config.classifier}`, mean ± std over seeds {list(config.sweep.seeds)}, test "
-        "top-1 (%), each cell calibrated to its ε. **Not covered by the release's ε**: every "
-        "cell re-mixes the private data with a published seed (to be reproducible), so its "
-        "accuracy is a deterministic function of the private data. It is a measurement for "
-        "public benchmark data such as these; for data you must protect, skip it "
-        "(`--config.sweep.orders=()`).",
+def _variant_table(rows, *, variant: str, key: str, fmt) -> str:
+    """Markdown: one row per finite ε, one column per l, the seed-mean of ``key`` for
+    ``variant``."""
+    cells: dict[tuple[float, int], list[float]] = {}
+    for r in rows:
+        if r["variant"] == variant:
+            cells.setdefault((r["epsilon"], r["order"]), []).append(r[key])
+    orders = sorted({o for _, o in cells})
+    lines = ["| ε | " + " | ".join(f"l = {o}" for o in orders) + " |",
+             "|---|" + "---|" * len(orders)]
+    for eps in sorted({e for e, _ in cells if math.isfinite(e)}):
+        lines.append(f"| {eps:g} | " + " | ".join(fmt(float(np.mean(cells[(eps, o)])))
+                                                  for o in orders) + " |")
+    return "\n".join(lines)
+
+
+def sigma_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: the calibrated σx of the exact-label cells, per (ε, l)."""
+    return _variant_table(rows, variant=LABEL_VARIANTS[False], key="sigma_x",
+                          fmt=lambda v: f"{v:.3g}")
+
+
+def flip_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: the share of labels the seed's label noise flips (%), per (ε, l)."""
+    return _variant_table(rows, variant=LABEL_VARIANTS[True], key="label_flip_rate",
+                          fmt=lambda v: f"{100 * v:.0f}")
+
+
+def best_order(rows: list[dict[str, Any]], *, variant: str, epsilon: float) -> int:
+    """The l with the highest seed-mean accuracy of ``variant`` at ``epsilon``."""
+    stats = summarize(rows)
+    return max((o for (v, e, o) in stats if v == variant and e == epsilon),
+               key=lambda o: stats[(variant, epsilon, o)][0])
+
+
+def study_markdown(config, train: datasets.Split, test: datasets.Split,
+                   rows: list[dict[str, Any]]) -> str:
+    """The study's report (``study/report.md``): accuracy, σx and label flips per (ε, l)."""
+    exact = LABEL_VARIANTS[False]
+    bests = ", ".join(f"l = {best_order(rows, variant=exact, epsilon=e)} at ε = {e:g}"
+                      for e in sorted({r["epsilon"] for r in rows}) if math.isfinite(e))
+    return "\n".join([
+        f"# DP-CDA utility study: {config.title}",
+        "",
+        "**Not covered by the release's ε.** Every cell re-mixes the private data with a "
+        "published seed (to be reproducible), so its accuracy is a deterministic function of the "
+        "private data. It is a measurement for public benchmark data; for data you must protect, "
+        "leave it off (`sweep.enabled`, default `auto`: benchmark sources only).",
+        "",
+        f"`{config.classifier}` trained on each synthetic set, tested on {len(test.labels)} real "
+        f"held-out records; mean ± std over seeds {list(config.sweep.seeds)}, top-1 (%), each "
+        f"cell calibrated to its ε (δ = {config.delta:g}); sampling rate l / "
+        f"{config.min_class_size}. Best l with exact labels: {bests}.",
         "",
         utility_table(rows),
         "",
-        f"Chance: {100 / num_classes:.1f} %. Plot: `accuracy_vs_order.png`.",
-    ]
+        f"Chance: {100 / train.num_classes:.1f} %. Plot: `accuracy_vs_order.png`.",
+        "",
+        "## Calibrated σx (exact label)",
+        "",
+        sigma_table(rows),
+        "",
+        f"## Labels flipped by the seed's label noise (%, σy = {config.sigma_ratio:g}·σx)",
+        "",
+        flip_table(rows),
+    ]) + "\n"
 
 
 def write_outputs(config, workdir: str, train, test, record, rows) -> None:
-    """``report.json``, ``report.md``, ``utility.csv`` and ``accuracy_vs_order.png``."""
+    """``report.json`` and ``report.md`` of the release; with a study, ``study/`` holds its
+    ``report.md``, ``report.json``, ``utility.csv`` and ``accuracy_vs_order.png``."""
     from reporting import plots, results
 
     with open(os.path.join(workdir, "report.json"), "w") as f:
-        json.dump({"config": config.to_dict(), "release": record, "sweep": rows}, f, indent=1,
-                  default=float)
+        json.dump({"config": config.to_dict(), "release": record}, f, indent=1, default=float)
     with open(os.path.join(workdir, "report.md"), "w") as f:
-        f.write(report_markdown(config, train, test, record, rows))
+        f.write(report_markdown(config, train, test, record, studied=bool(rows)))
     if not rows:
         return
-    results.write_csv(rows, os.path.join(workdir, "utility.csv"))
+    study = os.path.join(workdir, STUDY_DIR)
+    os.makedirs(study, exist_ok=True)
+    with open(os.path.join(study, "report.json"), "w") as f:
+        json.dump({"note": "not covered by the release's epsilon", "sweep": rows}, f, indent=1,
+                  default=float)
+    with open(os.path.join(study, "report.md"), "w") as f:
+        f.write(study_markdown(config, train, test, rows))
+    results.write_csv(rows, os.path.join(study, "utility.csv"))
     plots.accuracy_vs_mixing_order(
-        summarize(rows), os.path.join(workdir, "accuracy_vs_order.png"), delta=config.delta,
-        title=f"DP-CDA on {config.data.source}: accuracy vs mixing order",
+        summarize(rows), os.path.join(study, "accuracy_vs_order.png"), delta=config.delta,
+        title=f"DP-CDA on {config.data.source} (study, outside the release's ε)",
         chance=1.0 / train.num_classes)
 
 
@@ -255,17 +338,44 @@ class Outcome:
     sweep: list[dict[str, Any]]
 
 
-def run(config, workdir: str) -> Outcome:
-    """Load the data, make the release, run the utility study, write everything to workdir."""
-    os.makedirs(workdir, exist_ok=True)
+def check_public(config) -> None:
+    """The config's public numbers, checked before any private data is read.
+
+    Raises:
+      ValueError: a bad target ε, ``min_class_size`` or ``clip_norm`` unset, a bad
+        ``sweep.enabled``.
+    """
     for eps in (config.release.epsilon, *config.sweep.epsilons):
         if math.isfinite(eps):
             inputs.check_epsilon_target(eps)
+    n_min = config.min_class_size
+    if isinstance(n_min, bool) or not isinstance(n_min, int) or n_min < 1:
+        raise ValueError(
+            f"min_class_size must be set to a public lower bound on every class's size (an "
+            f"integer >= 1, known without looking at the private data: accounting/dpcda.py); "
+            f"got {n_min!r}.")
+    c = config.clip_norm
+    if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+        raise ValueError(f"the clip norm c (clip_norm) must be set to a fixed constant > 0; got "
+                         f"{c!r}.")
+    study_enabled(config)
+
+
+def run(config, workdir: str) -> Outcome:
+    """Check the public config, load and check the data, make the release, run the utility study
+    if enabled, write everything to ``workdir``; bad input is refused (``ValueError``) before
+    anything is written."""
+    check_public(config)
+    studied = study_enabled(config)
     train, test = load(config)
     dpcda.check_class_sizes(class_sizes=train.class_sizes(), min_class_size=config.min_class_size)
-    for order in (config.release.order, *config.sweep.orders):
+    for order in (config.release.order, *(config.sweep.orders if studied else ())):
         mixing_setup(config, train, order=order)
+    if studied and test is None:
+        raise ValueError("the utility study needs held-out data: set data.test_path, or leave "
+                         "the study off (sweep.enabled='no').")
+    os.makedirs(workdir, exist_ok=True)
     record = release_once(config, train, test, workdir)
-    rows = utility_sweep(config, train, test)
+    rows = utility_sweep(config, train, test) if studied else []
     write_outputs(config, workdir, train, test, record, rows)
     return Outcome(release=record, sweep=rows)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from configs import dpcda_digits
+from configs import dpcda_digits, dpcda_npz
 from release import datasets, mixing, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,8 +102,9 @@ def released(tmp_path_factory):
 @pytest.mark.slow
 def test_the_release_writes_only_synthetic_data_and_a_report(released):
     workdir, outcome = released
-    assert sorted(os.listdir(workdir)) == ["accuracy_vs_order.png", "report.json", "report.md",
-                                           "synthetic.npz", "utility.csv"]
+    assert sorted(os.listdir(workdir)) == ["report.json", "report.md", "study", "synthetic.npz"]
+    assert sorted(os.listdir(os.path.join(workdir, "study"))) == [
+        "accuracy_vs_order.png", "report.json", "report.md", "utility.csv"]
     with np.load(os.path.join(workdir, "synthetic.npz")) as npz:
         assert sorted(npz.files) == ["class_names", "features", "labels"]  # no member indices
         assert npz["features"].shape == (1430, 64)
@@ -111,10 +112,12 @@ def test_the_release_writes_only_synthetic_data_and_a_report(released):
     assert privacy["epsilon"] == pytest.approx(5.0, rel=1e-4) and privacy["epsilon"] <= 5.0
     assert outcome.release["randomness"].startswith("secret:sha256:")  # the config's default
     report = json.load(open(os.path.join(workdir, "report.json")))
-    assert report["release"]["privacy"] == privacy
+    assert report["release"]["privacy"] == privacy and "sweep" not in report
     md = open(os.path.join(workdir, "report.md")).read()
     assert "p = l / min_class_size" in md and "not a guarantee" in md
-    assert "Not covered by the release's ε" in md
+    assert "utility study is in `study/` and is **not covered by this release's ε**" in md
+    study = open(os.path.join(workdir, "study", "report.md")).read()
+    assert study.startswith("# DP-CDA utility study") and "Not covered by the release's ε" in study
     # the exact class sizes are private (they differ between label-changing neighbours): the
     # rate comes from the public bound, and no size is reported.
     assert privacy["sampling_rate"] == 2 / _tiny_config().min_class_size
@@ -145,11 +148,46 @@ def test_the_digits_split_is_fixed_and_scaled_by_constants():
 @pytest.mark.slow
 def test_no_study_no_study_outputs(tmp_path):
     config = _tiny_config()
-    config.sweep.orders = ()
+    config.sweep.enabled = "no"
     outcome = run.run(config, str(tmp_path))
     assert outcome.sweep == []
     assert sorted(os.listdir(tmp_path)) == ["report.json", "report.md", "synthetic.npz"]
     assert "No utility study was run" in (tmp_path / "report.md").read_text()
+
+
+def _digits_as_npz(tmp_path):
+    """The digits split as a user's files: raw pixels 0..16 (uint8) and int64 labels."""
+    paths = []
+    for name, split in zip(("train", "test"), datasets.load(dpcda_digits.get_config().data),
+                           strict=True):
+        paths.append(str(tmp_path / f"{name}.npz"))
+        np.savez(paths[-1], pixels=np.rint(split.features * 16).astype(np.uint8).reshape(-1, 8, 8),
+                 y=split.labels.astype(np.int64))
+    return paths
+
+
+def test_a_users_npz_releases_what_the_same_data_as_a_benchmark_releases(tmp_path):
+    """Round trip: the digits split written as .npz files and read back with the same public
+    constants gives the same release, bit for bit (seeded randomness), with no study."""
+    train_path, test_path = _digits_as_npz(tmp_path)
+    config = dpcda_npz.get_config()
+    config.data.update(dict(path=train_path, test_path=test_path, features_key="pixels",
+                            labels_key="y", num_classes=10, scale=16.0))
+    config.update(dict(clip_norm=4.0, min_class_size=130, randomness="seeded"))
+    config.release.order = 2
+    own = run.run(config, str(tmp_path / "own"))
+    bench = _tiny_config()
+    bench.update(dict(randomness="seeded"))
+    bench.sweep.enabled = "no"
+    reference = run.run(bench, str(tmp_path / "bench"))
+    assert own.sweep == [] and sorted(os.listdir(tmp_path / "own")) == [
+        "report.json", "report.md", "synthetic.npz"]  # the study is off for own data
+    with np.load(tmp_path / "own" / "synthetic.npz") as a, \
+            np.load(tmp_path / "bench" / "synthetic.npz") as b:
+        for key in ("features", "labels", "class_names"):
+            np.testing.assert_array_equal(a[key], b[key])
+    assert own.release["privacy"] == reference.release["privacy"]
+    assert own.release["test_accuracy"] == reference.release["test_accuracy"]
 
 
 @pytest.mark.parametrize("flag,match", [
@@ -168,4 +206,30 @@ def test_cli_refuses_bad_input_before_writing(tmp_path, flag, match):
         cwd=ROOT, capture_output=True, text=True, env=os.environ | {"JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert match in proc.stderr
-    assert not workdir.exists() or not any(workdir.iterdir())
+    assert not workdir.exists()
+
+
+def _cli(*flags):
+    return subprocess.run([sys.executable, "-m", "release", *flags], cwd=ROOT,
+                          capture_output=True, text=True,
+                          env=os.environ | {"JAX_PLATFORMS": "cpu"})
+
+
+def test_cli_releases_a_users_npz_and_refuses_a_bad_one(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "my.npz", features=rng.integers(0, 256, (60, 3, 3)),
+             labels=np.repeat(np.arange(3), 20))
+    common = ["--config=configs/dpcda_npz.py", "--config.data.num_classes=3",
+              "--config.data.scale=255", "--config.clip_norm=3", "--config.min_class_size=15"]
+    ok = _cli(*common, f"--config.data.path={tmp_path / 'my.npz'}", f"--workdir={tmp_path / 'a'}")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "released 60 samples" in ok.stdout and "no held-out data; no study" in ok.stdout
+    with np.load(tmp_path / "a" / "synthetic.npz") as npz:
+        assert npz["features"].shape == (60, 9) and set(npz["labels"].tolist()) == {0, 1, 2}
+    np.savez(tmp_path / "bad.npz", features=rng.normal(size=(60, 9)), labels=np.arange(60.0))
+    bad = _cli(*common, f"--config.data.path={tmp_path / 'bad.npz'}",
+               f"--workdir={tmp_path / 'b'}")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith(
+        f"error: {tmp_path / 'bad.npz'}: labels must be integers")
+    assert not (tmp_path / "b").exists()
