@@ -205,23 +205,39 @@ DPCDA = {name: os.path.join(ROOT, "docs", "results", name)
          for name in ("dpcda_digits", "dpcda_video")}
 
 
+def _dpcda(name):
+    """``(release report, study report, release report.md, study report.md)`` of a committed
+    DP-CDA result."""
+    out = []
+    for path in ("report.json", os.path.join("study", "report.json")):
+        with open(os.path.join(DPCDA[name], path)) as f:
+            out.append(json.load(f))
+    for path in ("report.md", os.path.join("study", "report.md")):
+        with open(os.path.join(DPCDA[name], path)) as f:
+            out.append(f.read())
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(DPCDA))
 def test_dpcda_reports_are_recomputed_from_their_study_rows(name):
-    """report.md's utility table is the study rows' table; the release met its ε."""
+    """The study's tables are its rows' tables and cover l = 1 … min_class_size − 1; the release
+    met its ε and its report points to the study as outside it."""
     from release import run as release_run
 
-    with open(os.path.join(DPCDA[name], "report.json")) as f:
-        report = json.load(f)
-    with open(os.path.join(DPCDA[name], "report.md")) as f:
-        committed = f.read()
-    assert release_run.utility_table(report["sweep"]) in committed
+    report, study, release_md, study_md = _dpcda(name)
+    rows, config = study["sweep"], report["config"]
+    for table in (release_run.utility_table(rows), release_run.sigma_table(rows),
+                  release_run.flip_table(rows)):
+        assert table in study_md
+    assert "Not covered by the release's ε" in study_md
+    assert "not covered by this release's ε" in release_md and "sweep" not in report
     release = report["release"]
-    assert release["privacy"]["epsilon"] <= report["config"]["release"]["epsilon"]
+    assert release["privacy"]["epsilon"] <= config["release"]["epsilon"]
     assert release["randomness"].startswith("secret:")  # a release, not a seeded study run
-    assert len(report["sweep"]) == (len(report["config"]["sweep"]["orders"])
-                                    * len(report["config"]["sweep"]["epsilons"])
-                                    * len(report["config"]["sweep"]["seeds"])
-                                    * len(report["config"]["sweep"]["label_noise"]))
+    orders = config["sweep"]["orders"]
+    assert min(orders) == 1 and max(orders) == config["min_class_size"] - 1
+    assert len(rows) == (len(orders) * len(config["sweep"]["epsilons"])
+                         * len(config["sweep"]["seeds"]) * len(config["sweep"]["label_noise"]))
 
 
 def test_readme_quotes_the_dpcda_results():
@@ -229,22 +245,27 @@ def test_readme_quotes_the_dpcda_results():
 
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
-    with open(os.path.join(DPCDA["dpcda_digits"], "report.json")) as f:
-        digits = json.load(f)
-    assert release_run.utility_table(digits["sweep"]) in readme
+    digits, study, _, _ = _dpcda("dpcda_digits")
+    rows = study["sweep"]
+    assert release_run.utility_table(rows) in readme
+    assert release_run.sigma_table(rows) in readme
     assert f"{100 * digits['release']['test_accuracy']:.1f} %" in readme
     flips = {}
-    for r in digits["sweep"]:
+    for r in rows:
         if r["variant"] != "exact label" and math.isfinite(r["epsilon"]):
             flips.setdefault((r["epsilon"], r["order"]), []).append(r["label_flip_rate"])
     means = [np.mean(v) for v in flips.values()]
     assert f"flips {100 * min(means):.0f}–{100 * max(means):.0f} % of the labels" in readme
-    sigma = next(r["sigma_x"] for r in digits["sweep"] if r["epsilon"] == 1.0
+    sigma = next(r["sigma_x"] for r in rows if r["epsilon"] == 1.0
                  and r["order"] == 4 and r["variant"] == "exact label")
     assert f"σx = {sigma:.1f} per pixel" in readme
-    with open(os.path.join(DPCDA["dpcda_video"], "report.json")) as f:
-        video = json.load(f)
-    stats = release_run.summarize(video["sweep"])
+    stats = release_run.summarize(rows)
+    for eps in (5.0, 10.0):
+        best = release_run.best_order(rows, variant="exact label", epsilon=eps)
+        mean = stats[("exact label", eps, best)][0]
+        assert f"ε = {eps:g}: l = {best} ({100 * mean:.1f} %)" in readme
+    _, video_study, _, _ = _dpcda("dpcda_video")
+    stats = release_run.summarize(video_study["sweep"])
     best_private = max(m for (_, e, _), (m, _) in stats.items() if math.isfinite(e))
     best_clear = max(m for (_, e, _), (m, _) in stats.items() if not math.isfinite(e))
     assert f"{100 * best_private:.1f} %" in readme and f"{100 * best_clear:.1f} %" in readme
