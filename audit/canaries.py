@@ -1,5 +1,5 @@
 r"""Where MaskDP protects and where it does not, measured: canaries in the private region and in
-the public region, audited in one training run (issue 17, part 2; Steinke, Nasr and Jagielski
+the public region, audited in one training run (Steinke, Nasr and Jagielski
 2023, "Privacy auditing with one (1) training run").
 
     python -m audit --config=configs/audit_canaries.py --workdir=docs/results/audit_canaries

@@ -1,4 +1,4 @@
-r"""Feature masking by explainer sensitivity (seed 004, Sec. IV-C and Algorithm 1; issue 17 part 4).
+r"""Feature masking by explainer sensitivity (seed 004, Sec. IV-C and Algorithm 1).
 
 **Features** are the tokeniser's cells (:mod:`maskdp_jax.tokenizer`; ``[T', H', W']``, 4 x 8 x 8
 for the CPU presets): the unit a view hides. Hiding a cell writes the tokeniser's fill value into

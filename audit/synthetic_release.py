@@ -1,4 +1,4 @@
-"""LiRA against a classifier trained on a DP-CDA synthetic release (issue 20's audit).
+"""LiRA against a classifier trained on a DP-CDA synthetic release.
 
 The attacked pipeline is the product's: :mod:`release.run` mixes a private set at a calibrated
 σx and a classifier is trained on the synthetic samples. Each of M shadow pipelines runs on a

@@ -163,7 +163,7 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     same pieces as ``make_train_step``: per physical batch, two ordinary (public-pass)
     accumulations, on the public and on the private view, each its own program as the public and
     the private pass of ``maskdp`` are (both views in one program measured 1.14x slower in one
-    process on this CPU, session 17; why was not profiled). Like ``make_train_step``'s passes,
+    process on this CPU; why was not profiled). Like ``make_train_step``'s passes,
     each program cuts its view from the batch itself."""
 
     from maskdp_jax import compilation

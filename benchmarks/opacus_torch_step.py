@@ -1,4 +1,4 @@
-"""The MaskDP step written the way a careful Opacus user would write it (PyTorch side of issue 7).
+"""The MaskDP step written the way a careful Opacus user would write it (the PyTorch side).
 
 Used by ``benchmarks/opacus_maskdp.py`` and ``tests/test_benchmarks_opacus_equivalence.py``; needs
 ``requirements-bench.txt`` (torch, torchvision, opacus), which CI does not install.

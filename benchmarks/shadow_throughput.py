@@ -1,4 +1,4 @@
-r"""Shadow models per hour (issue 17): the training step vmapped over M models against the same
+r"""Shadow models per hour: the training step vmapped over M models against the same
 models trained one at a time (train.py's step), compilation excluded.
 
     python benchmarks/shadow_throughput.py --finetune=full    # the embedded preset, from scratch

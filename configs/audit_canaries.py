@@ -1,5 +1,5 @@
 r"""Canaries in the private and in the public region, audited in one training run each
-(issue 17, part 2; :mod:`audit.canaries`).
+(:mod:`audit.canaries`).
 
     python -m audit --config=configs/audit_canaries.py --workdir=docs/results/audit_canaries
 

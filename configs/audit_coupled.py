@@ -1,4 +1,4 @@
-r"""The coupled-sampling attack (issue 17, part 3): does the noise-free public gradient reveal the
+r"""The coupled-sampling attack: does the noise-free public gradient reveal the
 private batch? Coupled (the paper's Algorithm 1) vs decoupled (our default) sampling.
 
     python -m audit --config=configs/audit_coupled.py --workdir=docs/results/audit_coupled

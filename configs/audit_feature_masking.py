@@ -1,4 +1,4 @@
-r"""Feature masking by explainer sensitivity (issue 17, part 4; seed 004 Alg. 1, Table II / Fig. 6).
+r"""Feature masking by explainer sensitivity (seed 004 Alg. 1, Table II / Fig. 6).
 
     python -m audit --config=configs/audit_feature_masking.py \
         --workdir=docs/results/audit_feature_masking

@@ -1,4 +1,4 @@
-r"""LiRA against shadow models trained with our step (issue 17, part 1; seed 004 Sec. III).
+r"""LiRA against shadow models trained with our step (seed 004 Sec. III).
 
     python -m audit --config=configs/audit_synthetic.py --workdir=docs/results/audit_synthetic
 

@@ -20,7 +20,7 @@ of the frame) and start position; random stripe period, phase, colours and drift
 Gaussian noise and per-video brightness. Generation is deterministic given the seed and takes about
 a second for the default size.
 
-**Subjects** (optional, ``num_subjects > 0``; the feature-masking audit, issue 17 part 4): every
+**Subjects** (optional, ``num_subjects > 0``; the feature-masking audit): every
 video is recorded "in the room of" one of ``num_subjects`` subjects, whose emblem, a 2 x 2-cell
 patch of four random colours at a fixed cell-aligned place (a poster on the wall), is painted on
 the background wherever the avatar does not cover it. The identity thus leaks through the private

@@ -36,7 +36,7 @@ def gaussian_noise_like(
     std = noise_multiplier * l2_clip_norm
     # One draw for the whole tree, cut into the leaves: every coordinate is an independent
     # N(0, 1) either way, and one threefry program compiles far faster than one per leaf
-    # (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s; issue 19 item 1). Drawn in
+    # (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s). Drawn in
     # float32 and cast to each leaf's dtype.
     flat = std * jax.random.normal(key, (sum(sizes),), jnp.float32)
     noise, offset = [], 0
