@@ -183,7 +183,6 @@ def _worker_init(cpu_sets, cache_dir: str) -> None:
     cpus = cpu_sets.get()
     os.sched_setaffinity(0, cpus)
     jax.config.update("jax_compilation_cache_dir", cache_dir)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def _train_run(task: tuple[str, ml_collections.ConfigDict, str]) -> str:
@@ -238,7 +237,6 @@ def run_all(todo, workdir: str, *, num_workers: int) -> None:
         tasks = longest_first(tasks)
     if num_workers == 1:
         jax.config.update("jax_compilation_cache_dir", cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         for name, run_config, run_dir in tqdm(tasks, desc="sweep", unit="run"):
             tqdm.write(f"== {name}")
             train.train_and_evaluate(run_config, run_dir)

@@ -511,10 +511,11 @@ def cli(argv) -> int:
 
 def enable_compilation_cache(path: str) -> None:
     """Persist compiled XLA programs under ``path`` (no-op for ""). Runs that differ only in
-    σ, ε, learning rate or seed share their expensive accumulation programs."""
+    σ, ε, learning rate or seed share their expensive accumulation programs. Programs that
+    compile faster than ``jax_persistent_cache_min_compile_time_secs`` (JAX's default 1 s, or
+    the environment's ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``) are not stored."""
     if path:
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 if __name__ == "__main__":

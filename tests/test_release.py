@@ -190,25 +190,6 @@ def test_a_users_npz_releases_what_the_same_data_as_a_benchmark_releases(tmp_pat
     assert own.release["test_accuracy"] == reference.release["test_accuracy"]
 
 
-@pytest.mark.parametrize("flag,match", [
-    ("--config.release.order=200", "smaller than the smallest class"),
-    ("--config.min_class_size=140", "fewer than min_class_size=140"),
-    ("--config.clip_norm=0", "clip norm"),
-    ("--config.delta=0.01", "1/N"),
-    ("--config.release.epsilon=-1", "target_epsilon must be > 0"),
-])
-def test_cli_refuses_bad_input_before_writing(tmp_path, flag, match):
-    workdir = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "release", "--config=configs/dpcda_digits.py",
-         f"--workdir={workdir}", flag, "--config.sweep.orders=(1,)",
-         "--config.sweep.epsilons=(5.0,)", "--config.sweep.seeds=(0,)"],
-        cwd=ROOT, capture_output=True, text=True, env=os.environ | {"JAX_PLATFORMS": "cpu"})
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert match in proc.stderr
-    assert not workdir.exists()
-
-
 def _cli(*flags):
     return subprocess.run([sys.executable, "-m", "release", *flags], cwd=ROOT,
                           capture_output=True, text=True,

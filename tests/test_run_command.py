@@ -3,8 +3,9 @@ line ``error: <reason>`` on stderr naming what to change, and no new file in the
 
 Table-driven, in-process (each command is ``cli(argv) -> int``), so a row costs milliseconds:
 train.py, sweep.py, ``python -m run.prepare``, ``-m audit`` and ``-m release``. The accounting
-and anonymisation commands keep their own tables (tests/test_accounting_cli.py,
-tests/test_anonymize.py), as does the release (tests/test_release.py).
+and anonymisation commands sit below the run layer and keep their own tables
+(tests/test_accounting_cli.py, tests/test_anonymize.py); a user's bad data file for the release is
+in tests/test_release_datasets.py.
 """
 
 from __future__ import annotations
@@ -116,6 +117,15 @@ ROWS = [
         "is not a release config"),
     Row("release-unknown-key", release_main.cli, [f"--config={RELEASE}", "--config.epsilon=1"],
         "no key 'epsilon'"),
+    *(Row(f"release-{name}", release_main.cli,
+          [f"--config={RELEASE}", flag, "--config.sweep.orders=(1,)",
+           "--config.sweep.epsilons=(5.0,)", "--config.sweep.seeds=(0,)"], match)
+      for name, flag, match in [
+          ("order", "--config.release.order=200", "smaller than the smallest class"),
+          ("min-class-size", "--config.min_class_size=140", "fewer than min_class_size=140"),
+          ("clip-norm", "--config.clip_norm=0", "clip norm"),
+          ("delta", "--config.delta=0.01", "1/N"),
+          ("epsilon", "--config.release.epsilon=-1", "target_epsilon must be > 0")]),
 ]
 
 
