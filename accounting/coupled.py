@@ -14,7 +14,7 @@ pass then gets **no amplification by subsampling**: for a fixed video, a step is
 Because the branch is *revealed*, the per-step privacy-loss distribution is the
 mixture ``(1 - q)·δ₀ + q·PLD_Gaussian`` and the per-step Rényi divergence of
 order α is ``1/(α-1) · log(1 - q + q·exp((α-1)·α·Δ²/(2σ²)))`` with Δ = 1 or 2.
-This is the bound the SPEC prescribes for coupled sampling; Theorem 4.1 does not
+This is the bound the design prescribes for coupled sampling (docs/design.md); Theorem 4.1 does not
 hold for it. Both quantities compose additively over steps like any mechanism.
 
 The Gaussian PLD and the mixture are built with dp-accounting's PLD tools

@@ -14,8 +14,8 @@ and patterned; the two differ only inside the chosen region (tested).
 worlds; a fair coin per canary decides whether it carries its pattern (IN) or not (OUT). Labels
 and the public region are not what MaskDP protects, so they stay fixed; the only thing the coin
 changes is the region's pixels of one video. For a private-region canary that is exactly
-MaskDP's ``replace`` adjacency (one video's private tokens replaced by other values; SPEC.md,
-"Accounting"), so σ is calibrated with ``adjacency="replace"`` and the target ε is the upper
+MaskDP's ``replace`` adjacency (one video's private tokens replaced by other values; docs/design.md,
+"What is protected"), so σ is calibrated with ``adjacency="replace"`` and the target ε is the upper
 bound the audit is held to. For a public-region canary MaskDP promises nothing (ε = ∞); ``dp``
 covers both regions (a change of one video's pixels), ``nonprivate`` neither.
 

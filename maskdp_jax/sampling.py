@@ -6,7 +6,7 @@ size and is **never truncated or resampled** (either would change the mechanism 
 To keep static shapes for XLA, a logical batch is cut into fixed-size *physical* batches; the last
 one is padded with weight-0 rows, which contribute exactly zero.
 
-MaskDP draws (see SPEC.md, "The MaskDP-SGD step"):
+MaskDP draws (see docs/design.md, "One training step"):
 
 * ``decoupled`` (default): the public batch and the private batch are two *independent* Poisson
   draws. The noise-free public gradient then reveals only the public draw, which carries no

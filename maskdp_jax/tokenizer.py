@@ -5,8 +5,8 @@ over (``patch_stride = (st, sh, sw)``, e.g. ``(2, 4, 4)`` for MViTv2). A cell is
 every pixel in it is public (conservative erosion); all other cells are **private**.
 
 Privacy meaning. The pixel mask ``r`` (1 = public, e.g. a synthetic avatar; 0 = private) is itself
-public information: masked adjacency (SPEC.md, paper Definition 2) changes only the *values* of one
-video's private pixels, never the mask. Hence
+public information: masked adjacency (docs/design.md, paper Definition 2) changes only the
+*values* of one video's private pixels, never the mask. Hence
 
 * the public view is a function of ``(video[r == 1], r)`` only: changing any private pixel leaves it
   bit-identical (tested in ``tests/test_maskdp_jax_tokenizer.py``);

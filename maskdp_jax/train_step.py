@@ -1,6 +1,6 @@
 """The MaskDP-SGD step, one code path for the modes ``maskdp``, ``dp`` and ``nonprivate``.
 
-For one logical step with public batch ``S_pu`` and private batch ``S_pr`` (SPEC.md):
+For one logical step with public batch ``S_pu`` and private batch ``S_pr`` (docs/design.md):
 
     g = ( sum_{i in S_pu} w_i^pu grad L(M(view_pu_i), y_i)              # ordinary gradient
         + sum_{i in S_pr} w_i^pr clip_C(grad L(M(view_pr_i), y_i))     # per-example, clipped
