@@ -129,6 +129,31 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding):
 
 @pytest.mark.parametrize("kernel, stride, padding",
                          [((3, 7, 7), (2, 4, 4), (1, 3, 3)), ((3, 5, 5), (2, 2, 3), (1, 2, 0))])
+def test_the_accelerator_branch_of_the_patch_embedding_equals_the_cpu_branch(
+        kernel, stride, padding, monkeypatch):
+    """On a GPU or TPU the overlapping patch embedding is ``lax.conv_general_dilated``, a path
+    the CPU suite never takes: forced here on the CPU, it equals the im2col branch (values and
+    gradients)."""
+    import models.mvit
+
+    x = jax.random.normal(jax.random.key(3), (2, 8, 16, 16, 3))
+    embed = PatchEmbed(8, kernel, stride, padding)
+    params = jax.tree.map(lambda p: p + 0.1, embed.init(jax.random.key(0), x))
+
+    def run():
+        out = embed.apply(params, x)
+        grad = jax.grad(lambda p: jnp.sum(jnp.sin(embed.apply(p, x))))(params)
+        return out, grad
+
+    cpu = run()
+    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+    accelerator = run()
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
+                 accelerator, cpu)
+
+
+@pytest.mark.parametrize("kernel, stride, padding",
+                         [((3, 7, 7), (2, 4, 4), (1, 3, 3)), ((3, 5, 5), (2, 2, 3), (1, 2, 0))])
 def test_im2col_built_axis_by_axis_is_the_windows_side_by_side(kernel, stride, padding):
     """The W-then-H-then-T construction holds the same values in the same (kT, kH, kW, C) order
     as all ``kT*kH*kW`` three-axis windows concatenated at once: exactly, so the product after it
