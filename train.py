@@ -184,8 +184,7 @@ def load_data(config: ml_collections.ConfigDict):
         if why:
             warnings.warn(why, stacklevel=1)
     elif config.view != "full":
-        for _ in data.mask_chunks(train_ds):  # reading a mask validates it
-            pass
+        data.check_masks(train_ds)
     return train_ds, test_ds
 
 

@@ -1,18 +1,17 @@
 """Datasets: the embedded synthetic dataset (default), real video datasets, and their masks.
 
 What is here: :mod:`data.dataset` (the :class:`Dataset` protocol every split satisfies, and
-:func:`mask_chunks` to stream a split's masks); :mod:`data.layouts` (folder layouts and official
-splits); :mod:`data.decode` (video decoding, mask files and their one validator
-:func:`data.decode.binarize_mask`); :mod:`data.clips` (clip sampling, resize/crop, conservative
-mask resizing, normalisation); :mod:`data.labels` (label checks); the sources :mod:`data.synthetic`,
-:mod:`data.video_dataset` and :mod:`data.tfds_ucf101`; :mod:`data.loader` (prefetching steps);
-:mod:`data.preprocess` (torchvision's Kinetics transform in NumPy); :mod:`data.store` (the clip
-store: a split decoded once into memory-mapped frames and masks, written by ``python -m
-run.prepare``); :mod:`data.atomic` (atomic file replacement, for every writer above
-the data layer too); :mod:`data.testing` (small video files for tests). Token cells and the
-degenerate-mask check belong to the tokeniser
-(:mod:`maskdp_jax.tokenizer`), which reads masks from here: ``data`` imports nothing from
-``maskdp_jax``.
+:func:`mask_chunks` to stream a split's masks, :func:`check_masks` to read them all once);
+:mod:`data.layouts` (folder layouts and official splits); :mod:`data.decode` (video decoding, mask
+files and their one validator :func:`data.decode.binarize_mask`); :mod:`data.clips` (clip sampling,
+resize/crop, conservative mask resizing, normalisation); :mod:`data.labels` (label checks); the
+sources :mod:`data.synthetic`, :mod:`data.video_dataset` and :mod:`data.tfds_ucf101`;
+:mod:`data.loader` (prefetching steps); :mod:`data.preprocess` (torchvision's Kinetics transform in
+NumPy); :mod:`data.store` (the clip store: a split decoded once into memory-mapped frames and masks,
+written by ``python -m run.prepare``); :mod:`data.atomic` (atomic file replacement, for every writer
+above the data layer too); :mod:`data.testing` (small video files for tests). Token cells and the
+degenerate-mask check belong to the tokeniser (:mod:`maskdp_jax.tokenizer`), which reads masks from
+here: ``data`` imports nothing from ``maskdp_jax``.
 
 Every split is a :class:`Dataset`: ``name``, ``class_names``, ``num_classes``, ``labels [N]``,
 ``has_masks``, ``pixel_norm``, ``__len__``,
@@ -30,10 +29,10 @@ The sources take typed arguments; the splits a training config names are built i
 from __future__ import annotations
 
 from data import labels
-from data.dataset import Dataset, mask_chunks
+from data.dataset import Dataset, check_masks, mask_chunks
 from data.loader import StepPrefetcher
 
-__all__ = ["Dataset", "StepPrefetcher", "check_splits", "mask_chunks"]
+__all__ = ["Dataset", "StepPrefetcher", "check_masks", "check_splits", "mask_chunks"]
 
 
 def check_splits(*splits: Dataset) -> None:

@@ -88,3 +88,15 @@ def mask_chunks(dataset: Dataset, *, chunk: int = 64) -> Iterator[np.ndarray]:
     """
     for start in range(0, len(dataset), chunk):
         yield dataset.get_masks(np.arange(start, min(start + chunk, len(dataset))))
+
+
+def check_masks(dataset: Dataset) -> None:
+    """Read every centre-view mask of ``dataset`` once (:func:`mask_chunks`), so that a malformed
+    mask file is refused (:func:`data.decode.binarize_mask`) before a run or a clip store writes
+    anything, not steps into it.
+
+    Raises:
+      ValueError: naming the file and what is wrong with it.
+    """
+    for _ in mask_chunks(dataset):
+        pass

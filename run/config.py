@@ -42,6 +42,7 @@ from data import clips
 from maskdp_jax import randomness
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from run import datasets as run_datasets
+from run import model as run_model
 from run import views
 
 OPTIMIZERS = ("sgd", "adam")
@@ -105,7 +106,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     m = config.model
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
-    _choice("model.compute_dtype", m.compute_dtype, ("float32", "bfloat16"))
+    _choice("model.compute_dtype", m.compute_dtype, tuple(run_model.COMPUTE_DTYPES))
     preset = models.PRESETS[m.name]
     if m.finetune == "selective":
         blocks = len(preset["blocks"])

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from absl import flags
 from tqdm import tqdm
 
-from data import mask_chunks, store
+from data import check_masks, store
 from run import command
 from run import datasets as run_datasets
 
@@ -69,8 +69,7 @@ def prepare_stores(config, *, workers: int, dry_run: bool = False) -> dict[str, 
     splits = run_datasets.video_splits(config.input, mode=config.mode)
     for split in splits.values():  # every mask file is checked before any store is written
         if split.has_masks:
-            for _ in mask_chunks(split):
-                pass
+            check_masks(split)
     out = {}
     for subset, split in splits.items():
         entries = split.store_entries()
