@@ -302,7 +302,7 @@ def define_flags(fv: flags.FlagValues, argv) -> None:
 def cli(argv) -> int:
     """``python sweep.py ...`` as a function of the command line: its exit status (0 done,
     2 bad input with ``error: <reason>`` on stderr and nothing written, 75 preempted)."""
-    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
+    return command.run(argv, define=define_flags, work=run_command)
 
 
 if __name__ == "__main__":

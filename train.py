@@ -505,7 +505,7 @@ def run_command(f: flags.FlagValues) -> int:
 def cli(argv) -> int:
     """``python train.py ...`` as a function of the command line: its exit status (0 done,
     2 bad input with ``error: <reason>`` on stderr and nothing written, 75 preempted)."""
-    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
+    return command.run(argv, define=define_flags, work=run_command)
 
 
 def enable_compilation_cache(path: str) -> None:

@@ -16,11 +16,11 @@ over fresh :class:`absl.flags.FlagValues`, so the tests run its bad-input table 
 
 >>> import io, contextlib
 >>> err = io.StringIO()
->>> def define(fv):
-...     config_flag(fv, ["prog", "--config=configs/default.py", "--config.epsilon=1"],
-...                 help="Training config.", sections=("privacy",))
+>>> def define(fv, argv):
+...     config_flag(fv, argv, help="Training config.", sections=("privacy",))
 >>> with contextlib.redirect_stderr(err):
-...     run(["prog"], define=define, work=lambda fv: 0)
+...     run(["prog", "--config=configs/default.py", "--config.epsilon=1"], define=define,
+...         work=lambda fv: 0)
 2
 >>> print(err.getvalue().strip())
 error: --config.epsilon: configs/default.py has no key 'epsilon' (closest: privacy.target_epsilon)
@@ -47,13 +47,14 @@ USER_ERRORS = (ValueError, FileNotFoundError, WorkdirBusyError, flags.Error)
 EXIT_BAD_INPUT = 2
 
 
-def run(argv: Sequence[str], *, define: Callable[[flags.FlagValues], None],
+def run(argv: Sequence[str], *, define: Callable[[flags.FlagValues, Sequence[str]], None],
         work: Callable[[flags.FlagValues], int | None]) -> int:
     """Parse ``argv`` with the flags ``define`` declares and call ``work``; its exit status.
 
     Args:
       argv: the command line, program name first (``sys.argv``).
-      define: declares the command's flags on the given :class:`absl.flags.FlagValues`.
+      define: ``define(fv, argv)`` declares the command's flags on ``fv`` (a fresh
+        :class:`absl.flags.FlagValues`); ``argv`` is there for :func:`config_flag`.
       work: the command; returns its exit status (None: 0). It may raise :class:`SystemExit`.
 
     Returns:
@@ -61,7 +62,7 @@ def run(argv: Sequence[str], *, define: Callable[[flags.FlagValues], None],
     """
     fv = flags.FlagValues()
     try:
-        define(fv)
+        define(fv, argv)
         fv(list(argv))
         return work(fv) or 0
     except USER_ERRORS as err:
@@ -183,7 +184,7 @@ def cli(argv: Sequence[str], work: Callable[[object, str], str], *, config_help:
     line (its ``__main__`` calls ``sys.exit(cli(sys.argv))``): ``work(config, workdir)`` returns
     the line to print; the exit status."""
 
-    def define(fv):
+    def define(fv, argv):
         config_flag(fv, argv, help=config_help, sections=sections, kind=kind)
         flags.DEFINE_string("workdir", default_workdir, "Output directory.", flag_values=fv)
 

@@ -112,7 +112,7 @@ def cli(argv) -> int:
     """``python -m run.prepare ...`` as a function of the command line: its exit status (2: bad
     input, with ``error: <reason>`` on stderr; a store left incomplete by a bad video is marked
     so in its ``meta.json`` and never read as finished)."""
-    return command.run(argv, define=lambda fv: define_flags(fv, argv), work=run_command)
+    return command.run(argv, define=define_flags, work=run_command)
 
 
 if __name__ == "__main__":
