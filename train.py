@@ -32,9 +32,8 @@ from absl import flags, logging
 from tqdm import tqdm
 
 import data
-from maskdp_jax import parallel, sampling, tokenizer
-from maskdp_jax.plan import Mode, PrivacyPlan
-from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
+import maskdp_jax as mdp
+from maskdp_jax import parallel
 from reporting import plots, run_report
 from reporting import privacy as privacy_lib
 from run import command, evaluation, features, views
@@ -90,7 +89,7 @@ def data_parallel_mesh(config: ml_collections.ConfigDict):
     return mesh
 
 
-def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
+def load_logical_batch(dataset: data.Dataset, batch: mdp.LogicalBatch, *,
                        config: ml_collections.ConfigDict, step: int, mesh=None):
     """Physical batches of one logical step. Clip offsets are seeded per step.
 
@@ -111,7 +110,7 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
         if indices is None:
             return []
         out = []
-        for j, (idx, weight) in enumerate(sampling.physical_batches(
+        for j, (idx, weight) in enumerate(mdp.physical_batches(
             indices, physical_batch_size=p
         )):
             b = dataset.get_batch(
@@ -123,9 +122,9 @@ def load_logical_batch(dataset: data.Dataset, batch: sampling.LogicalBatch, *,
             out.append(b if mesh is None else parallel.global_batch(b, mesh, p))
         return out
 
-    return LogicalBatchData(
-        public=cut(batch.public, sampling.PUBLIC_STREAM),
-        private=cut(batch.private, sampling.PRIVATE_STREAM),
+    return mdp.LogicalBatchData(
+        public=cut(batch.public, mdp.PUBLIC_STREAM),
+        private=cut(batch.private, mdp.PRIVATE_STREAM),
     )
 
 
@@ -162,7 +161,7 @@ def load_data(config: ml_collections.ConfigDict):
     for them).
     """
     train_ds, test_ds = run_datasets.get_datasets(config.input, mode=config.mode)
-    if Mode(config.mode).uses_views and not train_ds.has_masks:
+    if mdp.Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
             f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
             "Provide mask files (README: 'Your own videos and masks') or run "
@@ -175,9 +174,9 @@ def load_data(config: ml_collections.ConfigDict):
             "masks') or train on the full view."
         )
     run_config.check_dataset_size(config, num_examples=len(train_ds))
-    if Mode(config.mode).uses_views:
+    if mdp.Mode(config.mode).uses_views:
         stride = run_model.patch_stride(config.model.name)
-        _, no_public = tokenizer.warn_degenerate_masks(
+        _, no_public = mdp.warn_degenerate_masks(
             data.mask_chunks(train_ds), source=train_ds.name, patch_stride=stride)
         why = no_public and run_datasets.explain_lost_public_regions(train_ds,
                                                                      patch_stride=stride)
@@ -189,7 +188,7 @@ def load_data(config: ml_collections.ConfigDict):
 
 
 def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
-               test_ds: data.Dataset, tokens: tokenizer.Tokenizer, clip_shape):
+               test_ds: data.Dataset, tokens: mdp.Tokenizer, clip_shape):
     """``(train_ds, test_ds)`` as the steps and the evaluation read them: the one-view context
     ablation (``config.view``) and the feature masks of seed 004 (``config.feature_masks``),
     both made here in the run layer (:mod:`run.views`) so that the DP core receives its views
@@ -204,13 +203,13 @@ def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
 
 
 def step_inputs(config: ml_collections.ConfigDict, *, built: run_model.RunModel,
-                train_ds: data.Dataset, tokens: tokenizer.Tokenizer, workdir: str):
+                train_ds: data.Dataset, tokens: mdp.Tokenizer, workdir: str):
     """``(dataset, apply_fn, views)`` the training steps read: the clips, the whole model and
     the tokeniser's two views of the pixels, or, with ``config.feature_cache.enabled``, the
     frozen prefix's cached features, the trainable suffix and the cached views
     (:mod:`run.features`; the same update, tested)."""
     if not config.feature_cache.enabled:
-        return train_ds, built.apply_fn, PixelViews(tokens)
+        return train_ds, built.apply_fn, mdp.PixelViews(tokens)
     cache, cut = features.open_or_build(
         config, train_ds=train_ds, model=built.module, params=built.params, tokens=tokens,
         trainable_mask=built.trainable_mask, workdir=workdir)
@@ -245,7 +244,7 @@ def sigterm_flag():
         signal.signal(signal.SIGTERM, previous)
 
 
-def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: TrainState,
+def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: mdp.TrainState,
                train_step, batch_at, workdir: str, stop: list, mesh=None):
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
 
@@ -310,7 +309,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
 
 def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -> dict[str, float]:
     """Metrics safe to print: private-data metrics only when the user opted in (they are not DP)."""
-    mode = Mode(config.mode)
+    mode = mdp.Mode(config.mode)
     row = {}
     if mode.has_public_pass:
         name = "public_loss" if mode.uses_views else "loss"
@@ -324,8 +323,8 @@ def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -
 # ----------------------------------------------------------------------------------------------
 # Evaluation and report
 # ----------------------------------------------------------------------------------------------
-def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, plan: PrivacyPlan,
-             tokens: tokenizer.Tokenizer) -> tuple[dict, dict]:
+def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, plan: mdp.PrivacyPlan,
+             tokens: mdp.Tokenizer) -> tuple[dict, dict]:
     """``(metrics, view_metrics)`` on the held-out split (full videos; for ``maskdp`` also the
     test videos' public view and both views, a diagnostic of the view -> full-video shift)."""
     kw = dict(num_clips=config.input.eval_clips, batch_size=config.physical_batch_size)
@@ -349,7 +348,7 @@ def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, trai
     privacy = privacy_lib.privacy_report(plan=plan, ledger=guard.ledger,
                                          randomness=guard.randomness.mode)
     counts = None  # labels are private in dp mode: exact class counts are not DP
-    if plan.mode is not Mode.DP:
+    if plan.mode is not mdp.Mode.DP:
         counts = np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist()
     return run_report.RunReport(
         config=config.to_dict(), privacy=privacy.to_dict(), privacy_markdown=privacy.to_markdown(),
@@ -399,12 +398,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)
-        train_step = make_train_step(
+        train_step = mdp.make_train_step(
             apply_fn=step_apply, views=step_views, tx=tx, plan=plan, mesh=mesh,
             microbatch_size=config.privacy.microbatch_size or None,
             pixel_norm=step_ds.pixel_norm)
         state, resumed = guard.resume(
-            TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
+            mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
                   f"{plan.steps}.")

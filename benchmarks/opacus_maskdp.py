@@ -1,6 +1,6 @@
 r"""Our MaskDP step against the same step in PyTorch/Opacus: same gradients, step time, memory.
 
-    pip install -r requirements-bench.txt          # torch, torchvision, opacus (not CI)
+    pip install -r requirements-dev.txt -r requirements-bench.txt  # + torch, torchvision, opacus
     python benchmarks/opacus_maskdp.py --size=cpu  # this CPU machine, a few minutes
     python benchmarks/opacus_maskdp.py --size=paper --device=cuda   # MViTv2-S 16x224^2, B=128
 
@@ -166,7 +166,7 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     process on this CPU; why was not profiled). Like ``make_train_step``'s passes,
     each program cuts its view from the batch itself."""
 
-    from maskdp_jax import compilation
+    from maskdp_jax import compilation, gradient
     from maskdp_jax import train_step as ts
 
     if mode != "nonprivate2":
@@ -179,11 +179,10 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
 
     def one_view(public: bool):
         def accumulate(acc, trainable, frozen, batch):
-            views = ts.batch_views(batch, ts.PixelViews(cfg.tokens))
-            video, has = ((views.public, views.has_public) if public
-                          else (views.private, views.has_private))
+            video, weight = gradient.pass_view(ts.PixelViews(cfg.tokens)(batch),
+                                               batch["weight"], public=public)
             return ts.accumulate_public(acc, trainable, frozen,
-                                        {**batch, "video": video, "weight": batch["weight"] * has},
+                                        {**batch, "video": video, "weight": weight},
                                         apply_fn=apply_fn, plan=plain["plan"],
                                         views=ts.PixelViews(cfg.tokens))
 

@@ -158,8 +158,9 @@ class PrivacyPlan:
     # ------------------------------------------------------------------------------------------
     @classmethod
     def calibrate(
-        cls, *, mode: str, num_examples: int, batch_size: int, epochs: float,
-        l2_clip_norm: float, delta: float, adjacency: str = "special",
+        cls, *, mode: str, num_examples: int, batch_size: int, l2_clip_norm: float,
+        delta: float, epochs: float | None = None, steps: int | None = None,
+        adjacency: str = "special",
         sampling: str = "decoupled", accountant: str = "pld",
         target_epsilon: float | None = None, noise_multiplier: float | None = None,
     ) -> PrivacyPlan:
@@ -169,7 +170,8 @@ class PrivacyPlan:
           mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
           num_examples: N, training videos.
           batch_size: B, expected batch size (``q = B / N``).
-          epochs: planned epochs (:func:`accounting.steps_for_epochs`).
+          epochs: planned epochs (:func:`accounting.steps_for_epochs`), or
+          steps: planned logical steps; exactly one of the two.
           l2_clip_norm: C.
           delta: δ (refused unless ``0 < δ < 1/N`` in private modes).
           adjacency / accountant: as :class:`PrivacyPlan`.
@@ -184,8 +186,11 @@ class PrivacyPlan:
           ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.
         """
         mode = Mode(mode)
-        steps = accounting.steps_for_epochs(num_examples=num_examples, batch_size=batch_size,
-                                            epochs=epochs)
+        if (epochs is None) == (steps is None):
+            raise ValueError("give exactly one of epochs and steps (the planned length).")
+        if steps is None:
+            steps = accounting.steps_for_epochs(num_examples=num_examples,
+                                                batch_size=batch_size, epochs=epochs)
         scheme = mode.sampling_scheme(sampling)
         common = dict(mode=mode, num_examples=num_examples, batch_size=batch_size, steps=steps,
                       l2_clip_norm=float(l2_clip_norm), delta=float(delta), adjacency=adjacency,

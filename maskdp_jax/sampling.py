@@ -131,3 +131,27 @@ def physical_batches(
         pad = physical_batch_size - len(chunk)
         weights = np.concatenate([np.ones(len(chunk), np.float32), np.zeros(pad, np.float32)])
         yield np.concatenate([chunk, np.zeros(pad, np.int64)]), weights
+
+
+def padded_indices(indices: np.ndarray, *, multiple_of: int) -> tuple[np.ndarray, np.ndarray]:
+    """A whole logical batch as one array padded to a multiple of ``multiple_of`` rows: the
+    concatenation of :func:`physical_batches` (an empty draw gives one batch of padding).
+
+    For a loop that jits one call per logical step (``maskdp_jax.masked_gradient``): the
+    shapes take a few values (multiples of ``multiple_of`` around B), each compiled once, and
+    the batch is never truncated. Padding rows have weight 0 and contribute exactly zero.
+
+    Returns:
+      ``(indices [n'], weights [n'])``, ``n'`` the smallest positive multiple of
+      ``multiple_of`` >= ``len(indices)``.
+
+    >>> idx, w = padded_indices(np.array([5, 2, 9]), multiple_of=2)
+    >>> idx.tolist(), w.tolist()
+    ([5, 2, 9, 0], [1.0, 1.0, 1.0, 0.0])
+    >>> padded_indices(np.array([], np.int64), multiple_of=2)[1].tolist()
+    [0.0, 0.0]
+    """
+    batches = list(physical_batches(indices, physical_batch_size=multiple_of))
+    if not batches:
+        return np.zeros(multiple_of, np.int64), np.zeros(multiple_of, np.float32)
+    return (np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]))

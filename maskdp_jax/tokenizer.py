@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import einops
 import jax
@@ -128,36 +128,105 @@ def make_views(
 class Tokenizer:
     """The tokeniser of one model: its token-cell geometry and the fill value of hidden cells.
 
+    Any model whose input is cut into a regular grid of patches has one: a video model's patch
+    embedding advances by ``(st, sh, sw)`` pixels, an image model's (a ViT, or a CNN's stem read
+    as a patch grid) by ``(sh, sw)``. Images are clips of one frame: a 2-D ``patch_stride`` makes
+    :meth:`views` take ``[..., H, W, C]`` inputs and ``[..., H, W]`` masks.
+
     Attributes:
-      patch_stride: ``(st, sh, sw)``, the stride of the model's patch embedding (one cell).
+      patch_stride: ``(st, sh, sw)`` for videos or ``(sh, sw)`` for images, the stride of the
+        model's patch embedding (one cell).
       fill_value: value written where a view hides a cell (a constant: it carries no
         information about either part).
+
+    >>> Tokenizer(patch_stride=(16, 16)).grid((224, 224, 3))
+    (14, 14)
     """
 
-    patch_stride: tuple[int, int, int]
+    patch_stride: tuple[int, ...]
     fill_value: float = 0.0
 
+    def __post_init__(self):
+        stride = tuple(self.patch_stride)
+        if len(stride) not in (2, 3) or not all(
+                isinstance(s, int | np.integer) and s >= 1 for s in stride):
+            raise ValueError(f"patch_stride must be 3 positive integers (st, sh, sw) for videos "
+                             f"or 2 (sh, sw) for images; got {self.patch_stride!r}.")
+        object.__setattr__(self, "patch_stride", tuple(int(s) for s in stride))
+
+    @property
+    def is_image(self) -> bool:
+        """Whether inputs are images ``[..., H, W, C]`` (a 2-D stride) rather than clips."""
+        return len(self.patch_stride) == 2
+
+    @property
+    def clip_stride(self) -> tuple[int, int, int]:
+        """The stride as a clip's ``(st, sh, sw)`` (an image is a clip of one frame)."""
+        return (1, *self.patch_stride) if self.is_image else self.patch_stride
+
     def views(self, video: jnp.ndarray, pixel_mask: jnp.ndarray) -> Views:
-        """:func:`make_views` of every clip of a batch.
+        """:func:`make_views` of every clip (or image) of a batch.
 
         Args:
-          video: ``[..., T, H, W, C]`` float, any number of leading axes (e.g. ``[P, K]``).
-          pixel_mask: ``[..., T, H, W]`` with the same leading axes, 1 = public.
+          video: ``[..., T, H, W, C]`` float (``[..., H, W, C]`` for an image tokeniser), any
+            number of leading axes (e.g. ``[P, K]``).
+          pixel_mask: ``[..., T, H, W]`` (``[..., H, W]``) with the same leading axes, 1 = public.
 
         Returns:
-          :class:`Views` with the leading axes of ``video`` (``has_*`` of shape ``[...]``).
+          :class:`Views` with the shapes of ``video`` (``has_*`` of shape ``[...]``).
         """
+        if self.is_image:
+            video, pixel_mask = video[..., None, :, :, :], pixel_mask[..., None, :, :]
+        if pixel_mask.shape != video.shape[:-1]:
+            raise ValueError(f"pixel_mask shape {tuple(pixel_mask.shape)} must be the inputs' "
+                             f"shape without channels {tuple(video.shape[:-1])}.")
         lead = video.shape[:-4]
         flat = video.reshape(-1, *video.shape[-4:])
         mask = pixel_mask.reshape(-1, *pixel_mask.shape[-3:])
         views = jax.vmap(lambda v, m: make_views(
-            v, m, patch_stride=tuple(self.patch_stride), fill_value=self.fill_value))(flat, mask)
-        return Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
+            v, m, patch_stride=self.clip_stride, fill_value=self.fill_value))(flat, mask)
+        views = Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
+        if self.is_image:
+            views = views._replace(public=views.public[..., 0, :, :, :],
+                                   private=views.private[..., 0, :, :, :])
+        return views
 
-    def grid(self, clip_shape: tuple[int, ...]) -> tuple[int, int, int]:
-        """``(T', H', W')``: the cells of a ``[T, H, W, ...]`` clip."""
-        _check_divisible(tuple(clip_shape[:3]), self.patch_stride)
-        return tuple(n // s for n, s in zip(clip_shape[:3], self.patch_stride, strict=True))
+    def grid(self, clip_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The cells of a ``[T, H, W, ...]`` clip, ``(T', H', W')`` (of an ``[H, W, ...]`` image,
+        ``(H', W')``)."""
+        n = len(self.patch_stride)
+        _check_divisible(tuple(clip_shape[:n]) if n == 3 else (1, *clip_shape[:2]),
+                         self.clip_stride)
+        return tuple(d // s for d, s in zip(clip_shape[:n], self.patch_stride, strict=True))
+
+
+def tokenizer_for(model: Any, *, fill_value: float = 0.0) -> Tokenizer:
+    """The :class:`Tokenizer` of a model that declares its token grid.
+
+    A model declares it with an attribute ``patch_stride`` (the stride of its patch embedding:
+    ``(st, sh, sw)`` or ``(sh, sw)``; MViT, and any module written like it) or, for a ViT whose
+    patches do not overlap, ``patch_size`` (stride = size).
+
+    Raises:
+      ValueError: the model declares neither; the message says how to declare the grid.
+
+    >>> import types
+    >>> tokenizer_for(types.SimpleNamespace(patch_size=(16, 16))).patch_stride
+    (16, 16)
+    """
+    for name in ("patch_stride", "patch_size"):
+        stride = getattr(model, name, None)
+        if stride is not None:
+            if isinstance(stride, int):
+                raise ValueError(f"{type(model).__name__}.{name} = {stride} is ambiguous: give a "
+                                 "tuple, (sh, sw) for images or (st, sh, sw) for videos.")
+            return Tokenizer(patch_stride=tuple(stride), fill_value=fill_value)
+    raise ValueError(
+        f"cannot derive the token grid of {type(model).__name__}: it has no patch_stride or "
+        "patch_size attribute. Declare one on the model (the stride of its patch embedding, "
+        "(sh, sw) for images or (st, sh, sw) for videos), or build "
+        "maskdp_jax.Tokenizer(patch_stride=...) yourself. A token cell must be the block of "
+        "pixels one output position of the first layer advances over.")
 
 
 def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import clipping, compilation, noise, parallel, partition, tokenizer
+from maskdp_jax import clipping, compilation, gradient, parallel, partition, tokenizer
 from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
@@ -139,6 +139,16 @@ def video_losses(apply_fn: ApplyFn, params: PyTree, video: jnp.ndarray,
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), axis=1)
 
 
+def one_video_loss(apply_fn: ApplyFn, frozen: PyTree, trainable: PyTree,
+                   example: tuple[jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
+    """The loss of ONE video ``(clips [K, ...], label [])``: the per-example loss both passes
+    take their gradients of (:func:`maskdp_jax.gradient.public_grad_sum`,
+    :func:`maskdp_jax.clipping.clipped_grad_sum`)."""
+    clips, label = example
+    return video_losses(apply_fn, partition.merge(trainable, frozen), clips[None],
+                        label[None])[0]
+
+
 def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray:
     """The model's input of a physical batch: uint8 pixels normalised here, on the device, by
     ``pixel_norm`` (the loader ships uint8: a quarter of the bytes); a float ``video`` is already
@@ -173,16 +183,6 @@ class PixelViews:
         return self.tokens.views(batch["video"], batch["mask"])
 
 
-def batch_views(batch: Batch, views: ViewFn) -> tokenizer.Views:
-    """``views(batch)`` with the flags reduced over the K clips: ``has_public`` /
-    ``has_private [P]``, True where any clip of the video has a public (private) cell."""
-    made = views(batch)
-    return made._replace(
-        has_public=jnp.any(made.has_public, axis=1),
-        has_private=jnp.any(made.has_private, axis=1),
-    )
-
-
 def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
                pixel_norm: PixelNorm | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
     """The model input ``[P, K, ...]`` and the weights ``[P]`` of one pass over a physical batch.
@@ -198,10 +198,7 @@ def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
         batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
     if not plan.mode.uses_views:
         return batch["video"], batch["weight"]
-    made = batch_views(batch, views)
-    if public:
-        return made.public, batch["weight"] * made.has_public
-    return made.private, batch["weight"] * made.has_private
+    return gradient.pass_view(views(batch), batch["weight"], public=public)
 
 
 def accumulate_public(
@@ -216,22 +213,12 @@ def accumulate_public(
     """
     video, weights = pass_input(batch, public=True, plan=plan, views=views,
                                 pixel_norm=pixel_norm)
-
-    # A weight-0 row (padding, or nothing public) may hold anything, inf/NaN included, and
-    # 0 * inf = NaN in the sum and in its gradient. Double where: the row's input is replaced
-    # before the model (so its forward and backward pass stay finite), its loss after.
-    real = weights > 0
-    video = jnp.where(real.reshape(-1, *[1] * (video.ndim - 1)), video, 0.0)
-
-    def loss_sum(tr):
-        per_video = video_losses(apply_fn, partition.merge(tr, frozen), video, batch["label"])
-        per_video = jnp.where(real, per_video, 0.0)
-        return jnp.sum(weights * per_video), per_video
-
-    (_, per_video), grads = jax.value_and_grad(loss_sum, has_aux=True)(trainable)
+    grads, loss_sum = gradient.public_grad_sum(
+        functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
+        weights)
     return acc._replace(
         public_sum=jax.tree.map(jnp.add, acc.public_sum, grads),
-        public_loss_sum=acc.public_loss_sum + jnp.sum(weights * per_video),
+        public_loss_sum=acc.public_loss_sum + loss_sum,
         public_count=acc.public_count + jnp.sum(weights),
     )
 
@@ -251,12 +238,9 @@ def accumulate_private(
     video, weights = pass_input(batch, public=False, plan=plan, views=views,
                                 pixel_norm=pixel_norm)
 
-    def one_video_loss(tr, example):
-        clips, label = example  # one video: [K, ...], []
-        return video_losses(apply_fn, partition.merge(tr, frozen), clips[None], label[None])[0]
-
     grads, stats = clipping.clipped_grad_sum(
-        one_video_loss, trainable, (video, batch["label"]), weights,
+        functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
+        weights,
         l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size,
     )
     return acc._replace(
@@ -276,15 +260,10 @@ def finalize(
       acc: sums over every physical batch of this logical step.
       key: base PRNG key of the run, identical on every replica.
     """
-    total = acc.public_sum
-    if plan.mode.has_private_pass:
-        step_key = jax.random.fold_in(key, state.step)
-        private = noise.add_gaussian_noise(
-            acc.private_sum, step_key,
-            noise_multiplier=plan.noise_multiplier, l2_clip_norm=plan.l2_clip_norm,
-        )
-        total = jax.tree.map(jnp.add, total, private)
-    grad = jax.tree.map(lambda g: g / plan.batch_size, total)
+    grad = gradient.noisy_gradient(
+        acc.public_sum if plan.mode.has_public_pass else None,
+        acc.private_sum if plan.mode.has_private_pass else None,
+        jax.random.fold_in(key, state.step), plan=plan)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
     metrics = {

@@ -1,0 +1,265 @@
+"""The masked DP gradient for any model and any training loop.
+
+One logical step of MaskDP-SGD (docs/design.md) in three pure pieces that the project's own step
+(:mod:`maskdp_jax.train_step`) is built from, and that a user's own ``jax.jit`` step can call:
+
+* :func:`public_grad_sum`: ``sum_i w_i grad L(x_i)``, no clipping, no noise (the public pass);
+* :func:`maskdp_jax.clipping.clipped_grad_sum`: ``sum_i w_i clip_C(grad L(x_i))`` (the private
+  pass, the one place where the sensitivity C is enforced);
+* :func:`noisy_gradient`: adds ``N(0, σ²C² I)`` to the private sum once per logical batch, adds
+  the public sum and divides by the *expected* batch size B.
+
+:func:`masked_gradient` composes them for one batch per pass: it cuts the public and private
+views of pixel inputs with a :class:`~maskdp_jax.tokenizer.Tokenizer` and works inside the caller's
+``jax.jit`` and, with ``axis_name``, inside the caller's ``shard_map`` (per-example gradients are
+taken per device, the sums all-reduced, and the noise drawn from the replicated key once).
+
+Why not jax_privacy's ``clipped_grad``: it clips every example's whole gradient, so it cannot
+leave part of each input unprotected; the public pass here needs the noise-free gradient of the
+public view, and the private pass the clipped gradient of the private view of the same video.
+
+>>> import jax, jax.numpy as jnp
+>>> from maskdp_jax.plan import PrivacyPlan
+>>> from maskdp_jax.tokenizer import Tokenizer, Views
+>>> plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=100, batch_size=2, epochs=1,
+...     l2_clip_norm=1.0, delta=1e-3, noise_multiplier=1.0)
+>>> def loss(w, image, label):                     # one example: image [H, W, C]
+...     return jnp.sum(w * image) * label
+>>> images = jnp.ones((2, 4, 4, 1)); masks = jnp.zeros((2, 4, 4)).at[:, :2].set(1)
+>>> batch = Examples(inputs=images, targets=jnp.ones(2), masks=masks)
+>>> grad, stats = masked_gradient(loss, jnp.zeros((4, 4, 1)), plan=plan, key=jax.random.key(0),
+...     public=batch, private=batch, tokens=Tokenizer(patch_stride=(2, 2)))
+>>> grad.shape, float(stats.public_count), float(stats.clip.count)
+((4, 4, 1), 2.0, 2.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from maskdp_jax import clipping, noise
+from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.tokenizer import Tokenizer, Views
+
+PyTree = Any
+# loss_fn(params, inputs, targets) -> scalar loss of ONE example (no batch axis).
+ExampleLoss = Callable[[PyTree, Any, Any], jnp.ndarray]
+
+
+class Examples(NamedTuple):
+    """One physical batch of one pass, ``P`` rows.
+
+    Attributes:
+      inputs: ``[P, ...]`` the model input of each example: pixels ``[P, ..., T, H, W, C]`` for a
+        video tokeniser, ``[P, ..., H, W, C]`` for an image tokeniser (any axes between ``P`` and
+        the pixels, e.g. K clips of a video, are kept and belong to the same example).
+      targets: pytree of ``[P, ...]`` (labels; public under masked adjacency).
+      masks: ``[P, ..., T, H, W]`` (or ``[P, ..., H, W]``) pixel masks, 1 = public, 0 = private.
+        Public information; needed by the ``maskdp`` mode only.
+      weights: ``[P]`` in {0, 1}, 0 for padding rows (they contribute exactly zero); None: all 1.
+    """
+
+    inputs: Any
+    targets: Any
+    masks: Any = None
+    weights: Any = None
+
+
+class GradStats(NamedTuple):
+    """What a step may log. ``clip`` is computed from private data and is **not** DP: log it only
+    when the user opts in.
+
+    Attributes:
+      public_loss_sum: sum of the public pass's weighted losses (public data).
+      public_count: sum of the public pass's weights.
+      clip: the private pass's :class:`~maskdp_jax.clipping.ClipStats`.
+    """
+
+    public_loss_sum: jnp.ndarray
+    public_count: jnp.ndarray
+    clip: clipping.ClipStats
+
+
+def public_grad_sum(
+    loss_fn: Callable[[PyTree, Any], jnp.ndarray], params: PyTree, examples: Any,
+    weights: jnp.ndarray,
+) -> tuple[PyTree, jnp.ndarray]:
+    """``sum_i w_i grad L(params, example_i)``: the public pass, unclipped and noise-free.
+
+    Only public data may enter it (public views, or whole videos in ``nonprivate``): nothing
+    bounds one example's influence on this sum.
+
+    Args:
+      loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example (the signature of
+        :func:`~maskdp_jax.clipping.clipped_grad_sum`, so both passes share one loss).
+      params: the pytree the gradient is taken against (trainable parameters).
+      examples: pytree of ``[P, ...]`` arrays.
+      weights: ``[P]``; a weight-0 row may hold anything (inf/NaN included) and contributes 0.
+
+    Returns:
+      ``(grad_sum, loss_sum)``: the structure of ``params`` and the scalar ``sum_i w_i L_i``.
+
+    >>> import jax.numpy as jnp
+    >>> g, l = public_grad_sum(lambda w, x: jnp.sum(w * x), jnp.zeros(2),
+    ...                        jnp.array([[1.0, 2.0], [jnp.nan, 0.0]]), jnp.array([1.0, 0.0]))
+    >>> g.tolist(), float(l)
+    ([1.0, 2.0], 0.0)
+    """
+    real = weights > 0
+    # Double where: a weight-0 row's input is replaced before the model (its forward and
+    # backward stay finite: 0 * inf would be NaN in the sum's gradient), its loss after.
+    examples = jax.tree.map(
+        lambda x: jnp.where(real.reshape(-1, *[1] * (x.ndim - 1)), x, jnp.zeros_like(x)),
+        examples)
+
+    def weighted_sum(p):
+        losses = jax.vmap(loss_fn, in_axes=(None, 0))(p, examples)
+        losses = jnp.where(real, losses, 0.0)
+        return jnp.sum(weights * losses)
+
+    loss_sum, grads = jax.value_and_grad(weighted_sum)(params)
+    return grads, loss_sum
+
+
+def noisy_gradient(
+    public_sum: PyTree | None, private_sum: PyTree | None, key: jax.Array, *, plan: PrivacyPlan,
+) -> PyTree:
+    """``(public_sum + private_sum + N(0, σ²C² I)) / B``: the update direction of one logical step.
+
+    Privacy: the noise is drawn once per logical batch, with std ``σ C`` from the plan, and the
+    sum is divided by the plan's *expected* batch size B (dividing by the sampled size would leak
+    it). In private modes ``private_sum`` must be the sum of every clipped contribution of the
+    logical batch (all physical batches, all devices); call this once per step.
+
+    Args:
+      public_sum / private_sum: the passes' sums (None where the mode has no such pass).
+      key: this step's noise key: fresh every step (e.g. ``fold_in(base, step)``), secret
+        (:mod:`maskdp_jax.randomness`), and the same on every replica.
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B).
+
+    Raises:
+      ValueError: a sum is missing for a pass the mode has, or given for one it lacks.
+    """
+    mode = plan.mode
+    if (public_sum is None) == mode.has_public_pass or (private_sum is None) == \
+            mode.has_private_pass:
+        raise ValueError(
+            f"mode {mode.value!r} needs public_sum {'given' if mode.has_public_pass else 'None'}"
+            f" and private_sum {'given' if mode.has_private_pass else 'None'}.")
+    parts = []
+    if public_sum is not None:
+        parts.append(public_sum)
+    if private_sum is not None:
+        parts.append(noise.add_gaussian_noise(
+            private_sum, key, noise_multiplier=plan.noise_multiplier,
+            l2_clip_norm=plan.l2_clip_norm))
+    total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
+    return jax.tree.map(lambda g: g / plan.batch_size, total)
+
+
+def pass_view(views: Views, weights: jnp.ndarray, *, public: bool) -> tuple[Any, jnp.ndarray]:
+    """One pass's view of a physical batch and its weights ``[P]``: the public
+    (``public=True``) or private view, weighted 0 for an example without a cell of that part in
+    any of its clips (so an absent private part contributes exactly zero private gradient, what
+    the ``special`` adjacency's accounting assumes).
+
+    Args:
+      views: :class:`~maskdp_jax.tokenizer.Views` with leading axes ``[P, ...]``.
+      weights: ``[P]`` in {0, 1}.
+    """
+    has = views.has_public if public else views.has_private
+    has = jnp.any(has.reshape(weights.shape[0], -1), axis=1)
+    return (views.public if public else views.private), weights * has
+
+
+def pass_examples(
+    examples: Examples, *, public: bool, plan: PrivacyPlan, tokens: Tokenizer | None,
+) -> tuple[Any, jnp.ndarray]:
+    """The inputs and weights ``[P]`` one pass sees: :func:`pass_view` of the examples in
+    ``maskdp``, the inputs themselves in ``dp`` and ``nonprivate``.
+
+    Raises:
+      ValueError: ``maskdp`` without masks or without a tokeniser.
+    """
+    weights = examples.weights
+    if weights is None:
+        weights = jnp.ones(jax.tree.leaves(examples.targets)[0].shape[0], jnp.float32)
+    if not plan.mode.uses_views:
+        return examples.inputs, weights
+    if examples.masks is None or tokens is None:
+        raise ValueError("mode 'maskdp' cuts public and private views: give Examples(masks=...) "
+                         "and tokens=Tokenizer(patch_stride=...) (or tokenizer_for(model)).")
+    return pass_view(tokens.views(examples.inputs, examples.masks), weights, public=public)
+
+
+def masked_gradient(
+    loss_fn: ExampleLoss, params: PyTree, *, plan: PrivacyPlan, key: jax.Array,
+    public: Examples | None = None, private: Examples | None = None,
+    tokens: Tokenizer | None = None, axis_name: str | None = None,
+    microbatch_size: int | None = None,
+) -> tuple[PyTree, GradStats]:
+    """The noisy MaskDP (or DP, or non-private) gradient of one logical batch.
+
+    ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
+    example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.
+    ``dp``: ``private`` only, whole inputs clipped. ``nonprivate``: ``public`` only, whole
+    inputs, no noise. With decoupled sampling the two passes see two independent Poisson draws
+    (:class:`~maskdp_jax.sampling.PoissonSampler`); with coupled sampling the same rows.
+
+    Args:
+      loss_fn: ``loss_fn(params, inputs, targets) -> scalar`` for ONE example (no batch axis);
+        frozen parameters and the model are closed over.
+      params: the trainable parameters (the gradient's structure).
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
+      key: this step's noise key (see :func:`noisy_gradient`).
+      public / private: the :class:`Examples` of each pass this mode has (None for the other).
+      tokens: the model's tokeniser (``maskdp`` only): its cells are what is public.
+      axis_name: inside the caller's ``shard_map`` over this mesh axis, with the examples split
+        over it and ``params`` and ``key`` replicated: each device clips its own examples'
+        gradients (params are cast to varying first, so no per-example gradient is summed over
+        devices before clipping), the sums are ``psum``-ed, and every device adds the same noise.
+      microbatch_size: per-example gradients of the private pass this many at a time
+        (:func:`~maskdp_jax.clipping.clipped_grad_sum`); same result, bounded memory.
+
+    Returns:
+      ``(grad, stats)``: the gradient to hand to the optimiser, and :class:`GradStats`.
+
+    Raises:
+      ValueError: a pass's batch missing or superfluous for the mode, or views without masks.
+    """
+    mode = plan.mode
+    for name, given, needed in (("public", public, mode.has_public_pass),
+                                ("private", private, mode.has_private_pass)):
+        if (given is not None) != needed:
+            raise ValueError(f"mode {mode.value!r} {'needs' if needed else 'has no'} a {name} "
+                             f"pass: give {name}={'Examples(...)' if needed else 'None'}.")
+    if axis_name is not None:
+        params = jax.tree.map(lambda x: jax.lax.pcast(x, axis_name, to="varying"), params)
+
+    def example_loss(p, example):
+        return loss_fn(p, *example)
+
+    zero = jnp.zeros((), jnp.float32)
+    public_sum = private_sum = None
+    public_loss, public_count = zero, zero
+    clip = clipping.ClipStats(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero,
+                              zero)
+    if public is not None:
+        inputs, weights = pass_examples(public, public=True, plan=plan, tokens=tokens)
+        public_sum, public_loss = public_grad_sum(example_loss, params,
+                                                  (inputs, public.targets), weights)
+        public_count = jnp.sum(weights)
+    if private is not None:
+        inputs, weights = pass_examples(private, public=False, plan=plan, tokens=tokens)
+        private_sum, clip = clipping.clipped_grad_sum(
+            example_loss, params, (inputs, private.targets), weights,
+            l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size)
+    stats = GradStats(public_loss, public_count, clip)
+    if axis_name is not None:
+        public_sum, private_sum, stats = jax.lax.psum((public_sum, private_sum, stats),
+                                                      axis_name)
+    return noisy_gradient(public_sum, private_sum, key, plan=plan), stats
