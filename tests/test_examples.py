@@ -1,0 +1,89 @@
+"""The package installs (``pip install -e .`` into a fresh virtual environment) and every script
+in ``examples/`` runs from another directory at a tiny size, as a user would copy it; the first
+example of the API guide (docs/api.md), which README.md shows too, runs as printed."""
+
+from __future__ import annotations
+
+import os
+import re
+import site
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def first_python_block(path: str) -> str:
+    """The first fenced ``python`` block of a Markdown file."""
+    with open(path, encoding="utf-8") as f:
+        match = re.search(r"```python\n(.*?)```", f.read(), re.S)
+    assert match, f"{path} has no ```python block"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> str:
+    """The python of a fresh venv with this checkout installed editable (``--no-deps``: the
+    pinned dependencies come from the test environment through a ``.pth`` file, so the test
+    needs no network)."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = os.path.join(venv, "bin", "python")
+    packages = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(packages, "test-environment.pth"), "w") as f:
+        f.write("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
+                    "--no-deps", "--no-build-isolation", "-e", ROOT], check=True,
+                   capture_output=True)
+    return python
+
+
+def run(python: str, cwd, *args: str) -> str:
+    proc = subprocess.run([python, *args], cwd=cwd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_package_imports_from_another_directory(installed, tmp_path):
+    out = run(installed, tmp_path, "-c", "import maskdp_jax as mdp, accounting, audit, configs;"
+              "print(mdp.__file__, len(mdp.__all__))")
+    assert out.startswith(os.path.join(ROOT, "maskdp_jax")), out
+
+
+@pytest.mark.slow
+def test_own_model_example_trains_and_reports_epsilon(installed, tmp_path):
+    out = run(installed, tmp_path, os.path.join(EXAMPLES, "own_model.py"), "--steps", "3")
+    epsilons = [float(e) for e in re.findall(r"ε = ([0-9.]+)", out)]
+    assert epsilons and 0 < epsilons[-1] <= 4.0 + 1e-6, out
+    assert re.search(r"test accuracy: [0-9.]+", out), out
+
+
+@pytest.mark.slow
+def test_accounting_example_agrees_with_the_command_line(installed, tmp_path):
+    out = run(installed, tmp_path, os.path.join(EXAMPLES, "privacy_accounting.py"))
+    assert out.count("the same ε") == 2, out
+    assert "ε[pld, special] after 200 steps" in out, out
+
+
+@pytest.mark.slow
+def test_audit_example_runs_lira_on_the_users_model(installed, tmp_path):
+    out = run(installed, tmp_path, os.path.join(EXAMPLES, "audit_own_model.py"),
+              "--models", "6", "--steps", "3", "--examples", "24")
+    assert "offline LiRA" in out and "online LiRA" in out, out
+    assert "largest ε lower bound" in out, out
+
+
+@pytest.mark.slow
+def test_the_guides_first_example_is_the_readmes_and_runs(installed, tmp_path):
+    guide = first_python_block(os.path.join(ROOT, "docs", "api.md"))
+    assert guide in open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(), \
+        "README.md must show the API guide's first example verbatim"
+    script = tmp_path / "example.py"
+    script.write_text(guide)
+    out = run(installed, tmp_path, str(script))
+    assert re.search(r"ε = [0-9.]+", out), out
