@@ -116,7 +116,7 @@ def coalition_scorer(apply_fn: Callable, params: Any, *, tokens: Tokenizer,
     def chunk(video, label, coalitions):
         cells = coalitions.reshape(-1, t, h, w)
         visible = einops.repeat(cells, "n t h w -> n (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
-        clips = jnp.where(visible[:, None], video[None], jnp.float32(tokens.fill_value))
+        clips = jnp.where(visible[:, None], video[None], tokens.fill(video.shape[-4:]))
         n, k = clips.shape[:2]
         logits = apply_fn(params, clips.reshape(n * k, *clips.shape[2:]))
         return lira.log_odds_confidence(logits.reshape(n, k, -1).mean(axis=1),

@@ -279,6 +279,8 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
                      seed=seed + 1)
     tx = gradient_capture()
     key = jax.random.key(0)
+    # The hidden cells' fill of our views, handed to the PyTorch side so both see the same pixels.
+    fill = dp_config(size, jmodel, sigma=0.0, clip=1.0).tokens.fill((*jmodel.input_size, 3))
 
     def ours(mode, c):
         cfg = dp_config(size, jmodel, sigma=0.0, clip=c, microbatch=microbatch)
@@ -292,7 +294,7 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
         m = torch_setup(size, strategy, seed=seed)
         step = ots.OpacusStep(m, mode, l2_clip_norm=c, noise_multiplier=0.0,
                               expected_batch_size=size["batch"], patch_stride=jmodel.patch_stride,
-                              engine=engine)
+                              fill_value=fill, engine=engine)
         step(torch_batches(data, size["physical"], "cpu"))
         grads = step.gradient()
         full = {k: grads.get(k, np.zeros_like(v)) for k, v in state.items()}
@@ -308,7 +310,7 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
         if mode in ("maskdp", "dp"):
             clip = row["clip"] = ots.mean_per_example_norm(
                 model, torch_batches(data, size["physical"], "cpu"), mode=mode,
-                patch_stride=jmodel.patch_stride)
+                patch_stride=jmodel.patch_stride, fill_value=fill)
         g, metrics = ours(mode, clip)
         row["rel_error"] = relative_error(g, theirs(mode, clip))
         if mode in ("maskdp", "dp"):

@@ -61,11 +61,13 @@ def set_strategy(model: MViT, strategy: str) -> list[torch.nn.Parameter]:
 
 
 def make_views(video: torch.Tensor, mask: torch.Tensor, *, patch_stride: Sequence[int],
-               fill_value: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+               fill_value: float | np.ndarray = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """``maskdp_jax.tokenizer.make_views`` in torch: a token cell is public iff all its pixels are.
 
     Args:
       video: ``[P, 3, T, H, W]``; mask: ``[P, T, H, W]``, 1 = public pixel.
+      fill_value: what hidden cells hold: a constant, or the tokeniser's ``[T, H, W, 3]`` fill
+        (``maskdp_jax.tokenizer.Tokenizer.fill``, channels last as there).
 
     Returns:
       ``(public view, private view)``, each ``[P, 3, T, H, W]``.
@@ -75,12 +77,14 @@ def make_views(video: torch.Tensor, mask: torch.Tensor, *, patch_stride: Sequenc
     for axis, s in zip((2, 3, 4), patch_stride, strict=True):
         cells = cells.repeat_interleave(s, dim=axis)
     public = cells == 0
-    fill = torch.tensor(fill_value, dtype=video.dtype, device=video.device)
+    fill = torch.as_tensor(np.asarray(fill_value, np.float32), device=video.device).to(video.dtype)
+    if fill.ndim:
+        fill = fill.permute(3, 0, 1, 2)  # [T, H, W, 3] -> [3, T, H, W]
     return torch.where(public, video, fill), torch.where(public, fill, video)
 
 
 def per_example_gradients(model: MViT, batches, *, mode: str, patch_stride: Sequence[int],
-                          fill_value: float = 0.0):
+                          fill_value: float | np.ndarray = 0.0):
     """Yields ``(grads, norm)`` for every example of ``mode``'s private pass (``maskdp``: its
     private view; ``dp``: the video), one ``torch.autograd.grad`` per example; ``grads`` are
     w.r.t. the trainable parameters in order, ``norm`` their joint L2 norm."""
@@ -120,7 +124,7 @@ class OpacusStep:
 
     def __init__(self, model: MViT, mode: str, *, l2_clip_norm: float, noise_multiplier: float,
                  expected_batch_size: int, patch_stride: Sequence[int], lr: float = 0.1,
-                 fill_value: float = 0.0, engine: str = "opacus"):
+                 fill_value: float | np.ndarray = 0.0, engine: str = "opacus"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         if engine not in ("opacus", "loop"):

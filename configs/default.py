@@ -31,7 +31,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.batch_size = 64              # expected logical batch size B (Poisson, q = B / N)
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
     config.num_epochs = 16.0            # steps = ceil(num_epochs * ceil(N / B))
-    config.fill_value = 0.0             # hidden cells in each view (0 = mid-grey)
+    # Hidden cells of each view: a fixed ±1 texture around this value (0 = mid-grey);
+    # maskdp_jax.tokenizer.hidden_fill says why not a constant.
+    config.fill_value = 0.0
     # What a nonprivate run trains and is tested on: full | public (avatar only) | private
     # (background only); the context ablation of seed 000 Table 3 (run/views.py).
     config.view = "full"

@@ -9,11 +9,12 @@ carry class signal and neither alone suffices:
   avatar shows the motion, including the token cells that survive the tokeniser's erosion;
 * ``context = label // 4`` (private): the background has horizontal or vertical stripes.
 
-The public view alone (avatar on grey) determines the motion but not the context: at most 50%
-accuracy. The private view shows the context, and also the motion through the moving grey hole the
-avatar leaves (its silhouette is in the mask, which is public information anyway). Non-private
-training learns both (≈ 75% test top-1 in the default run's budget); MaskDP learns the motion
-without noise and the context with noise; DP learns both with noise.
+The public view alone (the avatar on the tokeniser's hidden-cell fill) determines the motion but
+not the context: at most 50% accuracy. The private view shows the context, and also the motion
+through the moving hole (hidden cells) the avatar leaves (its silhouette is in the mask, which
+is public information anyway). Non-private training learns both (≈ 75% test top-1 in the default
+run's budget); MaskDP learns the motion without noise and the context with noise; DP learns both
+with noise.
 
 Nuisances keep the task from being trivial: random avatar colour, check size, box size (3/8 to 1/2
 of the frame) and start position; random stripe period, phase, colours and drift; per-pixel
@@ -30,7 +31,7 @@ Without subjects the pixels are exactly those of earlier releases (committed res
 
 Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
 from them (random offsets for training, the centre for evaluation) and normalised to
-``(x / 255 - 0.5) / 0.25`` so that 0, the tokeniser's fill value, is mid-grey.
+``(x / 255 - 0.5) / 0.25`` so that 0, the centre of the tokeniser's fill, is mid-grey.
 """
 
 from __future__ import annotations

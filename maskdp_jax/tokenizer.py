@@ -23,6 +23,7 @@ Checking mask *files* (rank, shape, binary values) is the data loader's business
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import warnings
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -37,8 +38,9 @@ class Views(NamedTuple):
     """The two views of one clip (or of a batch of clips, with leading axes).
 
     Attributes:
-      public: ``[..., T, H, W, C]`` pixels of public cells, every other pixel ``fill_value``.
-      private: ``[..., T, H, W, C]`` pixels of private cells, every other pixel ``fill_value``.
+      public: ``[..., T, H, W, C]`` pixels of public cells, every other pixel the hidden-cell
+        fill (:func:`hidden_fill`).
+      private: ``[..., T, H, W, C]`` pixels of private cells, every other pixel the fill.
       has_public: ``[...]`` bool, the clip has at least one public cell.
       has_private: ``[...]`` bool, the clip has at least one private cell.
     """
@@ -94,12 +96,66 @@ def cells_to_pixels(cells: jnp.ndarray, *, patch_stride: tuple[int, int, int]) -
     return einops.repeat(cells, "t h w -> (t st) (h sh) (w sw)", st=st, sh=sh, sw=sw)
 
 
+_TEXTURE_SEED = b"maskdp-jax hidden-cell texture"
+
+
+def hidden_fill(clip_shape: tuple[int, ...], *, patch_stride: tuple[int, int, int],
+                fill_value: float = 0.0, fill_texture: float = 1.0) -> np.ndarray:
+    """What a view writes into the cells it hides: ``[T, H, W, C]`` float32, the same fixed
+    ``[st, sh, sw, C]`` pattern in every cell, ``fill_value + fill_texture * s`` with signs
+    ``s = ±1`` read from the bits of sha256 in counter mode (the same on every platform and
+    NumPy version).
+
+    Why a texture and not a constant. A constant cell (``fill_texture=0``) enters the patch
+    embedding as a flat patch, and a cell that is hidden throughout its window becomes the token
+    ``kernel . fill + bias``: with ``fill_value`` 0 it is the bias alone, exactly 0 at initial
+    weights. The tokens of every hidden cell are then the same zero-variance vector, and each
+    LayerNorm they enter (block 0's ``norm1``, then the q/k/v pooling norms) multiplies their
+    gradient by ``1 / sqrt(eps) = 1e3``. Measured at initial weights on the embedded dataset
+    (``benchmarks/public_view_grad.py``, benchmarks/RESULTS.md "Public view at initial
+    weights"): with a constant fill the public view's gradient norm was a median 4e4 times the
+    full video's (up to 2e5; ``mvit_test`` and ``mvit_cpu``), all of it in ``patch_embed.bias``.
+    A ``±1`` pattern has the variance of normalised pixels, so a hidden token
+    ``kernel . pattern + bias`` has the variance of a content token at any weights, and the
+    public gradient is of the full video's order (median ratio 1.3). A learned mask token after
+    the patch embedding (MAE, BEiT) measured the same order (median 1.0-1.2); the texture was
+    chosen because it lives in pixel space: no new parameter (converted checkpoints load
+    unchanged), and every model and every consumer of views (training, the feature cache, the
+    view ablation, feature masking) receives hidden cells through the one function it already
+    takes, clips, with no token mask to pass along. Tiling one pattern makes every fully hidden
+    cell the same token, so it acts as a fixed mask token the patch embedding can still learn.
+
+    Privacy meaning: a function of the clip's shape and the constants only, so it carries no
+    information about either part of any video.
+
+    Args:
+      clip_shape: ``(T, H, W, C)`` of one clip, T, H, W multiples of ``patch_stride``.
+      patch_stride: ``(st, sh, sw)``, one cell.
+      fill_value: the centre of the fill, in normalised units (0 is the dataset mean).
+      fill_texture: the pattern's amplitude; 0 gives the constant ``fill_value``.
+
+    >>> f = hidden_fill((2, 8, 8, 3), patch_stride=(2, 4, 4))
+    >>> f.shape, sorted(set(f.ravel().tolist())), bool((f[:, :4] == f[:, 4:]).all())
+    ((2, 8, 8, 3), [-1.0, 1.0], True)
+    """
+    t, h, w, c = clip_shape
+    _check_divisible((t, h, w), patch_stride)
+    st, sh, sw = patch_stride
+    size = st * sh * sw * c
+    digest = b"".join(hashlib.sha256(_TEXTURE_SEED + i.to_bytes(4, "big")).digest()
+                      for i in range(-(-size // 256)))
+    bits = np.unpackbits(np.frombuffer(digest, np.uint8))[:size].reshape(st, sh, sw, c)
+    cell = fill_value + fill_texture * (2.0 * bits.astype(np.float32) - 1.0)
+    return np.tile(cell, (t // st, h // sh, w // sw, 1)).astype(np.float32)
+
+
 def make_views(
     video: jnp.ndarray,
     pixel_mask: jnp.ndarray,
     *,
     patch_stride: tuple[int, int, int],
     fill_value: float = 0.0,
+    fill_texture: float = 1.0,
 ) -> Views:
     """Split one clip into its public and private view.
 
@@ -107,15 +163,17 @@ def make_views(
       video: ``[T, H, W, C]`` float, normalised pixels.
       pixel_mask: ``[T, H, W]``, 1 = public (not protected), 0 = private (protected by DP).
       patch_stride: the patch-embedding stride that defines token cells.
-      fill_value: value written where a view hides a cell (0 is the dataset mean after
-        normalisation). It is a constant, so it carries no information about either part.
+      fill_value, fill_texture: what a view writes where it hides a cell
+        (:func:`hidden_fill`): a fixed pattern, so it carries no information about either part.
 
     Returns:
       :class:`Views` for the clip.
     """
     cells = public_cells(pixel_mask, patch_stride=patch_stride)
     public_pixels = cells_to_pixels(cells, patch_stride=patch_stride)[..., None]
-    fill = jnp.asarray(fill_value, video.dtype)
+    fill = jnp.asarray(hidden_fill(tuple(video.shape), patch_stride=tuple(patch_stride),
+                                   fill_value=fill_value, fill_texture=fill_texture),
+                       video.dtype)
     return Views(
         public=jnp.where(public_pixels, video, fill),
         private=jnp.where(public_pixels, fill, video),
@@ -126,7 +184,7 @@ def make_views(
 
 @dataclasses.dataclass(frozen=True)
 class Tokenizer:
-    """The tokeniser of one model: its token-cell geometry and the fill value of hidden cells.
+    """The tokeniser of one model: its token-cell geometry and the fill of hidden cells.
 
     Any model whose input is cut into a regular grid of patches has one: a video model's patch
     embedding advances by ``(st, sh, sw)`` pixels, an image model's (a ViT, or a CNN's stem read
@@ -136,8 +194,9 @@ class Tokenizer:
     Attributes:
       patch_stride: ``(st, sh, sw)`` for videos or ``(sh, sw)`` for images, the stride of the
         model's patch embedding (one cell).
-      fill_value: value written where a view hides a cell (a constant: it carries no
-        information about either part).
+      fill_value, fill_texture: what a view writes where it hides a cell, a fixed pattern that
+        carries no information about either part (:func:`hidden_fill`, which says why a
+        texture).
 
     >>> Tokenizer(patch_stride=(16, 16)).grid((224, 224, 3))
     (14, 14)
@@ -145,6 +204,7 @@ class Tokenizer:
 
     patch_stride: tuple[int, ...]
     fill_value: float = 0.0
+    fill_texture: float = 1.0
 
     def __post_init__(self):
         stride = tuple(self.patch_stride)
@@ -184,12 +244,21 @@ class Tokenizer:
         flat = video.reshape(-1, *video.shape[-4:])
         mask = pixel_mask.reshape(-1, *pixel_mask.shape[-3:])
         views = jax.vmap(lambda v, m: make_views(
-            v, m, patch_stride=self.clip_stride, fill_value=self.fill_value))(flat, mask)
+            v, m, patch_stride=self.clip_stride, fill_value=self.fill_value,
+            fill_texture=self.fill_texture))(flat, mask)
         views = Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
         if self.is_image:
             views = views._replace(public=views.public[..., 0, :, :, :],
                                    private=views.private[..., 0, :, :, :])
         return views
+
+    def fill(self, clip_shape: tuple[int, ...]) -> np.ndarray:
+        """:func:`hidden_fill` of a ``(T, H, W, C)`` clip (an ``(H, W, C)`` image): float32
+        NumPy of that shape."""
+        shape = (1, *clip_shape) if self.is_image else tuple(clip_shape)
+        fill = hidden_fill(shape, patch_stride=self.clip_stride, fill_value=self.fill_value,
+                           fill_texture=self.fill_texture)
+        return fill[0] if self.is_image else fill
 
     def grid(self, clip_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The cells of a ``[T, H, W, ...]`` clip, ``(T', H', W')`` (of an ``[H, W, ...]`` image,

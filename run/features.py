@@ -65,7 +65,7 @@ def fingerprint(*, source: data.Dataset, model, params: Any, cut: int, layout, t
                   list(model.patch_kernel), list(model.patch_stride), model.rel_pos_embed,
                   str(jnp.dtype(model.dtype))],
         "cut": cut, "layout": layout.settings,
-        "tokens": [list(tokens.patch_stride), tokens.fill_value],
+        "tokens": [list(tokens.patch_stride), tokens.fill_value, tokens.fill_texture],
         "pixels": repr(source.pixel_norm),
     }, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -58,7 +58,8 @@ def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
         bit for bit); ``"both"`` hides every cell of ``hidden``.
 
     Returns:
-      a new ``video`` with the hidden cells' pixels set to ``tokens.fill_value``.
+      a new ``video`` with the hidden cells' pixels set to the tokeniser's fill
+      (:meth:`maskdp_jax.tokenizer.Tokenizer.fill`, what the views write into hidden cells).
     """
     if views not in HIDE_VIEWS:
         raise ValueError(f"views must be one of {HIDE_VIEWS}; got {views!r}.")
@@ -68,7 +69,7 @@ def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
     if views == "private":
         hide = hide & ~tokenizer.host_public_cells(pixel_mask, patch_stride=tokens.patch_stride)
     pixels = einops.repeat(hide, "n k t h w -> n k (t st) (h sh) (w sw) 1", st=st, sh=sh, sw=sw)
-    return np.where(pixels, np.float32(tokens.fill_value), video).astype(video.dtype)
+    return np.where(pixels, tokens.fill(video.shape[-4:]), video).astype(video.dtype)
 
 
 class _Wrapped:

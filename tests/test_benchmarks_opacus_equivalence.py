@@ -60,8 +60,9 @@ def test_full_finetuning_update_equals_pytorch_loop(full_equality, mode):
 def test_torch_views_equal_tokenizer():
     data = bench.make_data(n=3, input_size=(8, 32, 32), classes=2, seed=5)
     video = torch.from_numpy(data["video"].transpose(0, 4, 1, 2, 3).copy())
+    fill = tokenizer.hidden_fill((8, 32, 32, 3), patch_stride=(2, 4, 4), fill_value=0.5)
     public, private = ots.make_views(video, torch.from_numpy(data["mask"]), patch_stride=(2, 4, 4),
-                                     fill_value=0.5)
+                                     fill_value=fill)
     ours = jax.vmap(lambda v, m: tokenizer.make_views(v, m, patch_stride=(2, 4, 4),
                                                       fill_value=0.5))(
         jnp.asarray(data["video"]), jnp.asarray(data["mask"]))

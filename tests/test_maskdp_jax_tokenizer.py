@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from benchmarks import public_view_grad
 from maskdp_jax import tokenizer
 
 STRIDE = (2, 4, 4)
@@ -46,8 +47,23 @@ def test_views_partition_the_clip():
     mask = (rng.random((4, 8, 8)) < 0.8).astype(np.uint8)
     v = _views(video, mask)
     public, private = np.asarray(v.public), np.asarray(v.private)
-    np.testing.assert_array_equal(public + private, video)
-    assert np.all((public == 0) | (private == 0))
+    cells = tokenizer.cells_to_pixels(tokenizer.public_cells(mask, patch_stride=STRIDE),
+                                      patch_stride=STRIDE)[..., None]
+    fill = tokenizer.hidden_fill(video.shape, patch_stride=STRIDE)
+    np.testing.assert_array_equal(np.where(cells, public, private), video)
+    np.testing.assert_array_equal(np.where(cells, private, public), fill)
+
+
+def test_hidden_fill_is_a_fixed_unit_texture_tiled_per_cell():
+    fill = tokenizer.hidden_fill((4, 8, 8, 3), patch_stride=STRIDE, fill_value=0.5)
+    cell = fill[:2, :4, :4]
+    np.testing.assert_array_equal(fill, np.tile(cell, (2, 2, 2, 1)))
+    assert set(np.unique(cell).tolist()) == {-0.5, 1.5}  # 0.5 +- 1
+    assert abs(float(cell.mean()) - 0.5) < 0.5  # both signs, roughly balanced
+    np.testing.assert_array_equal(  # a pure function of shape and constants
+        fill, tokenizer.hidden_fill((4, 8, 8, 3), patch_stride=STRIDE, fill_value=0.5))
+    flat = tokenizer.hidden_fill((4, 8, 8, 3), patch_stride=STRIDE, fill_texture=0.0)
+    assert not flat.any()  # fill_texture=0: the constant fill_value
 
 
 def test_indivisible_clip_is_rejected():
@@ -64,3 +80,16 @@ def test_degenerate_masks_warn_and_say_what_dp_means():
     assert counts == (1, 1)
     text = " ".join(str(w.message) for w in record)
     assert "nothing protected" in text and "ordinary DP-SGD" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["mvit_test", "mvit_cpu"])
+def test_public_view_gradient_at_initial_weights_is_of_the_full_videos_order(preset):
+    # Hidden cells enter the model as the tokeniser's fill. A constant fill made every hidden
+    # token the patch embedding's bias (0 at initialisation), a zero-variance token whose
+    # LayerNorm gradient is ~1/sqrt(eps): public-view gradients 1e4-1e5 times the full video's.
+    rows = public_view_grad.measure(preset, num_videos=2, fill="model", views=("full", "public"))
+    for row in rows:
+        assert 0 < row["public_cells"] < 128  # both parts present: the view hides cells
+        assert row["full"] / 10 < row["public"] < 10 * row["full"], row
+        assert row["min_var_public"] > 1e-2, row  # no patch token near LayerNorm's eps (1e-6)

@@ -69,12 +69,14 @@ def test_token_grid_is_read_from_the_model_and_refused_when_absent():
 
 
 def test_image_views_hide_whole_cells():
-    tokens = mdp.Tokenizer(patch_stride=(2, 2), fill_value=-1.0)
+    tokens = mdp.Tokenizer(patch_stride=(2, 2))
     image = jnp.arange(4 * 4 * 1, dtype=jnp.float32).reshape(4, 4, 1)
     mask = jnp.ones((4, 4)).at[0, 0].set(0)  # one private pixel makes its cell private
     views = tokens.views(image, mask)
     assert views.public.shape == image.shape
-    np.testing.assert_array_equal(views.public[:2, :2], -1.0)
+    fill = tokens.fill(image.shape)
+    np.testing.assert_array_equal(views.public[:2, :2], fill[:2, :2])
+    assert fill.shape == image.shape and set(np.unique(fill)) == {-1.0, 1.0}
     np.testing.assert_array_equal(views.public[2:], image[2:])
     np.testing.assert_array_equal(views.private[:2, :2], image[:2, :2])
     assert bool(views.has_public) and bool(views.has_private)

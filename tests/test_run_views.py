@@ -42,7 +42,8 @@ def test_view_dataset_shows_only_that_views_cells(split, view):
     cells = tokenizer._erode(full["mask"] > 0, patch_stride=TOKENS.patch_stride)
     public = np.repeat(np.repeat(np.repeat(cells, 2, -3), 4, -2), 4, -1)[..., None]
     shown = public if view == "public" else ~public
-    np.testing.assert_array_equal(seen["video"], np.where(shown, full["video"], 0.0))
+    fill = TOKENS.fill(full["video"].shape[-4:])  # what the views write into hidden cells
+    np.testing.assert_array_equal(seen["video"], np.where(shown, full["video"], fill))
     assert 0 < shown.mean() < 1  # both kinds of cell occur, so the check can fail
     assert len(wrapped) == len(split) and wrapped.num_classes == split.num_classes
     assert wrapped.class_names == split.class_names and wrapped.name.endswith(f"[{view} view]")
@@ -125,7 +126,8 @@ def test_feature_masked_dataset_hides_each_subjects_cells_and_refuses_bad_input(
     batch = masked.get_batch(np.arange(16))
     plain = subjects_split.get_batch(np.arange(16))
     two = batch["subject"] == 2
-    assert np.all(batch["video"][two][:, :, :2] == 0.0)  # frames 0-1 = temporal cell 0
+    fill = TOKENS.fill((8, 32, 32, 3))
+    assert np.all(batch["video"][two][:, :, :2] == fill[:2])  # frames 0-1 = temporal cell 0
     np.testing.assert_array_equal(batch["video"][two][:, :, 2:], plain["video"][two][:, :, 2:])
     np.testing.assert_array_equal(batch["video"][~two], plain["video"][~two])
     assert masked.name == "synthetic/train[feature-masked, both]"
@@ -208,13 +210,15 @@ def test_hide_private_leaves_public_cells_and_unchosen_cells_alone():
     hidden[:, 0, 0, 0] = True  # a public cell: untouched with views="private"
     hidden[:, 1, 1, 1] = True  # a private (mixed) cell: hidden
     out = views.hide_cells(video, mask, hidden, tokens=HIDE, views="private")
+    fill = HIDE.fill(video.shape[-4:])
     np.testing.assert_array_equal(out[:, :, :2, :2, :2], video[:, :, :2, :2, :2])
-    assert np.all(out[:, :, 2:, 2:, 2:] == 0.0)
+    assert np.all(out[:, :, 2:, 2:, 2:] == fill[2:, 2:, 2:])
     untouched = np.ones(video.shape[:-1], bool)
     untouched[:, :, 2:, 2:, 2:] = False
     np.testing.assert_array_equal(out[untouched], video[untouched])
     both = views.hide_cells(video, mask, hidden, tokens=HIDE, views="both")
-    assert np.all(both[:, :, :2, :2, :2] == 0.0) and np.all(both[:, :, 2:, 2:, 2:] == 0.0)
+    assert np.all(both[:, :, :2, :2, :2] == fill[:2, :2, :2])
+    assert np.all(both[:, :, 2:, 2:, 2:] == fill[2:, 2:, 2:])
     with pytest.raises(ValueError, match="views must be one of"):
         views.hide_cells(video, mask, hidden, tokens=HIDE, views="public")
 
@@ -226,4 +230,4 @@ def test_hide_private_keeps_the_public_view_bit_identical():
     views_before = HIDE.views(video, mask)
     views_after = HIDE.views(out, mask)
     np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
-    assert np.all(np.asarray(views_after.private) == 0.0)
+    assert np.all(np.asarray(views_after.private) == HIDE.fill(video.shape[-4:]))
