@@ -164,14 +164,14 @@ def load_data(config: ml_collections.ConfigDict):
     if mdp.Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
             f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
-            "Provide mask files (README: 'Your own videos and masks') or run "
+            "Provide mask files (docs/guides/own_videos.md) or run "
             "--config.mode=dp / nonprivate."
         )
     if config.view != "full" and not train_ds.has_masks:
         raise ValueError(
             f"--config.view={config.view!r} needs per-video masks, but dataset "
-            f"{train_ds.name!r} has none. Provide mask files (README: 'Your own videos and "
-            "masks') or train on the full view."
+            f"{train_ds.name!r} has none. Provide mask files (docs/guides/own_videos.md) "
+            "or train on the full view."
         )
     run_config.check_dataset_size(config, num_examples=len(train_ds))
     if mdp.Mode(config.mode).uses_views:

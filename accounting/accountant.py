@@ -35,7 +35,7 @@ where ``ε_scale`` is the cheap RDP ε of the same history (RDP ≥ PLD, so the 
 errs on the fine side). Neither term shrinks when steps or q grow or σ shrinks,
 so a history with a larger ε never gets a finer grid; the pessimism of the grid
 therefore cannot reverse the order of ε in σ, q and steps (monotonicity is
-tested). ``benchmarks/RESULTS.md`` records the resulting time and accuracy.
+tested). ``docs/benchmarks.md`` records the resulting time and accuracy.
 Results are cached per (history, δ, method, adjacency, sampling).
 """
 

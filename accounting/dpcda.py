@@ -27,8 +27,8 @@ z = l/√(4c²/σx² + 2/σy²). Note that under *class-centric* mixing every mi
 so the label mean is always e_k and Δy = 0 would be valid: the label term is conservative (it
 only ever raises ε). We keep it by default, so that our ε is never below the seed's Theorem 1
 and σy keeps the role the seed gives it; ``sigma_y=None`` drops it and releases the label
-without noise, which is just as private and (measured, README) more accurate, since a noised
-one-hot mean at the σy a small ε needs flips most labels.
+without noise, which is just as private and (measured, docs/guides/dpcda.md) more accurate,
+since a noised one-hot mean at the σy a small ε needs flips most labels.
 
 **The sampling rate the seed leaves undefined.** Sampling is within a class, so the rate of a
 draw on class k is l/N_k; the guarantee must hold for every record, hence for the smallest class.

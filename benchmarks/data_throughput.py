@@ -17,7 +17,7 @@ on the host (float32, as before); it also times that normalisation jitted, which
 host is the device's work and on this CPU is a cost of the step; and, to choose the store's
 on-disk format by measurement, the time to read a clip's rows from the store's memory maps
 against the same rows written as ArrayRecord records (one record per frame). Results:
-benchmarks/RESULTS.md ("Data throughput", "Clip store").
+docs/benchmarks.md ("Data throughput", "Clip store").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ that size). It prints:
   view, compilation included), then the same;
 * the cache's bytes per clip (every view) and on disk in total.
 
-Results: benchmarks/RESULTS.md, "Feature cache".
+Results: docs/benchmarks.md, "Feature cache".
 """
 
 from __future__ import annotations

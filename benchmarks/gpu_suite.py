@@ -30,7 +30,7 @@ JAX workers share one persistent compilation cache (``--cache_dir``), so a secon
 machine reuses the programs compiled by the first.
 
 Planning a lease (30 device-minutes, 10 minutes a call). Part times measured on an H100 at the
-papers' size (``benchmarks/RESULTS.md``, first H100 lease): ``forward`` 110 s, ``cache`` 200 s per
+papers' size (``docs/benchmarks.md``, first H100 lease): ``forward`` 110 s, ``cache`` 200 s per
 compute dtype, ``data`` 22 s, ``step`` 170-210 s of compilation per configuration (four modes,
 two frameworks: more than one call; split it with ``--modes``), ``full``: its first JAX step
 (compilation and one step of B = 128) had not finished after 468 s. So: call 1

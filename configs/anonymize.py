@@ -1,4 +1,4 @@
-r"""The anonymisation pipeline (seed 001, Alg. 1; README "Anonymising your videos").
+r"""The anonymisation pipeline (seed 001, Alg. 1; docs/guides/anonymize.md).
 
     python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
         [--config=configs/anonymize.py] [--config.segment.method=background] ...

@@ -26,7 +26,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.epsilons = (1.0, 4.0, 8.0)
     config.seeds = (0, 1, 2)
     config.num_shadows = 16
-    config.batching = "vmap"  # or "loop": as fast on this 2-core CPU (benchmarks/RESULTS.md)
+    config.batching = "vmap"  # or "loop": as fast on this 2-core CPU (docs/benchmarks.md)
     config.chunk = 16  # shadow models trained at once
     config.batch_size = 8  # expected Poisson batch of a shadow model: q = 8/32
     config.physical_batch_size = 8

@@ -2,15 +2,16 @@ r"""Default run: MaskDP on the embedded synthetic dataset with the tiny MViTv2, 
 
 Run (measured on this project's 2-core CPU, nothing else running: 142 s the first time, of which
 32 s XLA compilation; 106 s the next time, compiled programs coming from the persistent cache;
-benchmarks/RESULTS.md "First run"):
+docs/benchmarks.md "First run"):
 
     python train.py                                   # this config, mode maskdp
     python train.py --config.mode=dp                  # standard DP-SGD on the whole video
     python train.py --config.mode=nonprivate          # plain SGD, no privacy
     python train.py --config=configs/default.py --config.privacy.target_epsilon=2
 
-Expected (README, measured over 3 seeds): maskdp clearly above dp at the same ε, nonprivate above
-both. The run report (JSON + Markdown) is written to --workdir (default ./workdir/<mode>).
+Expected (README and docs/getting-started.md, measured over 3 seeds): maskdp clearly above dp at
+the same ε, nonprivate above both. The run report (JSON + Markdown) is written to --workdir
+(default ./workdir/<mode>).
 """
 
 import ml_collections
@@ -72,7 +73,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.warmup_epochs = 1.0
     config.optimizer.weight_decay = 0.0
 
-    # Frozen-prefix feature cache (data/feature_cache.py, README "Feature cache"): with a
+    # Frozen-prefix feature cache (data/feature_cache.py, docs/guides/feature_cache.md): with a
     # strategy that freezes the first blocks (selective, linear, norms, adapters; not full), the
     # tokens entering the first trainable block are computed once for G clips per video and the
     # steps run only the trainable suffix. Clips then come from that fixed grid of G positions.

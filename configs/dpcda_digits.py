@@ -7,7 +7,7 @@ release's ε: public benchmark data), sweeps l over the whole range 1 … min_cl
 (log-spaced) × ε ∈ {1, 5, 10, ∞} × 3 seeds × {noised label (the seed's), exact label}, training
 a logistic regression on each synthetic set and testing it on the real held-out 20 %. The
 seed's CNN is for 28×28 images; on 64 features a linear model is the fitting small classifier.
-Expected: with exact labels the best l is the largest (noisy class means), README.
+Expected: with exact labels the best l is the largest (noisy class means), docs/guides/dpcda.md.
 
 The release keeps the label exact (``release.label_noise=False``): under class-centric mixing
 the label mean is always e_k, so the seed's label noise buys no privacy (accounting/dpcda.py)

@@ -3,7 +3,7 @@ r"""Your own videos and masks: MaskDP on a ``<data_dir>/<class>/<video>`` folder
     python train.py --config=configs/folder_maskdp.py \
         --config.input.data_dir=/data/my_videos --config.input.mask_dir=/data/my_masks
 
-Nothing else is required. Masks mirror the video paths (README: "Your own videos and masks").
+Nothing else is required. Masks mirror the video paths (docs/guides/own_videos.md).
 The held-out split: ``<data_dir>/train.txt`` and ``test.txt`` if you have them (one
 ``<class>/<video>`` per line; ``--config.input.split_dir`` if they live elsewhere); with one of
 them, the other is every other video of the class folders; with neither, a seeded, stratified

@@ -20,7 +20,7 @@ Expected (seed 000, Table 2, HMDB-51, anonymized videos, top-1 %):
 150 epochs: seed 000, Sec. 5.3 ("... a 0.01 learning rate over 150 epochs"), which covers all of
 its datasets. Seed 003 reports the HMDB-51 DP-SGD baseline (51.7 at ε = 5, 56.5 at ε = 10).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
-the video paths (README: "Your own videos and masks").
+the video paths (docs/guides/own_videos.md).
 """
 
 import ml_collections

@@ -12,7 +12,7 @@ r"""NTU RGB+D 60, cross-subject: papers' MaskDP setting, δ = 1e-6, 150 epochs.
 
 Expected: compare with Table 1 of seed 001 (NTU RGB+D accuracy per ε).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
-the video paths (README: "Your own videos and masks").
+the video paths (docs/guides/own_videos.md).
 """
 
 import ml_collections

@@ -7,7 +7,7 @@ Seeded randomness, so that the two runs of a seed draw the same batches, clips a
 differ only in the precision of the products: a paired comparison (the seeds are published in
 the reports; this is a measurement, not a private release). bfloat16 keeps the parameters,
 norms, softmax, residual stream, logits and gradients (so clipping and noise) in float32
-(models/mvit.py). Results: docs/results/precision/ and the README's "bfloat16 compute".
+(models/mvit.py). Results: docs/results/precision/ and docs/guides/gpu_bf16.md, "bfloat16 compute".
 """
 
 import ml_collections

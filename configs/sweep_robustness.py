@@ -7,7 +7,8 @@ Every variant is calibrated to the same ε = 1 (the epoch variants therefore get
 default itself, over ten secret-randomness runs, is docs/results/spread (median 21.5 %, range
 14.6-25.4 %); a variant whose range sits inside that one is not distinguishable from the default
 with three runs, one that falls to chance (12.5 %, 8 classes) would mark an edge. Results:
-docs/results/robustness/ and the README's "How much a run varies".
+docs/results/robustness/ and docs/guides/training.md, "How sensitive the default is to its
+settings".
 """
 
 import ml_collections

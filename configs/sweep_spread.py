@@ -5,7 +5,7 @@ r"""How much a plain ``python train.py`` varies: the default run (maskdp, ε = 1
 
 Each run draws a fresh secret for its noise and batches (model initialisation and clip offsets
 come from the seed), so the runs are what ten users would see; they cannot be reproduced bit for
-bit, which is the point. The README quotes the median and the range. Results:
+bit, which is the point. docs/getting-started.md quotes the median and the range. Results:
 docs/results/spread/.
 """
 

@@ -13,7 +13,7 @@ r"""Toyota Smarthome, cross-subject: papers' MaskDP setting, δ = 1e-5, 150 epoc
 Expected: compare with Table 1 of seed 001 (Toyota Smarthome mean per-class
 accuracy per ε; the report's mean_class_accuracy).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
-the video paths (README: "Your own videos and masks").
+the video paths (docs/guides/own_videos.md).
 """
 
 import ml_collections

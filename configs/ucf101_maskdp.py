@@ -13,7 +13,7 @@ r"""UCF-101, official split 1: papers' MaskDP setting, δ = 1e-5, 300 epochs.
 
 Expected: compare with Table 2 of seed 001 (UCF-101; MaskDP ahead of DP for ε ≤ 0.75).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
-the video paths (README: "Your own videos and masks").
+the video paths (docs/guides/own_videos.md).
 """
 
 import ml_collections

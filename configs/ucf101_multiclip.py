@@ -16,7 +16,7 @@ What seed 003 states, and where it comes from here:
 
 * network: "an MViT-B/16x4 model pre-trained on the Kinetics-400 dataset" (Table 2 caption):
   ``model.name = "mvit_v1_b"`` (torchvision's port, 36.6M parameters; full-size parity
-  6.8e-7 in benchmarks/RESULTS.md), initialised from the converted K400 checkpoint;
+  6.8e-7 in docs/benchmarks.md), initialised from the converted K400 checkpoint;
 * fine-tuning: "we choose to train the normalization layers in addition to the last linear
   layer" (Sec. 3.4): ``model.finetune = "norms"``, 110,885 parameters with 101 classes, the
   table's "110K" (tests/test_models_finetune.py);

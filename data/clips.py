@@ -326,7 +326,7 @@ class PixelNorm:
     The training loader keeps clips uint8 up to the step (``get_batch(..., normalize=False)``),
     which normalises them on the device: a quarter of the bytes to copy and transfer, and no
     host pass over every pixel, which was half of a clip's cost when reading a clip store
-    (``benchmarks/RESULTS.md``, "Clip store").
+    (``docs/benchmarks.md``, "Clip store").
 
     Privacy: a fixed per-pixel function, the same for every example; it mixes nothing.
 

@@ -20,7 +20,7 @@ What is cached, per training video ``i``:
 A training step takes, for each sampled video, K of its G cached clips, drawn without replacement
 from ``numpy.random.default_rng(seed)`` (:func:`grid_choice`). The seed is the loader's per-batch
 seed, as for pixel clips. This is a coarser clip sampling than the uniform offsets of pixel
-training (G positions instead of every frame), and the README says so.
+training (G positions instead of every frame), and docs/guides/feature_cache.md says so.
 
 Layout (a :mod:`data.store` directory: one store, two payloads)::
 

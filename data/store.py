@@ -1,6 +1,6 @@
 r"""Clip store: every video of a split decoded once into memory-mapped uint8 frames and masks.
 
-Decoding is the loader's cost (≈ 0.1 CPU-s per 16×224² clip, ``benchmarks/RESULTS.md``); a GPU
+Decoding is the loader's cost (≈ 0.1 CPU-s per 16×224² clip, ``docs/benchmarks.md``); a GPU
 step consumes clips far faster than a few cores decode them. A store holds, for every video of a
 split, the frames a clip can use at the config's resized size (what
 :func:`data.decode.read_video` returns before the crop) and their masks after the conservative
@@ -32,7 +32,7 @@ the OS), where a record format would read and deserialise a whole record per vid
 Measured (``benchmarks/data_throughput.py --sources=...,store``): a clip's 16 rows and masks read
 in 0.25 ms from the memory maps against 1.54 ms from an ArrayRecord file of the same rows (one
 record per frame, uncompressed). Lossless, so the equality with decoding holds; the price is disk
-(README, "Clip store").
+(docs/guides/own_videos.md, "Decode once: the clip store").
 
 The fingerprint covers what decides the bytes: the store version, the decoder, the resize, the
 frame step, the crop, and for every video its key, label, file size, frame count and size, and
@@ -154,8 +154,9 @@ class Kind:
     differs: str  # what a different fingerprint means, in words
 
 
-CLIPS = Kind("clip store", "python -m run.prepare --config=<the same config> (README, 'Clip "
-             "store')", "from other videos or with another preprocessing (decoder, resize_size, "
+CLIPS = Kind("clip store", "python -m run.prepare --config=<the same config> "
+             "(docs/guides/own_videos.md, 'Decode once: the clip store')",
+             "from other videos or with another preprocessing (decoder, resize_size, "
              "starts_on_stride, crop, files changed)")
 
 
@@ -209,8 +210,8 @@ def begin(directory: str, *, kind: Kind, fingerprint: str, files: dict[str, int]
     if needed > free:
         raise OSError(
             f"the {kind.name} needs {needed / 2**30:.1f} GiB but {directory} has "
-            f"{free / 2**30:.1f} GiB free: free space or choose another directory (README: "
-            "disk per dataset).")
+            f"{free / 2**30:.1f} GiB free: free space or choose another directory (docs/guides/"
+            "own_videos.md: disk per dataset).")
     for name, size in files.items():
         if size:
             with open(os.path.join(directory, name), "wb") as f:

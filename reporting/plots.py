@@ -320,3 +320,24 @@ def training_curve(history: list[dict[str, float]], path: str, *, title: str,
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def views_figure(panels: list[tuple[str, np.ndarray]], path: str, *, title: str) -> None:
+    """Images side by side, each with its caption: e.g. a frame, its public mask, and the public
+    and private views a MaskDP step trains on (``docs/figures/public_private.py``).
+
+    Args:
+      panels: ``(caption, image)`` pairs; an image is ``[H, W, 3]`` uint8 or ``[H, W]`` in [0, 1]
+        (drawn in greys, white = 1).
+      title: the figure's title.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.4 * len(panels), 2.9), dpi=100)
+    for ax, (caption, image) in zip(np.atleast_1d(axes), panels, strict=True):
+        ax.imshow(image, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(caption, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -15,7 +15,7 @@ written; a complete store is left as it is. ``--workers`` decoding processes (de
 CPU). The store is as private as the videos (it holds them decoded).
 
 An entry point like ``train.py``: it reads a training config, so it lives in the run layer
-(``data`` reads no configs, README "Layout") and builds the splits through
+(``data`` reads no configs, README, "Code layout") and builds the splits through
 :func:`run.datasets.video_splits`; the library part is :mod:`data.store`.
 """
 

@@ -13,7 +13,7 @@ cells, erosion and fill value that ``maskdp`` trains on), applied to the trainin
 clips, so the run measures how well that part alone predicts the label (the paper's reading: how
 much class information the context carries). The papers do not say which view the test clips
 get; evaluating on the same view is the reading under which a row measures one part's
-information rather than a train/test shift, and we state it in the README.
+information rather than a train/test shift, and docs/guides/context.md states it.
 
 The module also holds feature masking, the other way a run hides cells of every clip: the
 per-subject masks of a feature-masking audit (``config.feature_masks``), applied by
@@ -119,7 +119,7 @@ class ViewDataset(_Wrapped):
         if not dataset.has_masks:
             raise ValueError(
                 f"view {view!r} needs per-video masks, but dataset {dataset.name!r} has none "
-                "(README: 'Your own videos and masks')."
+                "(docs/guides/own_videos.md)."
             )
         self.dataset, self.view, self.tokens = dataset, view, tokens
         self._views = jax.jit(lambda v, m: getattr(tokens.views(v, m), view))

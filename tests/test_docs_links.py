@@ -1,5 +1,5 @@
-"""Every relative link in the repository's Markdown (README, BUILD, docs/, the package READMEs,
-benchmarks/RESULTS.md, the committed results) points at a file or folder that exists."""
+"""Every relative link in the repository's Markdown (README, BUILD, docs/ with the guides and the
+benchmarks, the package READMEs, the committed results) points at a file or folder that exists."""
 
 import pathlib
 import re
@@ -7,9 +7,12 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# The repository's own pages: top level, each package's README, docs/ (the committed results
-# included); not what a run writes into an ignored workdir.
-PAGES = sorted({*ROOT.glob("*.md"), *ROOT.glob("*/*.md"), *(ROOT / "docs").rglob("*.md")})
+# The repository's own pages: top level, each package's README, docs/ (the documentation site's
+# sources and the committed results); not what a run writes into an ignored workdir, nor the
+# site that Sphinx builds into docs/_build (it copies the sources there).
+BUILD = ROOT / "docs" / "_build"
+PAGES = sorted(p for p in {*ROOT.glob("*.md"), *ROOT.glob("*/*.md"), *(ROOT / "docs").rglob("*.md")}
+               if BUILD not in p.parents)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 

@@ -1,7 +1,8 @@
-"""The results committed under docs/results/ and quoted in the README are the runs' own numbers.
+"""The results committed under docs/results/ and quoted in the README and the documentation pages
+(docs/getting-started.md, docs/guides/) are the runs' own numbers.
 
 Nothing here trains: the run reports are the committed ``report.json`` files, and every table or
-README cell must be recomputed from them (no hand-typed results).
+quoted cell must be recomputed from them (no hand-typed results).
 """
 
 import json
@@ -17,6 +18,20 @@ from reporting import results
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")
+README = os.path.join(ROOT, "README.md")
+GETTING_STARTED = os.path.join(ROOT, "docs", "getting-started.md")
+
+
+def guide(name: str) -> str:
+    """Path of the guide page ``docs/guides/<name>.md``."""
+    return os.path.join(ROOT, "docs", "guides", f"{name}.md")
+
+
+def _read(path: str, *, unwrap: bool = False) -> str:
+    """The page's text; ``unwrap`` joins its wrapped lines (a quoted phrase may span two)."""
+    with open(path) as f:
+        text = f.read()
+    return " ".join(text.split()) if unwrap else text
 
 
 def _load(directory: str) -> list[dict]:
@@ -48,26 +63,24 @@ def test_reports_are_default_config_runs_at_the_target_epsilon(reports):
     assert sorted({r["config"]["seed"] for r in reports}) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("page", [README, GETTING_STARTED])
 @pytest.mark.parametrize("mode", ["nonprivate", "dp", "maskdp"])
-def test_readme_quotes_the_reports(reports, mode):
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    row = next(line for line in readme.splitlines() if re.match(rf"\| `{mode}`", line))
+def test_docs_quotes_the_reports(reports, mode, page):
+    row = next(line for line in _read(page).splitlines() if re.match(rf"\| `{mode}`", line))
     for metric in ("top1", "top5"):
         values = [r["metrics"][metric] for r in reports if r["config"]["mode"] == mode]
         assert len(values) == 3
         cell = f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
-        assert cell in row, (mode, metric, cell, row)
+        assert cell in row, (page, mode, metric, cell, row)
 
 
 @pytest.mark.parametrize("view,label", [("public", "public view"), ("two_view", "two views")])
-def test_readme_quotes_the_view_diagnostics(reports, view, label):
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = " ".join(f.read().split())
+def test_docs_quotes_the_view_diagnostics(reports, view, label):
+    page = _read(GETTING_STARTED, unwrap=True)
     values = [r["view_metrics"][view]["top1"] for r in reports if r["config"]["mode"] == "maskdp"]
     assert len(values) == 3
     cell = f"{label} {100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}%"
-    assert cell in readme, cell
+    assert cell in page, cell
 
 
 SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
@@ -90,16 +103,15 @@ def test_sweep_is_the_whole_grid_each_run_calibrated_to_its_epsilon(sweep_report
             assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
 
 
-def test_sweep_table_in_results_and_readme_is_recomputed_from_the_reports(sweep_reports):
+def test_sweep_table_in_results_and_docs_is_recomputed_from_the_reports(sweep_reports):
     table = results.markdown_table(results.rows(sweep_reports))
-    for path in (os.path.join(SWEEP_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
+    for path in (os.path.join(SWEEP_RUNS, "results.md"), guide("sweeps")):
         with open(path) as f:
             assert table in f.read(), path
 
 
-def test_readme_quotes_the_sweeps_public_view_diagnostic(sweep_reports):
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = " ".join(f.read().split())
+def test_docs_quotes_the_sweeps_public_view_diagnostic(sweep_reports):
+    page = _read(guide("sweeps"), unwrap=True)
 
     def public_top1(eps):
         return 100 * np.mean([r["view_metrics"]["public"]["top1"] for r in sweep_reports
@@ -107,7 +119,7 @@ def test_readme_quotes_the_sweeps_public_view_diagnostic(sweep_reports):
                               and r["config"]["privacy"]["target_epsilon"] == eps])
 
     low, high = public_top1(0.25), public_top1(5.0)
-    assert f"rises from {low:.0f}% (ε = 0.25" in readme and f"to {high:.0f}% (ε = 5" in readme
+    assert f"rises from {low:.0f}% (ε = 0.25" in page and f"to {high:.0f}% (ε = 5" in page
 
 
 CONTEXT_RUNS = os.path.join(ROOT, "docs", "results", "context")
@@ -115,7 +127,7 @@ CONTEXT_RUNS = os.path.join(ROOT, "docs", "results", "context")
 
 def test_context_ablation_table_is_recomputed_from_its_reports():
     """Seed 000 Table 3 on the embedded data: the committed runs are the sweep_context grid, and
-    the table in results.md and the README is their view_table."""
+    the table in results.md and the guide is their view_table."""
     import sweep
     from configs import sweep_context
 
@@ -126,7 +138,7 @@ def test_context_ablation_table_is_recomputed_from_its_reports():
     assert all(r["config"]["mode"] == "nonprivate" and r["config"]["num_epochs"] == 16.0
                for r in reports)
     table = results.view_table(results.rows(reports))
-    for path in (os.path.join(CONTEXT_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
+    for path in (os.path.join(CONTEXT_RUNS, "results.md"), guide("context")):
         with open(path) as f:
             assert table in f.read(), path
 
@@ -137,7 +149,7 @@ MULTICLIP_RUNS = os.path.join(ROOT, "docs", "results", "multiclip")
 def test_multiclip_table_is_recomputed_from_its_reports():
     """Seed 003 Fig. 3a on the embedded data: the committed runs are the sweep_multiclip grid,
     every run of a mode at the same σ (ε does not depend on K), and the table in results.md and
-    the README is theirs."""
+    the guide is theirs."""
     import sweep
     from configs import sweep_multiclip
 
@@ -148,14 +160,14 @@ def test_multiclip_table_is_recomputed_from_its_reports():
         sigmas = {r["privacy"]["noise_multiplier"] for r in reports if r["config"]["mode"] == mode}
         assert len(sigmas) == 1, (mode, sigmas)  # K clips cost no privacy: same σ for every K
     table = results.markdown_table(results.rows(reports))
-    for path in (os.path.join(MULTICLIP_RUNS, "results.md"), os.path.join(ROOT, "README.md")):
+    for path in (os.path.join(MULTICLIP_RUNS, "results.md"), guide("multiclip")):
         with open(path) as f:
             assert table in f.read(), path
 
 
-def test_readme_quotes_the_spread_of_fresh_default_runs():
-    """Issue 19, item 14: the README's range for a fresh `python train.py` is the ten committed
-    secret-randomness runs of the default config."""
+def test_docs_quotes_the_spread_of_fresh_default_runs():
+    """The range that docs/getting-started.md gives for a fresh `python train.py` is the ten
+    committed secret-randomness runs of the default config."""
     reports = _load(os.path.join(ROOT, "docs", "results", "spread"))
     config = default.get_config()
     assert len(reports) == 10
@@ -166,11 +178,10 @@ def test_readme_quotes_the_spread_of_fresh_default_runs():
         # compute_dtype came later; runs without it computed in float32, today's default.
         assert {"compute_dtype": "float32", **c["model"]} == config.model.to_dict()
     top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = " ".join(f.read().split())
+    page = _read(GETTING_STARTED, unwrap=True)
     cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
             f"{np.mean(top1):.1f} ± {np.std(top1, ddof=1):.1f}")
-    assert cell in readme, cell
+    assert cell in page, cell
 
 
 def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
@@ -186,8 +197,8 @@ def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
     return reports
 
 
-def test_readme_quotes_the_robustness_sweep():
-    """Issue 19, item 14: the variant table in the README is recomputed from the committed
+def test_docs_quotes_the_robustness_sweep():
+    """The variant table in docs/guides/training.md is recomputed from the committed
     reports, which are exactly the sweep's grid (secret randomness, each calibrated to ε = 1)."""
     from configs import sweep_robustness
 
@@ -196,7 +207,7 @@ def test_readme_quotes_the_robustness_sweep():
     reports = _sweep_reports(root, config, randomness="secret")
     table = results.variant_table(results.rows(reports),
                                   {n: dict(o) for n, o in config.sweep.variants})
-    for path in (os.path.join(root, "results.md"), os.path.join(ROOT, "README.md")):
+    for path in (os.path.join(root, "results.md"), guide("training")):
         with open(path) as f:
             assert table in f.read(), path
 
@@ -240,82 +251,82 @@ def test_dpcda_reports_are_recomputed_from_their_study_rows(name):
                          * len(config["sweep"]["seeds"]) * len(config["sweep"]["label_noise"]))
 
 
-def test_readme_quotes_the_dpcda_results():
+def test_docs_quotes_the_dpcda_results():
     from release import run as release_run
 
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("dpcda")) as f:
+        page = f.read()
     digits, study, _, _ = _dpcda("dpcda_digits")
     rows = study["sweep"]
-    assert release_run.utility_table(rows) in readme
-    assert release_run.sigma_table(rows) in readme
-    assert f"{100 * digits['release']['test_accuracy']:.1f} %" in readme
+    assert release_run.utility_table(rows) in page
+    assert release_run.sigma_table(rows) in page
+    assert f"{100 * digits['release']['test_accuracy']:.1f} %" in page
     flips = {}
     for r in rows:
         if r["variant"] != "exact label" and math.isfinite(r["epsilon"]):
             flips.setdefault((r["epsilon"], r["order"]), []).append(r["label_flip_rate"])
     means = [np.mean(v) for v in flips.values()]
-    assert f"flips {100 * min(means):.0f}–{100 * max(means):.0f} % of the labels" in readme
+    assert f"flips {100 * min(means):.0f}–{100 * max(means):.0f} % of the labels" in page
     sigma = next(r["sigma_x"] for r in rows if r["epsilon"] == 1.0
                  and r["order"] == 4 and r["variant"] == "exact label")
-    assert f"σx = {sigma:.1f} per pixel" in readme
+    assert f"σx = {sigma:.1f} per pixel" in page
     stats = release_run.summarize(rows)
     for eps in (5.0, 10.0):
         best = release_run.best_order(rows, variant="exact label", epsilon=eps)
         mean = stats[("exact label", eps, best)][0]
-        assert f"ε = {eps:g}: l = {best} ({100 * mean:.1f} %)" in readme
+        assert f"ε = {eps:g}: l = {best} ({100 * mean:.1f} %)" in page
     _, video_study, _, _ = _dpcda("dpcda_video")
     stats = release_run.summarize(video_study["sweep"])
     best_private = max(m for (_, e, _), (m, _) in stats.items() if math.isfinite(e))
     best_clear = max(m for (_, e, _), (m, _) in stats.items() if not math.isfinite(e))
-    assert f"{100 * best_private:.1f} %" in readme and f"{100 * best_clear:.1f} %" in readme
+    assert f"{100 * best_private:.1f} %" in page and f"{100 * best_clear:.1f} %" in page
 
 
-def test_readme_quotes_the_coupled_audit():
+def test_docs_quotes_the_coupled_audit():
     with open(os.path.join(ROOT, "docs", "results", "audit_coupled", "report.json")) as f:
         report = json.load(f)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("auditing")) as f:
+        page = f.read()
     for r in report["rows"]:
         cells = (f"{r['public_batch_recovered_exactly']}/{r['steps_attacked']} steps | "
                  f"{r['precision']:.2f} | {r['recall']:.2f} | {r['epsilon']:.3g}")
-        assert cells in readme, cells
+        assert cells in page, cells
     rows = {r["sampling"]: r for r in report["rows"]}
     assert rows["coupled"]["recall"] == 1.0
     assert rows["coupled"]["epsilon"] / rows["decoupled"]["epsilon"] > 2.5  # "about three times"
 
 
-def test_readme_quotes_the_dpcda_lira_audit():
+def test_docs_quotes_the_dpcda_lira_audit():
     with open(os.path.join(ROOT, "docs", "results", "audit_dpcda", "report.json")) as f:
         report = json.load(f)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = " ".join(f.read().split())  # the README wraps lines
+    with open(guide("dpcda")) as f:
+        page = " ".join(f.read().split())  # the page wraps lines
     finite = [r for r in report["rows"] if math.isfinite(r["epsilon"])]
     clear = next(r for r in report["rows"] if not math.isfinite(r["epsilon"]))
     aucs = [r[k]["auc"] for r in finite for k in ("offline", "online")]
     bound = max(r[k]["epsilon_lower_bound"] for r in finite for k in ("offline", "online"))
-    assert f"AUC {min(aucs):.3f}–{max(aucs):.3f} and an ε lower bound of {bound:.2f}" in readme
+    assert f"AUC {min(aucs):.3f}–{max(aucs):.3f} and an ε lower bound of {bound:.2f}" in page
     assert f"offline AUC {clear['offline']['auc']:.3f} and ε ≥ " \
-           f"{clear['offline']['epsilon_lower_bound']:.2f}" in readme
-    assert f"({report['chance_asr_max']:.3f}," in readme
+           f"{clear['offline']['epsilon_lower_bound']:.2f}" in page
+    assert f"({report['chance_asr_max']:.3f}," in page
     for r in finite:  # the attack's lower bound never exceeds the accountant's upper bound
         assert all(r[k]["epsilon_lower_bound"] <= r["epsilon"] for k in ("offline", "online"))
 
 
-def test_readme_anonymisation_table_is_the_committed_summary():
-    """README "Anonymising your videos": each row is recomputed from the committed summary.json,
+def test_docs_anonymisation_table_is_the_committed_summary():
+    """docs/guides/anonymize.md: each row is recomputed from the committed summary.json,
     and the committed mask is one train.py reads, with the summary's public fraction."""
     from data import decode
 
     directory = os.path.join(ROOT, "docs", "results", "anonymize")
     with open(os.path.join(directory, "summary.json")) as f:
         videos = json.load(f)["videos"]
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("anonymize")) as f:
+        page = f.read()
     for key, v in videos.items():
         row = (f"| `{key}` | {v['frames']} | {v['public_fraction']:.3f} | "
                f"{len(v['frames_without_person'])} | {v['tubelets']} |")
-        assert row in readme, row
+        assert row in page, row
     mask, info = decode.load_mask(os.path.join(directory, "masks", "talk",
                                                "carphone_pristine.npz"))
     summary = videos["talk/carphone_pristine.mp4"]
@@ -323,16 +334,16 @@ def test_readme_anonymisation_table_is_the_committed_summary():
     assert mask.mean() == pytest.approx(summary["public_fraction"], abs=1e-12)
 
 
-def test_readme_lira_table_is_the_committed_audit():
-    """README "Membership inference with shadow models": every row recomputed from the committed
-    report.json (mean ± sample std over seeds, audit.membership.table); the dp lower bounds stay
-    below their ε."""
+def test_docs_lira_table_is_the_committed_audit():
+    """docs/guides/auditing.md, "Membership inference with shadow models": every row recomputed
+    from the committed report.json (mean ± sample std over seeds, audit.membership.table); the
+    dp lower bounds stay below their ε."""
     from audit import membership
 
     with open(os.path.join(ROOT, "docs", "results", "audit_synthetic", "report.json")) as f:
         report = json.load(f)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("auditing")) as f:
+        page = f.read()
     table = membership.table(report)
 
     def cell(entry, key):
@@ -345,17 +356,17 @@ def test_readme_lira_table_is_the_committed_audit():
         row = (f"| {mode} | {shown} | {cell(off, 'auc')} | {cell(on, 'auc')} | "
                f"{cell(off, 'asr_max')} | {cell(on, 'asr_max')} | "
                f"{cell(off, 'epsilon_lower_bound')} |")
-        assert row in readme, row
+        assert row in page, row
         if mode == "dp":
             assert all(r[k]["epsilon_lower_bound"] <= eps for r in report["rows"]
                        if r["mode"] == "dp" and r["epsilon"] == eps for k in ("offline", "online"))
-    assert f"Random guessing's ASR^M is {report['chance_asr_max']:.3f}" in readme.replace("\n", " ")
+    assert f"Random guessing's ASR^M is {report['chance_asr_max']:.3f}" in page.replace("\n", " ")
 
 
-def test_readme_feature_cache_table_is_the_benchmark_output_in_results_md():
-    """The README's feature-cache rows quote benchmarks/RESULTS.md's verbatim output (epoch
+def test_docs_feature_cache_table_is_the_benchmark_output_in_results_md():
+    """docs/guides/feature_cache.md's rows quote docs/benchmarks.md's verbatim output (epoch
     times, speed-ups, bytes per clip, break-even), not hand-typed numbers."""
-    with open(os.path.join(ROOT, "benchmarks", "RESULTS.md")) as f:
+    with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
         bench = f.read()
     section = bench[bench.index("## Feature cache (issue 22)"):]
     runs = {}
@@ -368,14 +379,14 @@ def test_readme_feature_cache_table_is_the_benchmark_output_in_results_md():
         mib = re.search(r"([\d.]+) MiB per clip", block)[1]
         epochs = re.search(r"pays for itself after ([\d.]+) epochs", block)[1]
         runs[strategy] = (no_cache, cached, speedup, mib, epochs)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("feature_cache")) as f:
+        page = f.read()
     rows = {"selective": r"\| selective, k = 2 \(the papers'\) \| ([\d.]+) s → ([\d.]+) s \| "
                          r"\*\*([\d.]+)×\*\* \| ([\d.]+) MiB .*\| ([\d.]+) epochs \|",
             "linear": r"\| linear probe \| ([\d.]+) s → ([\d.]+) s \| \*\*([\d.]+)×\*\* \| .* \| "
                       r"([\d.]+) epochs \|"}
     for strategy, pattern in rows.items():
-        m = re.search(pattern, readme)
+        m = re.search(pattern, page)
         assert m, f"README feature-cache row {strategy!r} not found"
         no_cache, cached, speedup, mib, epochs = runs[strategy]
         assert float(m[1]) == round(no_cache, 1) and float(m[2]) == round(cached, 2 if cached < 1
@@ -386,9 +397,10 @@ def test_readme_feature_cache_table_is_the_benchmark_output_in_results_md():
             assert m[4] == mib
 
 
-def test_readme_quotes_the_precision_sweep():
-    """The bfloat16 table in the README is recomputed from the committed reports: the sweep's
-    grid, seeded (paired: a seed's two runs share batches, clips and noise), each at ε = 1."""
+def test_docs_quotes_the_precision_sweep():
+    """The bfloat16 table in docs/guides/gpu_bf16.md is recomputed from the committed reports:
+    the sweep's grid, seeded (paired: a seed's two runs share batches, clips and noise), each
+    at ε = 1."""
     from configs import sweep_precision
 
     root = os.path.join(ROOT, "docs", "results", "precision")
@@ -396,18 +408,18 @@ def test_readme_quotes_the_precision_sweep():
     for r in reports:
         assert r["config"]["model"]["compute_dtype"] == r["run"].rsplit("_", 1)[1]
     table = results.paired_table(reports, variants=("float32", "bfloat16"))
-    with open(os.path.join(ROOT, "README.md")) as f:
+    with open(guide("gpu_bf16")) as f:
         assert table in f.read()
 
 
-def test_readme_quotes_the_h100_suite_files():
-    """The README's H100 feature-cache rows and clip-store figures are the GPU suite's committed
-    output (benchmarks/gpu/h100-2026-11-24/), not hand-typed numbers."""
+def test_docs_quotes_the_h100_suite_files():
+    """The H100 feature-cache rows (docs/guides/feature_cache.md) and clip-store figures
+    (docs/guides/own_videos.md) are the GPU suite's committed output
+    (benchmarks/gpu/h100-2026-11-24/), not hand-typed numbers."""
     gpu = os.path.join(ROOT, "benchmarks", "gpu", "h100-2026-11-24")
     with open(os.path.join(gpu, "2-cache.md")) as f:
         runs = f.read().split("$ -m benchmarks.feature_cache")[1:]
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    page = _read(guide("feature_cache"))
     assert len(runs) == 2
     for dtype, block in zip(("float32", "bfloat16"), runs, strict=True):
         assert f"{dtype} compute" in block
@@ -417,56 +429,58 @@ def test_readme_quotes_the_h100_suite_files():
         speedup = re.search(r"speed-up with the cache: ([\d.]+)x", block)[1]
         row = (rf"\| {dtype} \| {epoch} s → {epoch_c} s \| \*\*{speedup}×\*\* \| "
                rf"{first} s → {first_c} s \|")
-        assert re.search(row, readme), row
+        assert re.search(row, page), row
     with open(os.path.join(gpu, "4-data.txt")) as f:
         data = f.read()
     decord = float(re.search(r"\| decord \| [\d.]+ \| ([\d.]+) \|", data)[1])
     store = float(re.search(r"\| store \| [\d.]+ \| ([\d.]+) \|", data)[1])
-    assert f"{store} CPU-ms per store clip against {decord} decoding" in readme
-    assert f"**{round(decord / store)}× less CPU per clip**" in readme
+    clip_store = _read(guide("own_videos"))
+    assert f"{store} CPU-ms per store clip against {decord} decoding" in clip_store
+    assert f"**{round(decord / store)}× less CPU per clip**" in clip_store
 
 
-def test_readme_canary_table_is_recomputed_from_the_committed_audit():
-    """README's canary rows are docs/results/audit_canaries/report.json through
+def test_docs_canary_table_is_recomputed_from_the_committed_audit():
+    """docs/guides/auditing.md's canary rows are docs/results/audit_canaries/report.json through
     audit.canaries.table, and no run's lower bound exceeds what its setting promises."""
     from audit import canaries
 
     with open(os.path.join(ROOT, "docs", "results", "audit_canaries", "report.json")) as f:
         report = json.load(f)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("auditing")) as f:
+        page = f.read()
     for e in canaries.table(report):
         eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
         up = "∞" if math.isinf(e["upper_bound"]) else f"{e['upper_bound']:g}"
         lb, auc = e["epsilon_lower_bound"], e["auc"]
         row = (f"| {e['mode']} | {eps} | {e['region']} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
                f"{auc[0]:.2f} ± {auc[1]:.2f} |")
-        assert row in readme, row
+        assert row in page, row
     finite = [r for r in report["rows"] if math.isfinite(r["upper_bound"])]
     assert len(finite) == 18 and all(r["epsilon_lower_bound"] <= r["upper_bound"]
                                      for r in finite)
-    assert "(0 of the 18 runs that promise a finite ε)" in readme
+    assert "(0 of the 18 runs that promise a finite ε)" in page
 
 
-def test_readme_feature_masking_tables_are_recomputed_from_the_committed_audit():
-    """README's feature-masking rows are docs/results/audit_feature_masking/report.json (LiRA rows
-    through audit.feature_masking.table), and the committed masks keep the MILP's constraint."""
+def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
+    """docs/guides/auditing.md's feature-masking rows are
+    docs/results/audit_feature_masking/report.json (LiRA rows through
+    audit.feature_masking.table), and the committed masks keep the MILP's constraint."""
     from audit import feature_masking
 
     with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking", "report.json")) as f:
         report = json.load(f)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
+    with open(guide("auditing")) as f:
+        page = f.read()
     for name, e in report["explainers"].items():
         check = (f"additivity error {max(e['quality_identity'], e['quality_utility']):.0e}"
                  if name == "shap" else
                  f"local R² {e['quality_identity']:.2f} / {e['quality_utility']:.2f}")
         row = f"| {name} | {e['seconds_per_video']:.2f} | {check} | {e['emblem_share']:.2f} |"
-        assert row in readme, row
+        assert row in page, row
     for v in report["versions"]:
         row = (f"| {v['version']} | {v['hidden_cells']:.1%} | {v['emblem_cells_hidden']:.1%} | "
                f"{v['identity_accuracy']:.2f} |")
-        assert row in readme, row
+        assert row in page, row
     with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking_dp",
                            "report.json")) as f:
         dp_report = json.load(f)
@@ -476,7 +490,7 @@ def test_readme_feature_masking_tables_are_recomputed_from_the_committed_audit()
         row = f"| {e['version']} | {e['mode']} | {eps} | " + " | ".join(
             f"{e[k][0]:.2f} ± {e[k][1]:.2f}" for k in ("asr_max", "asr_mean", "auc",
                                                        "test_accuracy")) + " |"
-        assert row in readme, row
+        assert row in page, row
     keep = np.array(report["keep"]["optimized"])
     s = np.array(report["identity_sensitivity"])
     u = np.array(report["utility_sensitivity"])
