@@ -207,7 +207,7 @@ def pld_discretization(epsilon_scale: float, step_loss_range: float = 0.0) -> fl
     Args:
       epsilon_scale: an upper estimate of the history's ε (we use the RDP ε).
       step_loss_range: the widest per-step privacy-loss support among the
-        history's segments (:func:`_step_loss_range`).
+        history's segments (``_step_loss_range``).
 
     Returns:
       ``max(PLD_RELATIVE_INTERVAL · epsilon_scale, step_loss_range /
@@ -492,7 +492,7 @@ def calibrate_noise_multiplier(
 ) -> float:
     """Smallest noise multiplier σ whose ε after ``steps`` steps is <= target.
 
-    Bisection-type search (see :func:`_smallest_sigma`) over the same accountant
+    Bisection-type search (see ``_smallest_sigma``) over the same accountant
     as :func:`epsilon`; for PLD the search starts from the RDP answer, which is an
     upper bound on the PLD σ.
 
@@ -504,7 +504,8 @@ def calibrate_noise_multiplier(
       method: ``"pld"`` or ``"rdp"``.
       adjacency: ``"special"`` or ``"replace"``.
       sampling: ``"decoupled"`` or ``"coupled"``.
-      num_examples: optional N; if given, δ >= 1/N is refused (:func:`check_delta`).
+      num_examples: optional N; if given, δ >= 1/N is refused
+        (:func:`~accounting.inputs.check_delta`).
 
     Returns:
       σ with ``epsilon(σ) <= target_epsilon`` and

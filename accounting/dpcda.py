@@ -12,7 +12,7 @@ one single person's data with another"). Two cases, and the seed's Theorem 1 cov
    applies (:mod:`accounting.without_replacement`, improved form).
 2. *Label change*: the record leaves pool k (N_k → N_k − 1) and joins pool k'. Each affected pool
    loses or gains one element. Draws from a pool P and from P∖{x} couple as
-   M(P) = (1−γ)·M(P∖{x}) + γ·E[M(S with one element replaced by x)], γ = l/|P|; by joint
+   M(P) = (1−γ)·M(P∖{x}) + γ·E[M(S with one element replaced by x)], γ = l/``|P|``; by joint
    convexity of e^{(α−1)D_α} every order is bounded by the Poisson-subsampled Gaussian at rate γ
    with the same sensitivity (both directions, Mironov, Talwar, Zhang 2019), which dp-accounting's
    RDP accountant evaluates exactly.
@@ -52,8 +52,9 @@ not account for it: those statistics are an unaccounted release. We use fixed (d
 or public statistics only (the callers in :mod:`release` enforce it), so this module accounts for
 the mixing draws alone.
 
-(ε, δ) from RDP by Balle et al. 2020 (the project's conversion, :func:`balle2020_curve`, on RDP
-clipped at 0), which is never looser than the seed's ε + log(1/δ)/(α−1).
+(ε, δ) from RDP by Balle et al. 2020 (the project's conversion,
+:func:`~accounting.theorem41.balle2020_curve`, on RDP clipped at 0), which is never looser than
+the seed's ε + log(1/δ)/(α−1).
 """
 
 from __future__ import annotations

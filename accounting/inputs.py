@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 METHODS = ("pld", "rdp")
-"""Accountants: privacy-loss distributions (tight) and Rényi DP (upper bound)."""
+"""The accountants by name, privacy-loss distributions (tight) and Rényi DP (upper bound)."""
 
 ADJACENCIES = ("special", "replace")
 """Neighbouring relations; see ``accounting/README.md``."""

@@ -20,7 +20,7 @@ runs offline on a CPU, and the paper's neural stages plug in behind the same int
    composition ``K`` (:mod:`anonymize.compose`).
 
 What the guarantee covers (read this before using the masks)
------------------------------------------------------------
+------------------------------------------------------------
 MaskDP protects the *private* pixels (mask 0) of a video under masked adjacency: neighbouring
 datasets differ in the private pixels of one video and share everything else, **the masks
 included**. Consequences for a pipeline that makes the masks:

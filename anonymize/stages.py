@@ -19,6 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
+#: What a segmenter may read of a video, from least to most (its ``reads`` declaration).
 READS = ("none", "boxes", "video")
 REFINER_READS = ("avatar", "crop")
 

@@ -78,8 +78,10 @@ from maskdp_jax.tokenizer import Tokenizer
 from run import model as run_model
 from run import views as run_views
 
+#: The explainers that attribute a model's log-odds to token cells.
 EXPLAINERS = ("shap", "lime")
-EVAL_CHUNK = 128  # coalitions per jitted model call (a fixed shape: one compilation)
+#: Coalitions per jitted model call (a fixed shape: one compilation).
+EVAL_CHUNK = 128
 
 
 # --------------------------------------------------------------------------- explainers

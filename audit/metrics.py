@@ -21,6 +21,7 @@ import numpy as np
 
 from audit import lira
 
+#: The false-positive rates at which the true-positive rate is reported (0.1 % and 1 %).
 FPRS = (0.001, 0.01)
 
 

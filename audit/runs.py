@@ -18,6 +18,7 @@ from maskdp_jax.plan import PrivacyPlan
 from reporting import plots
 from run import model as run_model
 
+#: The audits ``python -m audit`` runs, by the name a config gives in ``config.audit``.
 AUDITS = ("canaries", "coupled", "dpcda_lira", "feature_masking", "lira")
 
 

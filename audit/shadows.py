@@ -27,7 +27,7 @@ Equality. The two give the same models **bit for bit** on the CPU (tested at ful
 step's programs compile without XLA:CPU's YNNPACK dot fusion
 (:mod:`maskdp_jax.compilation`), whose kernels differ between a model-batched matrix product
 and the one-model product (6e-8 after two steps with it). Optax's bias correction
-``b ** count`` sees a scalar count, as in the one-model step (:func:`_model_axes`; on a
+``b ** count`` sees a scalar count, as in the one-model step (``_model_axes``; on a
 ``[chunk]`` vector of counts XLA:CPU takes its vectorised power, another last bit). And no chunk
 has width 1 (a unit model axis is simplified into other kernels; the last chunk is padded).
 One known difference remains: with a frozen prefix (``selective``, ``linear``) the shared frozen

@@ -2,9 +2,10 @@
 
 The attacked pipeline is the product's: :mod:`release.run` mixes a private set at a calibrated
 σx and a classifier is trained on the synthetic samples. Each of M shadow pipelines runs on a
-random half of the private training set (balanced inclusion, :func:`audit.lira.
-balanced_inclusion`); every private record is then scored on every shadow classifier by the
-log-odds of its true label, and LiRA (offline and online, leave-one-out) guesses membership.
+random half of the private training set (balanced inclusion,
+:func:`audit.lira.balanced_inclusion`); every private record is then scored on every
+shadow classifier by the log-odds of its true label, and LiRA (offline and online,
+leave-one-out) guesses membership.
 The records' membership in the *release's* input is what the accountant's ε bounds, and the
 classifier is post-processing of the release, so the attack's ε lower bound must stay below the
 accountant's ε.

@@ -54,6 +54,8 @@ import functools
 import numpy as np
 
 SHORT_VIDEO_POLICIES = ("pad", "error")
+#: Where a video's K training clips start: independent ``uniform`` offsets, or K of its
+#: ``consecutive`` non-overlapping clips.
 CLIP_SAMPLINGS = ("uniform", "consecutive")
 
 

@@ -309,7 +309,8 @@ def prepare(
     continues where it stopped; a complete store with the same fingerprint is left as it is.
 
     Args:
-      entries: the split's videos, in its index order (:meth:`VideoDataset.store_entries`).
+      entries: the split's videos, in its index order
+        (:meth:`~data.video_dataset.VideoDataset.store_entries`).
       directory: the store of this split; created if missing.
       decoder: ``"decord"`` or ``"pyav"`` (part of the fingerprint).
       resize_size: the short side the frames are resized to (part of the fingerprint).

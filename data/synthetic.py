@@ -208,7 +208,8 @@ class SyntheticMaskedActions:
 
     def mask_coverage(self, indices: np.ndarray) -> np.ndarray:
         """``[n, 3]``: public fraction of the centre clip's masks before and after resizing (the
-        same: no resize) and the resize factor 1 (see :meth:`VideoDataset.mask_coverage`)."""
+        same: no resize) and the resize factor 1 (see
+        :meth:`~data.video_dataset.VideoDataset.mask_coverage`)."""
         public = self.get_masks(indices).reshape(len(indices), -1).mean(axis=1)
         return np.stack([public, public, np.ones_like(public)], axis=1)
 

@@ -117,7 +117,8 @@ class TfdsUcf101:
 
     def get_batch(self, indices, *, num_clips: int = 1, seed=None,
                   normalize: bool = True) -> dict[str, np.ndarray]:
-        """Same contract as :meth:`VideoDataset.get_batch`; ``mask`` is all zeros (all private)."""
+        """Same contract as :meth:`~data.video_dataset.VideoDataset.get_batch`; ``mask`` is all
+        zeros (all private)."""
         indices = np.asarray(indices, np.int64)
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options

@@ -5,8 +5,8 @@
 and the evaluation do not know which dataset they read:
 
 * ``video`` float32 ``[n, V, T, c, c, 3]``, normalised ``(x / 255 - mean) / std``
-  (:attr:`VideoDataset.pixel_norm`), or with ``normalize=False`` the uint8 pixels, which the
-  training step normalises on the device;
+  (``VideoDataset.pixel_norm``), or with ``normalize=False`` the uint8
+  pixels, which the training step normalises on the device;
 * ``mask`` uint8 ``[n, V, T, c, c]``, 1 = public (*not protected*), 0 = private (protected under
   MaskDP). A dataset without mask files returns all zeros (everything private), which is what
   ``dp`` assumes; ``maskdp`` refuses such a dataset;
@@ -97,7 +97,8 @@ class VideoOptions:
 
 
 def find_mask(mask_dir: str, key: str) -> str:
-    """Path of the mask mirroring video ``key``; raises :class:`BadVideoError` if there is none."""
+    """Path of the mask mirroring video ``key``; raises :class:`~data.decode.BadVideoError` if
+    there is none."""
     stem = os.path.splitext(os.path.join(mask_dir, key))[0]
     for ext in (".npy", ".npz", *decode.MASK_VIDEO_EXTENSIONS):
         if os.path.isfile(stem + ext):
@@ -290,7 +291,8 @@ class VideoDataset:
         self, indices: np.ndarray, *, num_clips: int = 1, seed=None, normalize: bool = True
     ) -> dict[str, np.ndarray]:
         """Clips of videos ``indices`` (see the module docstring for shapes and views);
-        ``normalize=False`` leaves ``video`` uint8 (:attr:`pixel_norm` normalises it)."""
+        ``normalize=False`` leaves ``video`` uint8
+        (``pixel_norm`` normalises it)."""
         indices = np.asarray(indices, np.int64)
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options

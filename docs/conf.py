@@ -16,6 +16,7 @@ not resolve is listed in ``nitpick_ignore_regex`` below, with the reason for eac
 """
 
 import os
+import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -35,9 +36,8 @@ extensions = [
 
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-# results/: the committed run outputs (their report.md pages are written by the code, linked
-# from the guides as files, not built as pages); _build: the output; figures/: a script.
-exclude_patterns = ["_build", "results/**", "figures/**", "README.md"]
+# _build: the output; figures/: the script that draws the README picture.
+exclude_patterns = ["_build", "figures/**"]
 
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve to the heading's slug
@@ -48,6 +48,8 @@ autodoc_typehints = "description"
 autodoc_mock_imports = []
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+napoleon_use_ivar = True  # "Attributes:" as fields: autodoc documents the attributes themselves
+napoleon_use_rtype = False  # a "Returns:" line's first words stay prose, not a type to resolve
 
 nitpicky = True
 nitpick_ignore_regex = [
@@ -58,12 +60,23 @@ nitpick_ignore_regex = [
                r"tensorflow|tensorboardX|safetensors|mpmath|einops|pydantic|jax_privacy)(\..*)?"),
     # Standard-library and typing names, likewise without the Python inventory.
     (r"py:.*", r"(typing|collections|dataclasses|enum|os|pathlib|threading|concurrent|"
-               r"contextlib|abc|types|io|json|signal|functools)(\..*)?"),
+               r"contextlib|abc|types|io|json|signal|functools|tempfile|secrets|open)(\..*)?"),
+    # Type variables and private helpers that appear in signatures.
+    (r"py:class", r"run\.guard\.T|.*\._[A-Za-z]\w*"),
     (r"py:class", r"(Any|Callable|Iterable|Iterator|Sequence|Mapping|Protocol|NamedTuple|"
                   r"Optional|Union|Literal|TypeVar|Generic|ClassVar|Self|"
                   r"int|float|str|bool|bytes|dict|list|tuple|set|frozenset|object|type|"
                   r"Exception|ValueError|RuntimeError|OSError|None|NoneType|ellipsis|"
                   r"Array|ArrayLike|PyTree|DTypeLike|Path|PathLike)"),
+    # napoleon reads the words before the first colon of an "Attributes:" or "Args:" entry that
+    # names several fields at once ("mean / std: ...") or starts with prose as a type; such a
+    # "type" has a space, a slash or a quote in it and is no reference.
+    (r"py:class", r".*[^A-Za-z0-9_.].*"),
+    # ... or a single lower-case word: a parameter or field name in "name: description" prose
+    # (every class of this project is CamelCase; built-in types are listed above).
+    (r"py:class", r"[a-z_][a-z0-9_]*"),
+    # "Raises:" entries that name two exceptions at once ("ValueError / RuntimeError").
+    (r"py:exc", r".* / .*"),
 ]
 
 html_theme = "sphinx_book_theme"
@@ -74,3 +87,35 @@ html_theme_options = {
     "use_fullscreen_button": False,
 }
 html_static_path = []
+
+# Markdown pages link repository files the way GitHub resolves them (``../../BUILD.md``), which
+# tests/test_docs_links.py checks. Sphinx builds only docs/, so before a page is parsed its links
+# to Markdown files outside docs/ are rewritten: a file the site includes as a page (below) links
+# to that page; any other (raw benchmark output) becomes a download of the file. Links to other
+# files (code, JSON, images) need nothing: MyST already makes them downloads or images.
+INCLUDED = {"BUILD.md": "build.md", "accounting/README.md": "accounting-internals.md"}
+_MD_LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s#]+\.md)(#[^)\s]*)?\)")
+
+
+def _rewrite_outside_links(app, docname, source):
+    page_dir = os.path.dirname(str(app.env.doc2path(docname)))
+    docs_dir = os.path.abspath(app.srcdir)
+
+    def fix(match):
+        text, target, anchor = match.group(1), match.group(2), match.group(3) or ""
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            return match.group(0)
+        path = os.path.abspath(os.path.join(page_dir, target))
+        if path.startswith(docs_dir + os.sep):
+            return match.group(0)
+        repo_path = os.path.relpath(path, ROOT)
+        if repo_path in INCLUDED:
+            page = os.path.relpath(os.path.join(docs_dir, INCLUDED[repo_path]), page_dir)
+            return f"[{text}]({page}{anchor})"
+        return f"{{download}}`{text} <{target}>`"
+
+    source[0] = _MD_LINK.sub(fix, source[0])
+
+
+def setup(app):
+    app.connect("source-read", _rewrite_outside_links)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import jax
 
+#: Compile options of the step's programs on the CPU, YNNPACK dot fusion off (the module says why).
 CPU_COMPILER_OPTIONS: dict[str, str] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 

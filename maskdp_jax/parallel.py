@@ -37,6 +37,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 PyTree = Any
+#: Name of the mesh axis over which the rows of a physical batch are split.
 DATA_AXIS = "data"
 
 

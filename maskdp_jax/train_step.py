@@ -58,8 +58,8 @@ PyTree = Any
 Batch = dict[str, jnp.ndarray]
 ApplyFn = Callable[[PyTree, jnp.ndarray], jnp.ndarray]
 PixelNorm = Callable[[jnp.ndarray], jnp.ndarray]  # uint8 pixels -> float32 (data.clips.PixelNorm)
-# A physical batch -> its views: public / private [P, K, ...] (the model's input) and
-# has_public / has_private [P, K] bool, per clip.
+#: A physical batch -> its views: public / private ``[P, K, ...]`` (the model's input) and
+#: has_public / has_private ``[P, K]`` bool, per clip.
 ViewFn = Callable[[Batch], tokenizer.Views]
 
 

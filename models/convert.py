@@ -1,5 +1,7 @@
 r"""Import torchvision or PySlowFast MViT weights (v2 and v1) into the Flax tree of ``models.mvit``.
 
+Usage::
+
     # torchvision K400 weights (https://download.pytorch.org/models/mvit_v2_s-ae3be167.pth) with a
     # fresh 60-class head, written as an orbax checkpoint that train.py starts from:
     python -m models.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \

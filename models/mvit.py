@@ -89,7 +89,7 @@ def _rel_index(q_size: int, k_size: int) -> np.ndarray:
 
 
 class DepthwiseConv3d(nn.Module):
-    """Depthwise Conv3d, padding ``kernel // 2``, no bias (:func:`models.pooling.depthwise_conv3d`).
+    """Depthwise Conv3d, padding ``kernel // 2``, no bias (``models.pooling.depthwise_conv3d``).
 
     Same function and parameter (``kernel: [kT, kH, kW, 1, C]``, flax's depthwise ``nn.Conv``
     layout) as ``nn.Conv(C, kernel, strides, feature_group_count=C)``, computed as shifted,

@@ -13,7 +13,7 @@ convolution's 27-slice forward) into each of the 27 padded slices of the input g
 27 reductions of the weight gradient. The VJP here computes the input gradient as one stride-1
 correlation of the dilated, padded cotangent (in the float32 cases checked, bit for bit
 autodiff's value), and the weight gradient tap by tap in a loop (equal to float rounding;
-:func:`_weight_grad` says why a loop). Measured in one run on this 2-core CPU: full fine-tuning
+``_weight_grad`` says why a loop). Measured in one run on this 2-core CPU: full fine-tuning
 of ``mvit_tiny`` 1.07-1.09x faster per step, selective fine-tuning unchanged.
 
 Not done, and why: materialising the cotangent once (a product with the identity matrix: XLA:CPU
@@ -91,7 +91,7 @@ def _bwd(stride, residuals, g):
     With ``g`` dilated by the stride and padded (``gd``), the input gradient is the stride-1
     correlation ``gx[p] = sum_k gd[p + k] * w[K - 1 - k]``; the weight gradient is
     ``gw[k] = sum_o xp[o * s + k] * g[o]`` (``xp``: ``x`` padded as in the forward), summed in
-    ``float32`` or wider (:func:`_weight_grad`).
+    ``float32`` or wider (``_weight_grad``).
     """
     x, w = residuals
     kernel = w.shape[:3]

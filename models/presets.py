@@ -57,6 +57,7 @@ def _cpu_preset(width: int) -> dict:
     )
 
 
+#: Architecture of each model preset, by name (``config.model.name``).
 PRESETS: dict[str, dict] = {
     # The papers' network (34.5M parameters with the 400-class Kinetics head), 16 x 224^2 clips.
     "mvit_v2_s": dict(blocks=_mvit_v2_s_blocks(), input_size=(16, 224, 224), head_dropout=0.5),

@@ -44,6 +44,7 @@ import numpy as np
 BENCHMARKS = ("digits", "synthetic_video")
 """Public data: the utility study (which spends no budget of its own) may run on it by default."""
 SOURCES = (*BENCHMARKS, "npz", "folder")
+"""Every ``data.source``, the benchmarks, a user's ``.npz`` file or a folder of ``.npy`` records."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -138,7 +138,7 @@ def view_table(table_rows: list[dict[str, Any]]) -> str:
 
 
 def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) -> str:
-    """One row per sweep variant (``{name: {"dotted.key": value}}``, :mod:`sweep`): its changes,
+    """One row per sweep variant (``{name: {"dotted.key": value}}``, ``sweep.py``): its changes,
     test top-1 in percent as median, range and ``mean ± std`` over its runs (matched by the run
     name's suffix ``_<name>``)."""
     lines = ["| variant | changes | runs | median | range | mean ± std |",

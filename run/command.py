@@ -41,8 +41,8 @@ from ml_collections import config_flags
 
 from run.workdir_lock import WorkdirBusyError
 
-# Bad input: the project raises ValueError (and its subclasses: layouts, videos, conversions)
-# for every input it refuses.
+#: Bad input: the project raises ValueError (and its subclasses: layouts, videos, conversions)
+#: for every input it refuses; these exit with status 2 and one line on stderr.
 USER_ERRORS = (ValueError, FileNotFoundError, WorkdirBusyError, flags.Error)
 EXIT_BAD_INPUT = 2
 

@@ -56,7 +56,8 @@ def video_splits(
 
 
 def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None) -> VideoOptions:
-    """:class:`VideoOptions` from ``config.input``; refuses augmentation outside ``nonprivate``."""
+    """:class:`~data.video_dataset.VideoOptions` from ``config.input``; refuses augmentation
+    outside ``nonprivate``."""
     augment = bool(config.augment)
     if augment and mode is not None and Mode(mode).is_private:
         raise ValueError(

@@ -126,7 +126,8 @@ def check_budget(*, steps_done: int, planned_steps: int, next_steps: int = 1) ->
 
     Args:
       steps_done: logical steps the ledger counts.
-      planned_steps: steps the noise was calibrated for (:attr:`PrivacyPlan.steps`).
+      planned_steps: steps the noise was calibrated for
+        (``PrivacyPlan.steps``).
       next_steps: steps about to run (0: only check that the ledger is within the plan, e.g. on
         resume).
 

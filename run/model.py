@@ -102,7 +102,7 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
     """The model ``model_config`` names, its parameters and their fine-tuning split.
 
     Args:
-      model_config: ``config.model``: ``name`` (a preset of :data:`models.PRESETS`),
+      model_config: ``config.model``: ``name`` (a preset of :data:`models.presets.PRESETS`),
         ``finetune`` (a strategy of :mod:`models.finetune`), ``num_last_blocks`` (k for
         ``selective``), ``init_from`` (public pre-trained weights: an orbax checkpoint of
         ``python -m models.convert`` or a checkpoint file; "" for random initial values),

@@ -1,5 +1,7 @@
 r"""Decode a folder dataset once into clip stores (:mod:`data.store`), one per split.
 
+Usage::
+
     python -m run.prepare --config=configs/ucf101_maskdp.py \
         --config.input.data_dir=/data/UCF-101 --config.input.split_dir=/data/ucfTrainTestlist \
         --config.input.mask_dir=/data/UCF-101-masks --config.input.store_dir=/fast/ucf101-store \
