@@ -41,6 +41,7 @@ flags.mark_flags_as_required(["src", "dst", "mask_dir"])
 
 
 def main(argv) -> int:
+    """``python -m anonymize``: anonymise every video under ``--src`` (flags: ``--help``)."""
     del argv
     f = flags.FLAGS
     start = time.time()

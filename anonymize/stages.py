@@ -112,5 +112,6 @@ class InputError(ValueError):
 
 
 def check_reads(reads: str, *, allowed: tuple[str, ...], what: str) -> None:
+    """Refuse a stage whose ``reads`` declaration is not one of ``allowed`` (``what`` names it)."""
     if reads not in allowed:
         raise InputError(f"{what} must declare reads in {allowed}; got {reads!r}.")

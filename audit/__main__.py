@@ -14,6 +14,7 @@ from run import command
 
 
 def audit(config, workdir: str) -> str:
+    """Run the audit ``config`` names into ``workdir``; print its report; return a summary."""
     report = runs.run(config, workdir)
     with open(os.path.join(workdir, "report.md")) as f:
         print(f.read())

@@ -217,6 +217,7 @@ def table(report: dict) -> list[dict[str, Any]]:
 
 
 def markdown(config, report: dict) -> str:
+    """The canary audit's ``report.md``: setting, the table of lower bounds, what it shows."""
     lines = [
         "# Canaries in the private and in the public region, one-run audit",
         "",

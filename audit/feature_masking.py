@@ -475,6 +475,7 @@ def table(report: dict) -> list[dict[str, Any]]:
 
 
 def markdown(config, report: dict) -> str:
+    """The feature-masking study's ``report.md``: explainers, masks, the LiRA table."""
     explainers = report["explainers"]
     first = config.explainers[0]
     fallbacks = report["mask_methods"].count("top-k")

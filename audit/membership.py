@@ -98,6 +98,7 @@ def table(report: dict) -> list[dict[str, Any]]:
 
 
 def markdown(config, report: dict) -> str:
+    """The LiRA study's ``report.md``: setting and the table over modes and ε."""
     chance = report["chance_asr_max"]
     lines = [
         "# LiRA against shadow models (seed 004)",

@@ -74,6 +74,7 @@ def audit(config) -> dict[str, Any]:
 
 
 def markdown(config, report) -> str:
+    """The ``report.md`` of LiRA against a classifier trained on a DP-CDA release."""
     spec = config.audit_lira
     lines = [
         f"# LiRA against a classifier trained on a DP-CDA release ({config.data.source})",

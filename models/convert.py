@@ -341,6 +341,7 @@ def restore_params(path: str, *, like: Any) -> Any:
 # Command line
 # ----------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
+    """``python -m models.convert``: convert ``--src`` for ``--preset``, write ``--dst``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", required=True, help=".pth/.pt/.pyth, .safetensors or .npz file")

@@ -19,6 +19,7 @@ from run import command
 
 
 def release(config, workdir: str) -> str:
+    """Release a DP-CDA dataset into ``workdir`` (and its study, if on); return a summary."""
     outcome = run.run(config, workdir)
     privacy = outcome.release["privacy"]
     accuracy = outcome.release["test_accuracy"]

@@ -67,6 +67,7 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_csv(table_rows: list[dict[str, Any]], path: str) -> None:
+    """Write table rows (dicts with the same keys, in column order) as CSV with a header."""
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table_rows[0]))
         writer.writeheader()
