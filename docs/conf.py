@@ -45,6 +45,7 @@ myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve to the headi
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented"  # types only where the docstring speaks
 autodoc_mock_imports = []
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -86,7 +87,8 @@ html_theme_options = {
     "use_download_button": False,
     "use_fullscreen_button": False,
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]  # wider article: the result tables (custom.css says why)
 
 # Markdown pages link repository files the way GitHub resolves them (``../../BUILD.md``), which
 # tests/test_docs_links.py checks. Sphinx builds only docs/, so before a page is parsed its links
@@ -117,5 +119,21 @@ def _rewrite_outside_links(app, docname, source):
     source[0] = _MD_LINK.sub(fix, source[0])
 
 
+def _keep_spreads_together(app, docname, source):
+    """A table cell "0.97 ± 0.00" must not break at its spaces (a narrow column would show the
+    spread on a line of its own): in the built page the spaces around ± do not break. The
+    Markdown source keeps plain spaces (the committed-results test reads it)."""
+    source[0] = source[0].replace(" ± ", "\u00a0±\u00a0")
+
+
+def _skip_namedtuple_fields(app, what, name, obj, skip, options):
+    """NamedTuple fields are documented by their class's "Attributes:"; autodoc would add each
+    again as a property whose only text is "Alias for field number k"."""
+    doc = getattr(obj, "__doc__", None) or ""
+    return True if doc.startswith("Alias for field number") else None
+
+
 def setup(app):
     app.connect("source-read", _rewrite_outside_links)
+    app.connect("source-read", _keep_spreads_together)
+    app.connect("autodoc-skip-member", _skip_namedtuple_fields)
