@@ -30,9 +30,10 @@ JAX workers share one persistent compilation cache (``--cache_dir``), so a secon
 machine reuses the programs compiled by the first.
 
 Planning a lease (30 device-minutes, 10 minutes a call). Part times measured on an H100 at the
-papers' size (``docs/benchmarks.md``, first H100 lease): ``forward`` 110 s, ``cache`` 200 s per
-compute dtype, ``data`` 22 s, ``step`` 170-210 s of compilation per configuration (four modes,
-two frameworks: more than one call; split it with ``--modes``), ``full``: its first JAX step
+papers' size (``docs/benchmarks.md``, "Against Opacus on an H100"): ``forward`` 110 s,
+``cache`` 200 s per compute dtype, ``data`` 22 s, ``step`` 170-210 s of compilation per
+configuration (four modes, two frameworks: more than one call; split it with ``--modes``),
+``full``: its first JAX step
 (compilation and one step of B = 128) had not finished after 468 s. So: call 1
 ``--parts=forward,cache,data``; call 2 ``--parts=step --modes=maskdp,nonprivate2``; call 3
 ``--parts=full --modes=maskdp --steps=1`` alone.

@@ -96,7 +96,7 @@ def clipped_grad_sum(
         # inf. So does a norm beyond float32's range, whose clipping scale would be 0 anyway; it
         # is counted as non-finite too. (A separate all-finite reduction per leaf made the
         # compiled program of full fine-tuning larger: mvit_tiny's private pass compiled in
-        # 25.9 s instead of 16.9 s, docs/benchmarks.md.)
+        # 25.9 s instead of 16.9 s, docs/history.md.)
         norm = optax.tree.norm(grad)
         finite = jnp.isfinite(norm) & jnp.isfinite(loss)
         grad = jax.tree.map(lambda g: jnp.where(finite, g, jnp.zeros_like(g)), grad)

@@ -2,7 +2,7 @@
 
 One option, for XLA:CPU only: no YNNPACK library fusion of dots
 (``xla_cpu_experimental_ynn_fusion_type`` empty), so XLA's own dot kernels run instead. Measured on
-the 2-core CPU (``docs/benchmarks.md``, "Without YNNPACK"): the selective ``maskdp`` step 1.36x
+the 2-core CPU (``docs/history.md``, "XLA:CPU without YNNPACK"): the selective ``maskdp`` step 1.36x
 faster, ``dp`` 1.56x, compilation 20-30 % slower; and the same dot kernels whether or not a program
 is vmapped over models (YNNPACK's model-batched product differs from the one-model product in the
 last bit: 6e-8 after two steps), which makes :mod:`audit.shadows`' vmapped shadow models equal the

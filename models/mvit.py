@@ -117,7 +117,7 @@ def _im2col(x, kernel, stride, padding):
     that follows is the same, bit for bit; but XLA:CPU fuses each stage's few slices into its
     concatenation, where 147 windows became 147 kernels and a copy (measured on this 2-core CPU,
     ``mvit_tiny``'s 16 clips: forward 2.6 -> 1.6 ms, weight gradient 4.6 -> 3.5 ms, compilation
-    1.5 -> 0.2 s; docs/benchmarks.md).
+    1.5 -> 0.2 s; docs/history.md).
     """
     a = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
     out = pooled_size(x.shape[1:4], kernel, stride, padding)
@@ -145,7 +145,7 @@ class PatchEmbed(nn.Module):
       im2col (``_im2col``: the ``kT*kH*kW`` strided windows of the padded clip side by side), then
       one matmul.
       XLA:CPU runs the Conv3d of a 3-channel input through Eigen's spatial convolution at a few
-      GFLOP/s; measured on this 2-core CPU (docs/benchmarks.md), at ``mvit_tiny``
+      GFLOP/s; measured on this 2-core CPU (docs/history.md), at ``mvit_tiny``
       16 clips: 9.1 ms -> 2.5 ms forward, 27 -> 4 ms for the weight gradient; at ``mvit_v2_s``
       2 clips: 118 -> 108 ms forward, 391 -> 177 ms weight gradient. The windows cost
       ``kT*kH*kW*3 / (sT*sH*sW*3)`` = 4.6x the clip's memory, hence CPU only;

@@ -116,7 +116,7 @@ def _weight_grad(xp, g, w, stride):
     A loop rather than ``kT*kH*kW`` reductions side by side: the program then holds one reduction
     per convolution instead of 27, and under ``vmap`` (per-example gradients of full fine-tuning)
     each was a fusion of its own for XLA to compile. Measured on the 2-core CPU
-    (docs/benchmarks.md), the full fine-tuning private pass of ``mvit_tiny``
+    (docs/history.md), the full fine-tuning private pass of ``mvit_tiny``
     (per-example gradients, physical batch 16 in micro-batches of 4): compilation 65.7 -> 37.0 s,
     a pass 114 -> 100 ms, and the same gradient bit for bit (each tap's sum is the same sum).
     """

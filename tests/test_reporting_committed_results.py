@@ -368,7 +368,7 @@ def test_docs_feature_cache_table_is_the_benchmark_output_in_results_md():
     times, speed-ups, bytes per clip, break-even), not hand-typed numbers."""
     with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
         bench = f.read()
-    section = bench[bench.index("## Feature cache (issue 22)"):]
+    section = bench[bench.index("## Feature cache"):]
     runs = {}
     for strategy, block in zip(("selective", "linear"), section.split("$ python -m "
                                                                        "benchmarks.feature_cache")[1:3],
