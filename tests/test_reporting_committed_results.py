@@ -500,3 +500,45 @@ def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
         again = feature_masking.keep_cells(s[z], u[z], alpha=alpha,
                                            fallback_top_k=report["config"]["fallback_top_k"])
         np.testing.assert_array_equal(again.keep, keep[z])  # the committed masks, recomputed
+
+
+def _summaries(page: str) -> list[str]:
+    """docs/benchmarks.md's summaries: the topic table, the DP overhead and compile time tables,
+    and every "**Current figure**" paragraph."""
+    starts = ("| topic | current figure |", "| setting | maskdp / nonprivate2 |",
+              "| what | compile |", "**Current figure**")
+    return [block for block in page.split("\n\n") if block.startswith(starts)]
+
+
+def test_benchmark_summaries_quote_the_measured_outputs():
+    """Every number in the benchmark page's summaries is one that the verbatim outputs and their
+    readings on that page, or the superseded ones in docs/history.md, already state: a summary
+    never introduces a figure of its own."""
+    page = _read(os.path.join(ROOT, "docs", "benchmarks.md"))
+    history = _read(os.path.join(ROOT, "docs", "history.md"))
+    summaries = _summaries(page)
+    assert len(summaries) >= 11
+    rest = page
+    for block in summaries:
+        rest = rest.replace(block, "")
+    for block in summaries:
+        for number in re.findall(r"\d+(?:[.,]\d+)*(?:e-?\d+)?", block):
+            assert number in rest or number in history, (number, block[:80])
+
+
+def test_accounting_guide_sigma_table_is_the_accountants_output():
+    """docs/guides/accounting.md's σ table is `python -m accounting table`'s output: its settings
+    rows exactly, and the ε = 1 row's RDP cells recomputed (the whole table takes a minute; RDP
+    at one ε, a few seconds)."""
+    from accounting import accountant, paper_settings
+
+    page = _read(guide("accounting"))
+    for s in paper_settings.PAPER_SETTINGS:
+        row = f"| {s.name} | {s.num_examples} | {s.epochs} | {s.delta:g} | {s.q:.6g} | {s.steps} |"
+        assert row in page, row
+    cells = next(line for line in page.splitlines() if line.startswith("| 1 | ")).split(" | ")[1:]
+    for i, s in enumerate(paper_settings.PAPER_SETTINGS):
+        sigma = accountant.calibrate_noise_multiplier(
+            target_epsilon=1.0, delta=s.delta, q=s.q, steps=s.steps, method="rdp",
+            num_examples=s.num_examples)
+        assert cells[2 * i] == f"{sigma:.4f}", (s.name, cells[2 * i], sigma)
