@@ -13,7 +13,7 @@ public information: masked adjacency (docs/design.md, paper Definition 2) change
 * the private view may contain public pixels (those of mixed cells); that is harmless because public
   pixels are not protected.
 
-This module owns the token-cell geometry (:func:`public_cells`, one erosion shared by the views
+This module owns the token-cell geometry (:func:`.public_cells`, one erosion shared by the views
 and the host-side checks) and the degenerate-mask check (:func:`warn_degenerate_masks`, videos with
 no public or no private cell). The views are written for one clip and are jit/vmap friendly.
 Checking mask *files* (rank, shape, binary values) is the data loader's business:
@@ -225,7 +225,7 @@ class Tokenizer:
         return (1, *self.patch_stride) if self.is_image else self.patch_stride
 
     def views(self, video: jnp.ndarray, pixel_mask: jnp.ndarray) -> Views:
-        """:func:`make_views` of every clip (or image) of a batch.
+        """:func:`.make_views` of every clip (or image) of a batch.
 
         Args:
           video: ``[..., T, H, W, C]`` float (``[..., H, W, C]`` for an image tokeniser), any
@@ -299,7 +299,7 @@ def tokenizer_for(model: Any, *, fill_value: float = 0.0) -> Tokenizer:
 
 
 def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:
-    """:func:`public_cells` of ``[..., T, H, W]`` masks on the host (NumPy): ``[..., T', H', W']``
+    """:func:`.public_cells` of ``[..., T, H, W]`` masks on the host (NumPy): ``[..., T', H', W']``
     bool.
 
     >>> m = np.ones((3, 2, 4, 4), np.uint8); m[1, 0, 0, 0] = 0
@@ -313,7 +313,7 @@ def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) 
 
 def public_cells_batch(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:
     """``[N]`` number of public token cells of each video's ``[T, H, W]`` mask (host NumPy, the
-    erosion of :func:`public_cells`).
+    erosion of :func:`.public_cells`).
 
     >>> m = np.zeros((2, 2, 4, 4), np.uint8); m[1] = 1
     >>> public_cells_batch(m, patch_stride=(2, 2, 2)).tolist()
@@ -331,7 +331,7 @@ def warn_degenerate_masks(
 ) -> tuple[int, int]:
     """Warn, once with the totals, about videos with no private or no public token cell.
 
-    Host side (NumPy), with the erosion of :func:`public_cells`. A video is counted over all its
+    Host side (NumPy), with the erosion of :func:`.public_cells`. A video is counted over all its
     clips: all-public if every cell of every clip is public, all-private if none is.
 
     Args:

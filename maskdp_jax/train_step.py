@@ -27,7 +27,7 @@ Each physical batch is a dict::
     weight [P]                float32   1 = real example, 0 = padding
 
 The step reads ``video`` as the whole video (``dp``, ``nonprivate``) and makes the views of
-``maskdp`` with a view function (:data:`ViewFn`) given by the caller: :class:`PixelViews` cuts
+``maskdp`` with a view function (:data:`.ViewFn`) given by the caller: :class:`PixelViews` cuts
 them from ``video`` and ``mask`` with the model's tokeniser; a caller whose batches carry views
 made elsewhere (the run layer's feature cache, made by the same tokeniser before a frozen prefix)
 passes a function that reads them, and its batches need no ``video`` or ``mask``. Either way the
@@ -168,7 +168,7 @@ def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray
 
 @dataclasses.dataclass(frozen=True)
 class PixelViews:
-    """The :data:`ViewFn` of pixel batches: ``tokens.views`` of ``video [P, K, T, H, W, C]``
+    """The :data:`.ViewFn` of pixel batches: ``tokens.views`` of ``video [P, K, T, H, W, C]``
     (normalised) and ``mask [P, K, T, H, W]``. The public view is a function of the public
     pixels and the mask only (:mod:`maskdp_jax.tokenizer`). Hashable, so a jit or cache may key
     on it.
@@ -300,7 +300,7 @@ def make_train_step(
       tx: optax optimiser over the trainable subtree.
       plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`; the step reads the mode, C, σ and
         the expected batch size B from it.
-      views: how the ``maskdp`` views of a physical batch are made (:data:`ViewFn`): for pixel
+      views: how the ``maskdp`` views of a physical batch are made (:data:`.ViewFn`): for pixel
         batches ``PixelViews(tokens)`` with the model's tokeniser; unused by ``dp`` and
         ``nonprivate``.
       microbatch_size: per-example gradients of the private pass ``m`` at a time (None: the
