@@ -240,7 +240,8 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
 
 @pytest.mark.slow
 def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
-    """python -m run.prepare: the README's first step, run as a user runs it."""
+    """python -m run.prepare: the clip store's first step (docs/guides/own_videos.md), as a user
+    runs it."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""The layers of the tree (README "Layout"): no import runs up the layers.
+"""The layers of the tree (README, "Code layout"): no import runs up the layers.
 
 Read from the source with ``ast`` (every ``import`` statement, also inside functions), so a lazy
 import cannot hide an upward dependency.
