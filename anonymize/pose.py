@@ -92,7 +92,7 @@ class BlazePose:
         # 6 are auxiliary), Identity_1 [1, 1] person presence, Identity_2 segmentation logits
         lm = out["Identity"].reshape(-1, 5)[:NUM_KEYPOINTS]
         pose = np.stack([x0 + lm[:, 0] / s, y0 + lm[:, 1] / s,
-                         1 / (1 + np.exp(-lm[:, 3]))], 1).astype(np.float32)
+                         0.5 + 0.5 * np.tanh(lm[:, 3] / 2)], 1)  # sigmoid.astype(np.float32)
         logits = out["Identity_2"][0, 0]
         mask = cv2.warpAffine(logits, to_crop, (w, h),
                               flags=cv2.WARP_INVERSE_MAP | cv2.INTER_LINEAR,

@@ -30,12 +30,14 @@ def get_config() -> ml_collections.ConfigDict:
         detector="people",  # background: keep blobs near detections ("people") or all ("none")
         max_gap=12,  # frames a detection carries over to frames where nobody was found
     ))
-    config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=3, edge_sigma=2.0))
+    # grow 1 px and a 4 px avatar grid: the neural masks follow the outline, and more growth or a
+    # coarser grid puts more of the avatar on non-person pixels (docs/results/anonymize_quality)
+    config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=1, edge_sigma=2.0))
     config.inpaint = "median"  # "median" (temporal background plate) or "opencv" (per frame)
     # Poses for the avatar: "segmenter" (the ones centerface + refine="pose" finds; other
     # segmenters give none: silhouette avatar), "files" (pose.files_dir), "none" (silhouette)
     config.pose = ml_collections.ConfigDict(dict(method="segmenter", files_dir=""))
-    config.avatar = ml_collections.ConfigDict(dict(cell=8, smooth=0.5, seed=0))
+    config.avatar = ml_collections.ConfigDict(dict(cell=4, smooth=0.5, seed=0))
     config.blend_sigma = 1.5  # the public mask is the avatar region eroded by ceil(3 sigma) px
     config.tubelet_pad = 8
     config.tubelet_window = 9
