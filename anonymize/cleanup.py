@@ -95,6 +95,12 @@ class MaskCleanup:
         if self.grow < 0 or self.edge_sigma < 0:
             raise InputError("cleanup.grow and cleanup.edge_sigma must be >= 0.")
 
+    @property
+    def temporal_radius(self) -> int:
+        """Frames either side that one frame's output depends on (the pipeline cleans chunks of
+        frames with that many more on each side)."""
+        return self.window // 2
+
     def __call__(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q = unflicker(q, self.window)
         q = dilate(q, self.grow)

@@ -13,9 +13,11 @@ Output, for each source video ``<src>/<key>``:
 * ``<dst>/summary.json``: every video's summary (public fraction, frames without a person, what
   the segmenter read) and the settings.
 
-A video is processed whole in memory (float32 copies: about 16 bytes per pixel and frame).
-Files are written to a temporary name and renamed, so an interrupted run leaves no half file;
-a second run skips videos whose outputs exist (``overwrite=True`` redoes them).
+Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
+frame are measured). Files are written to a temporary name and renamed, so an interrupted run
+leaves no half file; a second run skips videos whose outputs exist and were made from the same
+source file (size, modification time and probe) with the same settings (``overwrite=True``
+redoes them); a changed source is redone.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class Options:
         refuses background subtraction, whose mask depends on the background.
       allow_no_person: write a video in which no person was found in any frame (an all-private
         mask: MaskDP then treats the whole video as DP-SGD would) instead of refusing it.
+        It changes no output, so a resume does not compare it.
+      chunk_frames: frames composed at once (:func:`anonymize_video`, memory).
     """
 
     blend_sigma: float = 1.5
@@ -94,15 +98,16 @@ class Options:
     codec_margin: int = 16
     max_reads: str = "video"
     allow_no_person: bool = False
+    chunk_frames: int = 16
 
     def __post_init__(self):
         if self.store not in STORES:
             raise InputError(f"store must be one of {STORES}; got {self.store!r}.")
         check_reads(self.max_reads, allowed=READS, what="max_reads")
         if self.blend_sigma < 0 or self.tubelet_pad < 0 or self.tubelet_window < 1 or \
-                self.codec_margin < 0:
-            raise InputError("blend_sigma, tubelet_pad and codec_margin must be >= 0 and "
-                             "tubelet_window >= 1.")
+                self.codec_margin < 0 or self.chunk_frames < 1:
+            raise InputError("blend_sigma, tubelet_pad and codec_margin must be >= 0, "
+                             "tubelet_window and chunk_frames >= 1.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,9 +126,22 @@ class NoPersonError(InputError):
     """No person was found in any frame of a video."""
 
 
-def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options) -> Result:
+def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options, *,
+                    in_place: bool = False) -> Result:
     """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``); see the package docstring for what
     the returned public mask means.
+
+    Memory: the segmenter and the pose stage see the whole video; everything after them runs
+    on chunks of ``options.chunk_frames`` frames (the cleanup with its temporal window's frames
+    on either side, the inpainter from a background plate fitted once on a frame subsample, the
+    renderer, merge, ``G`` and ``K``), so besides the video (3 bytes per pixel and frame) the
+    whole-video arrays are bool masks (the person mask, its cleaned version, the avatar region
+    and the public mask: 4 bytes) and the output (3 bytes, none with ``in_place=True``, which
+    writes the output over ``video``). Measured: MEASURE bytes per pixel and frame peak RSS with
+    the default configuration on a 300-frame 1920 x 1080 clip, MEASURE GiB, through
+    :func:`anonymize_folder` (``benchmarks/RESULTS.md``, "Anonymisation memory"), where decoding
+    briefly holds two copies of the frames. A cleanup without a ``temporal_radius`` attribute is
+    run on the whole video at once (its float32 alpha: 4 bytes more).
 
     Raises:
       NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
@@ -143,9 +161,9 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     if options.store == "h264" and (video.shape[1] % 2 or video.shape[2] % 2):
         raise InputError(f"{key}: store='h264' needs even frame sizes (yuv420p); got "
                          f"{video.shape[2]}x{video.shape[1]}. Use store='lossless'.")
-    # A segmenter that declares it reads no pixel is handed none (a blank video of the shape).
-    seen = np.broadcast_to(np.uint8(0), video.shape) if stages.segmenter.reads == "none" else video
-    q = np.asarray(stages.segmenter(seen, key))
+    # A stage that declares it reads no pixel is handed none (a blank video of the shape).
+    blank = np.broadcast_to(np.uint8(0), video.shape)
+    q = np.asarray(stages.segmenter(blank if stages.segmenter.reads == "none" else video, key))
     if q.shape != video.shape[:3] or q.dtype != np.bool_:
         raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
                          f"{video.shape[:3]}.")
@@ -155,36 +173,72 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
             f"{key}: no person found in any of its {len(q)} frames. Nothing to anonymise: its "
             "mask would be all private. Check the segmenter (configs/anonymize.py: "
             "segment.method), or set allow_no_person=True to write it with an all-private mask.")
-    q, q_alpha = stages.cleanup(q)
-    removed = np.asarray(stages.inpainter(video, q))
-    if removed.shape != video.shape or not np.all(np.isfinite(removed)):
-        raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} with "
-                         f"non-finite values or a shape other than the video's {video.shape}.")
-    background = q_alpha[..., None] * removed + (1 - q_alpha[..., None]) * video
     poses = None
     if stages.poses is not None:
-        blank = np.broadcast_to(np.uint8(0), video.shape)
         poses = pose_lib.check_poses(
             stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
-    avatar = stages.renderer(q) if poses is None else stages.renderer(q, poses)
-    if (avatar.region.shape != q.shape or avatar.region.dtype != np.bool_
-            or avatar.rgb.shape != video.shape or not np.all(np.isfinite(avatar.rgb))):
-        raise InputError(f"{key}: the renderer must return a bool region {q.shape} and finite "
-                         f"colours {video.shape}; got {avatar.region.dtype} "
-                         f"{avatar.region.shape} and {avatar.rgb.shape}.")
-    merged = compose.merge(background, avatar, options.blend_sigma)
-    crops = compose.tubelets(avatar.region, pad=options.tubelet_pad,
-                             window=options.tubelet_window)
-    out, touched = compose.refine_and_compose(merged, avatar, q, crops, stages.refiner,
-                                              options.blend_sigma)
+    t = len(video)
+    spans = [(lo, min(lo + options.chunk_frames, t)) for lo in range(0, t, options.chunk_frames)]
+    radius = getattr(stages.cleanup, "temporal_radius", None)
+    whole_alpha = None
+    if radius is None:
+        cleaned, whole_alpha = stages.cleanup(q)
+    else:
+        cleaned = np.empty_like(q)
+        for lo, hi in spans:
+            cleaned[lo:hi] = _clean_chunk(stages.cleanup, q, lo, hi, radius)[0]
+
+    def render(lo, hi):
+        chunk_poses = None if poses is None else poses[lo:hi]
+        q_c = cleaned[lo:hi]
+        avatar = stages.renderer(q_c) if chunk_poses is None else stages.renderer(q_c,
+                                                                                   chunk_poses)
+        if (avatar.region.shape != q_c.shape or avatar.region.dtype != np.bool_
+                or avatar.rgb.shape != (*q_c.shape, 3) or not np.all(np.isfinite(avatar.rgb))):
+            raise InputError(f"{key}: the renderer must return a bool region {q_c.shape} and "
+                             f"finite colours {(*q_c.shape, 3)}; got {avatar.region.dtype} "
+                             f"{avatar.region.shape} and {avatar.rgb.shape}.")
+        return avatar
+
+    region = np.empty_like(q)
+    for lo, hi in spans:  # C needs the whole region before any chunk is composed
+        region[lo:hi] = render(lo, hi).region
+    crops = compose.tubelets(region, pad=options.tubelet_pad, window=options.tubelet_window)
+    fit = getattr(stages.inpainter, "fit", None)
+    inpainter = fit(video, cleaned) if fit is not None else stages.inpainter
     margin = options.codec_margin if options.store == "h264" else 0
-    public = compose.public_mask(avatar.region, options.blend_sigma, codec_margin=margin)
-    public &= ~touched
+    out = video if in_place else np.empty_like(video)
+    public = np.empty_like(q)
+    for lo, hi in spans:
+        q_c = cleaned[lo:hi]
+        alpha = (whole_alpha[lo:hi] if whole_alpha is not None
+                 else _clean_chunk(stages.cleanup, q, lo, hi, radius)[1])
+        frames = video[lo:hi]
+        removed = np.asarray(inpainter(frames, q_c))
+        if removed.shape != frames.shape or not np.all(np.isfinite(removed)):
+            raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} "
+                             "with non-finite values or a shape other than the video's "
+                             f"{frames.shape}.")
+        background = alpha[..., None] * removed + (1 - alpha[..., None]) * frames
+        del removed
+        avatar = render(lo, hi)
+        if not np.array_equal(avatar.region, region[lo:hi]):
+            raise InputError(f"{key}: the renderer returned another region for the same input: "
+                             "it must be deterministic (it is called twice per chunk).")
+        merged = compose.merge(background, avatar, options.blend_sigma)
+        del background
+        composed, touched = compose.refine_and_compose(
+            merged, avatar, q_c, _chunk_tubelets(crops, lo, hi), stages.refiner,
+            options.blend_sigma)
+        del merged
+        public[lo:hi] = compose.public_mask(avatar.region, options.blend_sigma,
+                                            codec_margin=margin) & ~touched
+        out[lo:hi] = np.clip(np.rint(composed), 0, 255).astype(np.uint8)
     summary = {
         "frames": int(len(video)),
         "size": [int(video.shape[1]), int(video.shape[2])],
         "public_fraction": float(public.mean()),
-        "person_fraction": float(q.mean()),
+        "person_fraction": float(cleaned.mean()),
         "frames_without_person": without.tolist(),
         "tubelets": len(crops),
         "segmenter": type(stages.segmenter).__name__,
@@ -194,8 +248,25 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         "refiner_reads": stages.refiner.reads,
         "store": options.store,
     }
-    return Result(np.clip(np.rint(out), 0, 255).astype(np.uint8), public, q, avatar.region,
-                  summary)
+    return Result(out, public, cleaned, region, summary)
+
+
+def _clean_chunk(cleanup_stage: Cleanup, q: np.ndarray, lo: int, hi: int, radius: int):
+    """The cleanup of frames ``lo:hi``, run on them and ``radius`` frames either side (what a
+    temporal window of that radius reads), so the result equals the whole video's cleanup."""
+    a, b = max(lo - radius, 0), min(hi + radius, len(q))
+    cleaned, alpha = cleanup_stage(q[a:b])
+    return cleaned[lo - a: hi - a], alpha[lo - a: hi - a]
+
+
+def _chunk_tubelets(crops: list[compose.Tubelet], lo: int, hi: int) -> list[compose.Tubelet]:
+    """The parts of ``crops`` in frames ``lo:hi``, their starts relative to ``lo``."""
+    out = []
+    for tube in crops:
+        a, b = max(tube.start, lo), min(tube.start + len(tube.boxes), hi)
+        if a < b:
+            out.append(compose.Tubelet(a - lo, tube.boxes[a - tube.start: b - tube.start]))
+    return out
 
 
 def find_videos(src: str) -> list[str]:
@@ -254,13 +325,30 @@ def _fps(path: str) -> float:
     return float(rate) if rate else 25.0
 
 
+def preview_frames(num_frames: int, frames: int = 5) -> np.ndarray:
+    """Indices of the ``frames`` evenly spaced frames a preview shows."""
+    return np.linspace(0, num_frames - 1, frames).round().astype(int)
+
+
 def preview(source: np.ndarray, result: Result, *, frames: int = 5) -> np.ndarray:
     """uint8 ``[3 H, frames W, 3]`` RGB: ``frames`` evenly spaced frames of the source (top row),
-    the anonymised video (middle) and the public mask (bottom, white = public)."""
-    idx = np.linspace(0, len(source) - 1, frames).round().astype(int)
+    the anonymised video (middle) and the public mask (bottom, white = public). ``source`` is the
+    whole source video or just those frames (:func:`preview_frames`)."""
+    idx = preview_frames(len(result.video), frames)
+    shown = source if len(source) == len(idx) != len(result.video) else source[idx]
     mask = np.repeat(result.public[idx, ..., None], 3, axis=-1).astype(np.uint8) * 255
-    rows = [np.concatenate(list(a), axis=1) for a in (source[idx], result.video[idx], mask)]
+    rows = [np.concatenate(list(a), axis=1) for a in (shown, result.video[idx], mask)]
     return np.concatenate(rows, axis=0)
+
+
+def source_signature(path: str) -> dict:
+    """What a resume compares to notice a replaced source: its size in bytes, modification time
+    (ns) and probe (frames, height, width)."""
+    st = os.stat(path)
+    info = decode.probe_video(path, decoder="pyav")
+    return {"bytes": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
+            "frames": int(info.num_frames), "height": int(info.height),
+            "width": int(info.width)}
 
 
 def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
@@ -294,6 +382,12 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                              "mask would be trained as public). Remove it or pick another "
                              "--mask_dir. Nothing was written.")
     settings = _settings(stages, options)
+    if stages.segmenter.reads == "video" and progress:
+        print(f"note: the segmenter {type(stages.segmenter).__name__} reads the whole video "
+              "(reads='video'): each public mask and avatar then depends on every pixel of its "
+              "video, background included (whatever a detector takes for a person, anywhere in "
+              "the frame), not only on the person; masks or boxes from files "
+              "(max_reads='boxes') bound that.", flush=True)
     bad = []
     for key in keys:
         try:
@@ -313,6 +407,8 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
             continue
         stem = os.path.splitext(os.path.join(mask_dir, key))[0]
         out_path = os.path.join(dst, key)
+        source = os.path.join(src, key)
+        signature = source_signature(source)
         if not overwrite and all(os.path.isfile(p) for p in
                                  (out_path, stem + ".npz", stem + ".json")):
             with open(stem + ".json") as f:
@@ -323,18 +419,24 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                     "store or options differ; see its summary "
                     f"{stem}.json): rerun with --overwrite, or write to another --dst and "
                     "--mask_dir. Nothing was changed.")
-            videos[key] = done
-            continue
-        source = os.path.join(src, key)
+            if done.get("source") == signature:
+                videos[key] = done
+                continue
+            print(f"{key}: the source changed since its outputs were written (size, "
+                  "modification time or probe differ from its summary): anonymised again.",
+                  flush=True)
         frames = read_video(source)
-        result = anonymize_video(frames, key, stages, options)
+        shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
+        result = anonymize_video(frames, key, stages, options, in_place=True)
+        del frames  # result.video is the same array, overwritten chunk by chunk
         result.summary["settings"] = settings
+        result.summary["source"] = signature
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
         _save(stem + ".npz", _npz(result.public))
         _save(stem + ".json", _json(result.summary))
         if preview_dir:
             png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
-            _save(png, _png(preview(frames, result)))
+            _save(png, _png(preview(shown, result)))
         videos[key] = result.summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
@@ -370,7 +472,8 @@ def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages) -> Non
 
 def _settings(stages: Stages, options: Options) -> dict:
     """What a video's outputs were made with (compared on resume): each stage's class and
-    parameters, the segmenter's ``reads``, and the options."""
+    parameters, the segmenter's ``reads``, and the options that change an output (not
+    :data:`_OUTPUT_IRRELEVANT`)."""
 
     def describe(stage) -> dict:
         params = (dataclasses.asdict(stage) if dataclasses.is_dataclass(stage)
@@ -378,11 +481,17 @@ def _settings(stages: Stages, options: Options) -> dict:
         return {"class": type(stage).__name__,
                 **{k: v for k, v in params.items() if isinstance(v, (str, int, float, bool))}}
 
+    options_out = {k: v for k, v in dataclasses.asdict(options).items()
+                   if k not in _OUTPUT_IRRELEVANT}
     return json.loads(json.dumps({
         "stages": {f.name: describe(getattr(stages, f.name)) for f in dataclasses.fields(stages)},
         "segmenter_reads": stages.segmenter.reads,
-        "options": dataclasses.asdict(options),
+        "options": options_out,
     }))
+
+
+# Options that change whether a video is written, never what is written: not compared on resume.
+_OUTPUT_IRRELEVANT = ("allow_no_person",)
 
 
 def _png(rgb: np.ndarray) -> bytes:
@@ -447,5 +556,6 @@ def build_stages(config) -> tuple[Stages, Options]:
     options = Options(blend_sigma=config.blend_sigma, tubelet_pad=config.tubelet_pad,
                       tubelet_window=config.tubelet_window, store=config.store,
                       codec_margin=config.codec_margin, max_reads=config.max_reads,
-                      allow_no_person=config.allow_no_person)
+                      allow_no_person=config.allow_no_person,
+                      chunk_frames=config.chunk_frames)
     return stages, options

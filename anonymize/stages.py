@@ -39,7 +39,11 @@ class Segmenter(Protocol):
 
 
 class Cleanup(Protocol):
-    """``B``: unflicker and grow a person mask and give it soft edges."""
+    """``B``: unflicker and grow a person mask and give it soft edges.
+
+    A cleanup with an int ``temporal_radius`` attribute (a frame's output depends on that many
+    frames either side) is run on chunks of frames; one without is run on the whole video.
+    """
 
     def __call__(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """bool ``[T, H, W]`` -> (cleaned bool ``[T, H, W]``, alpha float32 ``[T, H, W]``, 1 on
@@ -48,7 +52,12 @@ class Cleanup(Protocol):
 
 class Inpainter(Protocol):
     """``f_inp``: the video with the person removed (every output pixel is *private*: it is
-    computed from the background)."""
+    computed from the background).
+
+    The pipeline calls it on chunks of frames. One that needs the whole video (a background
+    plate) has a ``fit(video, q)`` method, called once with the whole video, that returns the
+    inpainter used on the chunks.
+    """
 
     def __call__(self, video: np.ndarray, q: np.ndarray) -> np.ndarray:
         """uint8 ``[T, H, W, 3]``, bool ``[T, H, W]`` -> float32 ``[T, H, W, 3]``."""
@@ -96,7 +105,8 @@ class Renderer(Protocol):
 
 class Refiner(Protocol):
     """``G``: refines a tubelet crop of the merged video (the paper: Stable Diffusion +
-    AnimateDiff + ControlNets conditioned on depth, pose and face keypoints).
+    AnimateDiff + ControlNets conditioned on depth, pose and face keypoints). It is called on a
+    tubelet's frames one chunk of the pipeline's frames at a time (``Options.chunk_frames``).
 
     Attributes:
       reads: ``"avatar"``: the pipeline hands it the crop with every non-avatar pixel zeroed, so

