@@ -660,7 +660,10 @@ def test_a_pose_stage_is_held_to_max_reads_and_poses_to_their_shape(tmp_path):
     with pytest.raises(stages.InputError, match="the pose stage reads 'video', more than"):
         pipeline.anonymize_video(video, "v.mp4", st, pipeline.Options(max_reads="boxes"))
     out = pipeline.anonymize_video(video, "v.mp4", st, pipeline.Options())
-    assert out.summary["frames_with_pose"] == 4 and seen[0] is not None and seen[0].any()
+    assert out.summary["frames_with_pose"] == 4 and seen[0].any()
+    Reader.reads = "none"  # declared blind: handed a blank video
+    pipeline.anonymize_video(video, "v.mp4", st, pipeline.Options(max_reads="none"))
+    assert seen[1].shape == video.shape and not seen[1].any()
     (tmp_path / "v.json").write_text(json.dumps({"poses": [[9] + [0.0] * 99]}))
     with pytest.raises(decode.BadVideoError, match="pose frame indices"):
         files(video, "v.mp4")
