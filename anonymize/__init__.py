@@ -7,15 +7,18 @@ writes every video of ``VIDEO_DIR`` (same relative paths) anonymised to ``OUT_DI
 ``MASK_DIR/<same path stem>.npz`` (uint8 ``[T, H, W]``, 1 = public) and ``OUT_DIR/summary.json``:
 exactly the layout ``train.py`` reads (``input.data_dir=OUT_DIR``, ``input.mask_dir=MASK_DIR``).
 
-Stages (:mod:`anonymize.stages` holds their interfaces; each has a classical implementation that
-runs offline on a CPU, and the paper's neural stages plug in behind the same interface):
+Stages (:mod:`anonymize.stages` holds their interfaces; each runs offline on a CPU, and the
+paper's neural stages plug in behind the same interface):
 
-1. ``f_seg`` person segmentation -> ``q`` (:mod:`anonymize.segment`);
+1. ``f_seg`` person segmentation -> ``q`` (:mod:`anonymize.segment`; the default finds faces
+   with CenterFace and segments each person with BlazePose, models shipped inside pip packages:
+   :mod:`anonymize.centerface`, :mod:`anonymize.pose`);
 2. ``B`` mask cleanup: temporal unflickering, slight growth, Gaussian alpha edges
    (:mod:`anonymize.cleanup`);
 3. ``f_inp`` inpainting of the person -> ``x_dot`` (:mod:`anonymize.inpaint`);
-4. ``f_pos``/``f_ren`` a procedural avatar over the person's region -> ``h``, its region ``r``
-   (:mod:`anonymize.avatar`);
+4. ``f_pos`` body poses (:mod:`anonymize.pose`: found with the mask, or from files) and
+   ``f_ren`` a procedural avatar over the person's region, posed where there is a pose -> ``h``,
+   its region ``r`` (:mod:`anonymize.avatar`);
 5. ``Merge``, tubelet crops ``C``, refinement ``G`` (an interface; no-op by default) and
    composition ``K`` (:mod:`anonymize.compose`).
 
@@ -39,20 +42,21 @@ included**. Consequences for a pipeline that makes the masks:
   motion compensation and rate control let any pixel influence any other; the codec margin only
   keeps the public region away from block-level mixing and is **not** a guarantee, so lossless
   FFV1 is the default.
-* **The mask is public, yet a segmenter reads pixels.** The released mask carries information
-  about every pixel the segmenter read, and so do the avatar's pixels: its outline, bands and
-  shading are drawn from the cleaned person mask ``q``, of which the released mask is only the
-  eroded core (the summary's ``person_fraction`` and ``frames_without_person`` are functions
-  of ``q`` too). None of that is protected by DP. The guarantee is therefore *for private pixels
-  given the segmentation ``q``*: an adversary learns, outside DP, whatever ``q`` reveals. Each
+* **The mask is public, yet a segmenter reads pixels.** The released mask carries information about
+  every pixel the segmenter read, and so do the avatar's pixels: its outline, bands and shading are
+  drawn from the cleaned person mask ``q`` (and its limbs from the poses, which are declared with
+  their own ``reads`` and held to ``max_reads`` too), of which the released mask is only the eroded
+  core (the summary's ``person_fraction`` and ``frames_without_person`` are functions of ``q`` too).
+  None of that is protected by DP. The guarantee is therefore *for private pixels given the
+  segmentation ``q`` and the poses*: an adversary learns, outside DP, whatever they reveal. Each
   segmenter declares what it reads (``reads``): ``"none"`` (masks from files: whoever made them
-  answers for them; the pipeline hands such a segmenter a blank video, so the declaration holds
-  by construction), ``"boxes"`` (GrabCut inside given person boxes: the mask depends only on the
-  pixels inside the boxes and a small margin, mostly the person, and on whatever made the boxes),
-  or ``"video"`` (background subtraction and detectors read every pixel, background included;
-  e.g. a car passing behind the person can enter the mask, and with it the avatar). ``"boxes"``
-  and ``"video"`` are declarations the pipeline trusts. The summary records each video's
-  ``reads``, and ``max_reads`` refuses a segmenter that reads more than a user allows.
+  answers for them; the pipeline hands such a segmenter a blank video, so the declaration holds by
+  construction), ``"boxes"`` (GrabCut inside given person boxes: the mask depends only on the pixels
+  inside the boxes and a small margin, mostly the person, and on whatever made the boxes), or
+  ``"video"`` (background subtraction and detectors read every pixel, background included; e.g. a
+  car passing behind the person can enter the mask, and with it the avatar). ``"boxes"`` and
+  ``"video"`` are declarations the pipeline trusts. The summary records each video's ``reads``, and
+  ``max_reads`` refuses a segmenter that reads more than a user allows.
 * **A refiner that reads the background leaves nothing public.** With the paper's diffusion
   refinement (``reads="crop"``) the tubelets cover the whole avatar, every pasted pixel is
   private, and MaskDP on the output is DP-SGD. Only an avatar-only refiner keeps the public region.

@@ -162,7 +162,8 @@ def main(argv=None) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible; "
                f"Python {platform.python_version()}; numpy {np.__version__}; OpenCV "
-               f"{_cv2().__version__}; peak RSS of the process {peak:.1f} GiB")
+               f"{_cv2().__version__}; peak RSS of the process {peak:.1f} GiB; load average at "
+               f"the end {os.getloadavg()[0]:.1f} (the machine is shared)")
     command = "python -m benchmarks.anonymize_quality " + " ".join(
         argv if argv is not None else sys.argv[1:])
     text = (f"{table(rows)}\n\nCommand: `{command.strip()}`  \nMachine: {machine}  \n"
