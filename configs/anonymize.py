@@ -44,6 +44,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.store = "lossless"  # FFV1; "h264" is lossy and voids bit-exact public pixels
     config.codec_margin = 16  # px more erosion with store="h264"
     config.max_reads = "video"  # "none" | "boxes" | "video": refuse segmenters that read more
-    config.allow_no_person = False  # compared on no resume: it changes no written output
+    config.allow_no_person = False  # not compared on resume: it changes no written output
     config.chunk_frames = 16  # frames composed at once (memory; anonymize.pipeline.anonymize_video)
     return config
