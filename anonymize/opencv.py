@@ -1,4 +1,5 @@
-"""The one import of OpenCV (``opencv-python-headless``, pinned in requirements.txt)."""
+"""The one import of OpenCV (``opencv-python-headless``, pinned by the anonymize extra,
+requirements-anonymize.txt)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ def cv2():
     """The ``cv2`` module, or an ImportError that says how to install it."""
     try:
         import cv2 as module
-    except ImportError as e:  # pragma: no cover - requirements.txt pins it
+    except ImportError as e:  # pragma: no cover - requirements-dev.txt installs it
         raise ImportError(
-            "anonymize needs OpenCV: pip install -r requirements.txt (opencv-python-headless)."
+            "anonymize needs OpenCV: pip install -e '.[anonymize]' "
+            "(or -r requirements-anonymize.txt)."
         ) from e
     return module

@@ -71,7 +71,7 @@ def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndar
                                               "haarcascade_frontalface_default.xml"))
     if face.empty():
         raise RuntimeError("OpenCV's haarcascade_frontalface_default.xml did not load; reinstall "
-                           "opencv-python-headless (requirements.txt).")
+                           "opencv-python-headless (pip install -e '.[anonymize]').")
     t, h, w, _ = video.shape
     out = []
     for frame in video:
