@@ -71,9 +71,10 @@ def build(preset: str, *, num_classes: int, seed: int = 0) -> run_model.RunModel
 
 
 def _loss_fn(built: run_model.RunModel, fill: str):
-    """``loss(params, clip [T, H, W, 3], cells [T', H', W'] bool public, label, public) ->
-    (loss, min_var)``, the view chosen by ``public`` (True: public view, False: private, None:
-    the full clip)."""
+    """``loss(params, clip [T, H, W, 3], mask [T, H, W] (1 = public), label [], which) ->
+    (loss, min_var)`` of the input ``which`` (``full``, ``public`` or ``private``). With
+    ``mask_token`` the hidden tokens are replaced after the position embedding of MViTv1 (the
+    probe is meant for the v2 presets, which have none)."""
     module = built.module
     tokens = built.tokenizer()
     if fill != "model":
@@ -117,19 +118,27 @@ def measure(preset: str, *, num_videos: int, fill: str, seed: int = 0,
         params = {**params, "mask_token_probe": jax.random.truncated_normal(
             jax.random.key(seed), -2.0, 2.0, (dim,)) * 0.02}
     loss = _loss_fn(built, fill)
-    grad = {which: jax.jit(jax.value_and_grad(lambda p, c, m, y, w=which: loss(p, c, m, y, w),
-                                              has_aux=True))
-            for which in views}
+
+    @jax.jit
+    def norms(params, clip, mask, label):
+        """Per view: squared gradient norm of every parameter, and min_var (one program)."""
+        out = {}
+        for which in views:
+            (_, min_var), g = jax.value_and_grad(loss, has_aux=True)(params, clip, mask, label,
+                                                                    which)
+            flat = traverse_util.flatten_dict(g)
+            out[which] = ({"/".join(k): jnp.sum(v.astype(jnp.float32) ** 2)
+                           for k, v in flat.items()}, min_var)
+        return out
+
     rows = []
     for i in range(num_videos):
         clip, mask = batch["video"][i, 0], batch["mask"][i, 0]
-        label = jnp.asarray(batch["label"][i])
         row = {"video": i, "public_cells": int(tokenizer.public_cells(
             mask, patch_stride=built.tokenizer().patch_stride).sum())}
-        for which, fn in grad.items():
-            (_, min_var), g = fn(params, clip, mask, label)
-            flat = traverse_util.flatten_dict(g)
-            sq = {"/".join(k): float(jnp.sum(v.astype(jnp.float32) ** 2)) for k, v in flat.items()}
+        for which, (sq, min_var) in jax.device_get(
+                norms(params, clip, mask, jnp.asarray(batch["label"][i]))).items():
+            sq = {k: float(v) for k, v in sq.items()}
             row[which] = math.sqrt(sum(sq.values()))
             row[f"min_var_{which}"] = float(min_var)
             if which == "public":
