@@ -113,12 +113,12 @@ def hidden_fill(clip_shape: tuple[int, ...], *, patch_stride: tuple[int, int, in
     LayerNorm they enter (block 0's ``norm1``, then the q/k/v pooling norms) multiplies their
     gradient by ``1 / sqrt(eps) = 1e3``. Measured at initial weights on the embedded dataset
     (``benchmarks/public_view_grad.py``, benchmarks/RESULTS.md "Public view at initial
-    weights"): with a constant fill the public view's gradient norm was a median 4e4 times the
-    full video's (up to 2e5; ``mvit_test`` and ``mvit_cpu``), all of it in ``patch_embed.bias``.
-    A ``±1`` pattern has the variance of normalised pixels, so a hidden token
-    ``kernel . pattern + bias`` has the variance of a content token at any weights, and the
-    public gradient is of the full video's order (median ratio 1.3). A learned mask token after
-    the patch embedding (MAE, BEiT) measured the same order (median 1.0-1.2); the texture was
+    weights"): with a constant fill the public view's gradient norm was 4e4-9e4 times the full
+    video's (``mvit_test``, ``mvit_cpu``, ``mvit_tiny``, ``mvit_v2_s``), all of it in
+    ``patch_embed.bias``. A ``±1`` pattern has the variance of normalised pixels, so a hidden
+    token ``kernel . pattern + bias`` has the variance of a content token at any weights, and
+    the public gradient is of the full video's order (median ratio 0.6-1.3). A learned mask
+    token after the patch embedding (MAE, BEiT) measured the same order (0.9); the texture was
     chosen because it lives in pixel space: no new parameter (converted checkpoints load
     unchanged), and every model and every consumer of views (training, the feature cache, the
     view ablation, feature masking) receives hidden cells through the one function it already
