@@ -112,7 +112,7 @@ def hidden_fill(clip_shape: tuple[int, ...], *, patch_stride: tuple[int, int, in
     weights. The tokens of every hidden cell are then the same zero-variance vector, and each
     LayerNorm they enter (block 0's ``norm1``, then the q/k/v pooling norms) multiplies their
     gradient by ``1 / sqrt(eps) = 1e3``. Measured at initial weights on the embedded dataset
-    (``benchmarks/public_view_grad.py``, benchmarks/RESULTS.md "Public view at initial
+    (``benchmarks/public_view_grad.py``, docs/benchmarks.md "Public view at initial
     weights"): with a constant fill the public view's gradient norm was 4e4-9e4 times the full
     video's (``mvit_test``, ``mvit_cpu``, ``mvit_tiny``, ``mvit_v2_s``), all of it in
     ``patch_embed.bias``. A ``±1`` pattern has the variance of normalised pixels, so a hidden
