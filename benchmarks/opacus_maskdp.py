@@ -94,10 +94,13 @@ def torch_setup(size: dict, strategy: str, *, seed: int = 0):
     return model
 
 
-def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | None):
+def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | None, *,
+              compute_dtype: str = "float32"):
     """Our model (:func:`run.model.build`, as train.py builds it) with the torch weights
     (``torch_state=None``: our own random initialisation, for measurements that do not depend on
-    the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``."""
+    the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``.
+    ``compute_dtype``: ``config.model.compute_dtype`` (parameters, norms and gradients stay
+    float32 whatever it is)."""
     import jax
 
     import models
@@ -105,7 +108,8 @@ def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | No
     from run import model as run_model
 
     config = default.model()
-    config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2))
+    config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2,
+                       compute_dtype=compute_dtype))
     params = None
     if torch_state is not None:
         module = models.get_model(size["preset"], num_classes=size["classes"])
