@@ -1,51 +1,92 @@
-r"""The GPU suite: what a lent accelerator should measure, in one command and one Markdown file.
+r"""The GPU suite: every GPU figure we report, in one device call and one Markdown file.
 
-    python benchmarks/gpu_suite.py --device=cuda --out=$OUT/gpu_suite.md             # all parts
-    python benchmarks/gpu_suite.py --device=cuda --parts=forward,step --out=...        # ≤ 10 min
-    python benchmarks/gpu_suite.py --size=tiny --device=cpu --out=/tmp/suite.md        # smoke test
+On a lent H100 (one call, ≤ 8 minutes including every compilation; the device tool's README
+for ``carry`` and the wheels). Here, once, fetch the wheels the device image lacks
+(``benchmarks/gpu_wheels.txt``; ``.whl/`` is git-ignored)::
 
-Parts (``--parts``, in this order; each appends its section to ``--out`` as soon as it is done,
-so a run cut off by a time limit keeps what it measured):
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .whl -r benchmarks/gpu_wheels.txt
 
-* ``forward``: our model's forward pass on one physical batch, compiled once: compile seconds,
-  median milliseconds, FLOPs of the program (XLA's cost analysis of the *lowered* program, see
-  :func:`forward_part`) and the achieved TFLOP/s, the MFU of the forward pass against
-  ``--peak_tflops`` when given. Needs only JAX.
-* ``step``: ours against Opacus at the size (``benchmarks/opacus_maskdp.py``, selective
-  fine-tuning, the four modes, one round): step times, DP overhead, peak device memory.
-* ``full``: the same for full fine-tuning, ours against the PyTorch per-example loop
-  (``maskdp`` and its two-view non-private baseline).
-* ``cache``: epoch time without and with the frozen-prefix feature cache
-  (``benchmarks/feature_cache.py``, selective fine-tuning, maskdp) with float32 and with
-  bfloat16 compute, and the cache's bytes per clip.
-* ``data``: clips per second per core, decoding (decord, PyAV) against reading a clip store
-  (``benchmarks/data_throughput.py --sources``), and how many cores would feed the ``step``
-  part's measured MaskDP step (2B clips per step).
+then run, with ``carry=[".whl"]`` and ``timeout_s=600``, this command line::
 
-``step`` and ``full`` need ``requirements-bench.txt`` (torch, torchvision, opacus); without them
-the section says so and names the install command (nothing is skipped silently). A worker's
-output goes into ``--out`` line by line as it prints, each line stamped with the seconds since
-the part began, so a run cut off by a device call's time limit keeps every line it printed. The
-JAX workers share one persistent compilation cache (``--cache_dir``), so a second run on the same
-machine reuses the programs compiled by the first.
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && python3 benchmarks/gpu_suite.py --all --out=$OUT/gpu_suite.md
 
-Planning a lease (30 device-minutes, 10 minutes a call). Part times measured on an H100 at the
-papers' size (``docs/benchmarks.md``, "Against Opacus on an H100"): ``forward`` 110 s,
-``cache`` 200 s per compute dtype, ``data`` 22 s, ``step`` 170-210 s of compilation per
-configuration (four modes, two frameworks: more than one call; split it with ``--modes``),
-``full``: its first JAX step
-(compilation and one step of B = 128) had not finished after 468 s. So: call 1
-``--parts=forward,cache,data``; call 2 ``--parts=step --modes=maskdp,nonprivate2``; call 3
-``--parts=full --modes=maskdp --steps=1`` alone.
-"""
+and commit what comes back under ``benchmarks/gpu/<device>-<date>/``. Elsewhere::
+
+    python benchmarks/gpu_suite.py --all --size=tiny --device=cpu --out=/tmp/suite.md  # dry run
+    python benchmarks/gpu_suite.py --all --dry_run --out=/tmp/plan.md  # the plan, nothing run
+    python benchmarks/gpu_suite.py --parts=forward,step --out=...      # some parts
+
+Rows, in priority order (``--all``: every part; ``--parts``: some). Every row but the ``cache``
+and ``data`` tools' runs is a fresh process, so its compile time and its peak device memory
+(JAX: the allocator's ``peak_bytes_in_use``; PyTorch: ``max_memory_allocated``; on the CPU, the
+peak resident memory) are its own:
+
+1. ``forward``: our forward pass on one physical batch in float32 (``highest`` matmul
+   precision), TF32 and bfloat16 compute: compile seconds, median milliseconds, the lowered
+   program's FLOPs (:func:`forward_row`), TFLOP/s and the percentage of the device's dense peak
+   for that precision (:data:`PEAK_TFLOPS`, NVIDIA's datasheet figures).
+2. ``step``: the selective fine-tuning step (k = 2), ours against Opacus
+   (``benchmarks/opacus_maskdp.py``'s workers: the same torchvision weights converted to ours,
+   the same videos, masks, labels and B), modes ``maskdp``, ``nonprivate2`` (its two-view
+   non-private baseline), ``dp``, ``nonprivate``, in bfloat16 (ours: ``compute_dtype=bfloat16``
+   with cuDNN's fused attention; PyTorch: AMP autocast to bfloat16) and TF32 (float32 with the
+   GPU's default TF32 products, both sides), then float32 ``highest`` for ``maskdp``: median step
+   milliseconds, the first step's seconds (ours: compilation), peak memory, Opacus / ours.
+3. ``full``: one step of full fine-tuning, ours against the PyTorch per-example loop (Opacus 1.6
+   cannot hook torchvision's MViT for it; ``docs/benchmarks.md``), ``maskdp``, TF32.
+4. ``cache``: epoch time without and with the frozen-prefix feature cache
+   (``benchmarks/feature_cache.py``) in bfloat16 and float32 compute.
+5. ``data``: clips per second per core, decoding against reading the clip store
+   (``benchmarks/data_throughput.py --sources``).
+
+Time plan. A device call has 10 minutes and the session 15 device-minutes with the machine's
+start, so the suite keeps to ``--budget_s`` (default 450 s: with the wheels' install it ends
+within 8 minutes). Before a row starts, its estimate (:data:`ESTIMATE_S`, seconds on an H100 at
+the papers' size, process start and compilation included; from the first two leases in
+``docs/benchmarks.md``: forward compile 37.5 s, a selective step's first step 80 s in TF32 or
+bfloat16 and 164-208 s in float32 ``highest``, Opacus' first step 1.5-2.9 s, the cache part 200 s
+per dtype, data 22 s, full fine-tuning's first step not done after 468 s) must fit in what is
+left of the budget, else the row says ``skipped`` with both numbers; a running row is stopped at
+the deadline and says so. Nothing is left out silently. Each row goes into ``--out`` when it is
+measured, so a run cut off by the call's limit keeps every row it measured. At these estimates a
+cold run at the papers' size fits the forward rows, the ``maskdp`` step in bfloat16 and TF32 (the
+issue's headline: ours against Opacus), and the data row, and skips the rest with a line: the
+compile time is the limit (about 80-200 s per step configuration), and each row the compile-time
+work saves is a row more in the same 8 minutes. The estimates apply at the papers' size only;
+other sizes run every row while the budget lasts.
+
+Sizes (``--size``): ``paper`` (``mvit_v2_s``, 16×224², 60 classes): forward on 16 clips; the
+selective step B = 32 in physical batches of 16; full fine-tuning B = 16 in physical batches of
+8, per-example gradients 4 at a time; the cache 32 videos in steps of 16. ``tiny`` and ``cpu``
+(``benchmarks/opacus_maskdp.py``'s sizes) for a dry run on the CPU
+(``tests/test_benchmarks_gpu_suite.py``).
+
+The JAX workers share one persistent compilation cache (``--cache_dir``) and, on a GPU, one XLA
+autotuning cache (``--xla_gpu_per_fusion_autotune_cache_dir``, checked before the first row: if
+XLA refuses the flag, the file says so and the rows run without it), so a fused kernel tuned for
+one row is not tuned again for the next. ``step`` and ``full`` need torch, torchvision and
+opacus (``requirements-bench.txt``; on the device, the image's torch and the carried opacus
+wheel), ``data`` needs decord and av; without them their rows say so and what to install.
+
+What a call carries is limited to 64 MiB (67.1 MB): the wheels are 54.7 MB, av's 35.8 MB and
+decord's 13.6 MB of it, and the tracked tree was 12.0 MB when this was written. Check with
+``git ls-files -z | xargs -0 du -cb | tail -1`` and ``du -sb .whl``; if the sum is over, fetch
+the list without av and decord: the data row then says it is skipped (it measures the host's
+CPU, which the first lease measured already: ``docs/benchmarks.md``).
+"""  # noqa: E501  (the two commands above are one line each, to be copied whole)
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import json
 import os
 import platform
+import resource
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -56,6 +97,38 @@ sys.path.insert(0, ROOT)
 from benchmarks.opacus_maskdp import SIZES  # noqa: E402
 
 PARTS = ("forward", "step", "full", "cache", "data")
+PRECISIONS = ("float32", "tf32", "bfloat16")
+# Dense (no sparsity) peak TFLOP/s per precision, NVIDIA's datasheets; the H200 has the H100 SXM's
+# chip. Matched against JAX's device_kind.
+PEAK_TFLOPS = {
+    "H100 80GB HBM3": {"float32": 67.0, "tf32": 494.7, "bfloat16": 989.4},
+    "H100 SXM": {"float32": 67.0, "tf32": 494.7, "bfloat16": 989.4},
+    "H200": {"float32": 67.0, "tf32": 494.7, "bfloat16": 989.4},
+    "H100 PCIe": {"float32": 51.2, "tf32": 378.0, "bfloat16": 756.0},
+}
+# Seconds per row on an H100 at the papers' size (see the module docstring), by row kind.
+ESTIMATE_S = {"forward": 50, "jax:selective": 100, "jax:selective:float32": 220,
+              "opacus:selective": 35, "jax:full": 480, "loop:full": 60, "cache": 200,
+              "data": 30}
+# The suite's own sizes at the papers' scale (the step's B is smaller than the papers' 128: the
+# comparison is per step at the same B on both sides, and the budget is compilation-bound).
+RUN_SIZES = {"paper": dict(step_batch=32, step_physical=16, full_batch=16, full_physical=8,
+                           full_microbatch=4, cache_videos=32, data_videos=8)}
+
+
+@dataclasses.dataclass
+class Row:
+    """One measurement: a fresh process (``cmd``) whose last stdout line is a JSON result, or a
+    tool whose output is copied into the file as it prints (``stream``)."""
+
+    part: str
+    label: str
+    cmd: list[str]
+    estimate_s: float
+    stream: bool = False
+    needs_torch: bool = False
+    needs_video: bool = False
+    meta: dict = dataclasses.field(default_factory=dict)
 
 
 def device_line(device: str) -> str:
@@ -66,23 +139,46 @@ def device_line(device: str) -> str:
             f"{platform.python_version()}, jax {jax.__version__}; requested device {device}")
 
 
-def forward_part(size: dict, *, steps: int, peak_tflops: float | None) -> str:
-    """Compile and time the forward pass of the size's preset on one physical batch.
+def peak_tflops(device_kind: str, precision: str) -> float | None:
+    for name, peaks in PEAK_TFLOPS.items():
+        if name in device_kind:
+            return peaks[precision]
+    return None
 
-    The FLOP count is XLA's cost analysis of the lowered program (StableHLO, before the
-    backend's passes), not of the compiled one: on a GPU, XLA rewrites convolutions and most
-    matrix products into cuDNN/cuBLAS custom calls, which the compiled program's cost analysis
-    counts as zero FLOPs (on an H100 it gave 321 GFLOP for ``mvit_v2_s`` on 16 clips, where the
-    lowered program has 2120 GFLOP, 2 x the 66 GMAC per clip torchvision lists for MViTv2-S).
+
+def _peak_memory_mib() -> float:
+    """This process's peak device memory (the JAX allocator's), or on the CPU its peak RSS."""
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        return stats["peak_bytes_in_use"] / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def forward_row(preset: str, classes: int, physical: int, precision: str, steps: int) -> dict:
+    """Compile and time the forward pass of ``preset`` on ``physical`` clips (a worker's body).
+
+    ``precision``: ``float32`` (``jax_default_matmul_precision="highest"``), ``tf32``
+    (``"tensorfloat32"``) or ``bfloat16`` (``compute_dtype`` bfloat16, default precision). The
+    FLOP count is XLA's cost analysis of the *lowered* program (StableHLO, before the backend's
+    passes), not of the compiled one: on a GPU, XLA rewrites convolutions and most matrix
+    products into cuDNN/cuBLAS custom calls, which the compiled program's cost analysis counts as
+    zero FLOPs (on an H100 it gave 321 GFLOP for ``mvit_v2_s`` on 16 clips, where the lowered
+    program has 2120 GFLOP, 2 x the 66 GMAC per clip torchvision lists for MViTv2-S).
     """
     import jax
     import jax.numpy as jnp
 
     import models
 
-    model = models.get_model(size["preset"], num_classes=size["classes"], head_dropout=0.0)
+    if precision != "bfloat16":
+        jax.config.update("jax_default_matmul_precision",
+                          "highest" if precision == "float32" else "tensorfloat32")
+    dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
+    model = models.get_model(preset, num_classes=classes, head_dropout=0.0, dtype=dtype)
     x = jnp.asarray(np.random.default_rng(0).standard_normal(
-        (size["physical"], *model.input_size, 3)).astype(np.float32))
+        (physical, *model.input_size, 3)).astype(np.float32))
     params = jax.jit(model.init)(jax.random.key(0), x[:1])["params"]
     forward = jax.jit(lambda p, v: model.apply({"params": p}, v))
     lowered = forward.lower(params, x)
@@ -101,37 +197,181 @@ def forward_part(size: dict, *, steps: int, peak_tflops: float | None) -> str:
         jax.block_until_ready(compiled(params, x))
         times.append(time.perf_counter() - t)
     median = float(np.median(times))
-    tflops = flops / median / 1e12
-    mfu = f"{100 * tflops / peak_tflops:.1f} %" if peak_tflops else "- (give --peak_tflops)"
-    return "\n".join([
-        f"Forward pass of `{size['preset']}` ({size['classes']} classes) on a physical batch of "
-        f"{size['physical']} clips {tuple(model.input_size)}, float32 "
-        f"(`jax_default_matmul_precision` = {jax.config.jax_default_matmul_precision}), median "
-        f"of {steps} after one warm-up:", "",
-        "| compile [s] | median [ms] | GFLOP per call (XLA cost analysis, lowered) | TFLOP/s "
-        "| MFU |",
-        "|---:|---:|---:|---:|---:|",
-        f"| {compile_s:.1f} | {1e3 * median:.1f} | {flops / 1e9:.4g} | {tflops:.4g} | {mfu} |",
-    ])
+    return dict(compile_s=compile_s, median_ms=1e3 * median, gflop=flops / 1e9,
+                tflops=flops / median / 1e12, device_kind=jax.devices()[0].device_kind,
+                peak_mib=_peak_memory_mib())
 
 
-def _bench_available() -> str | None:
+def _data_missing() -> str | None:
+    import importlib.util
+
+    absent = [m for m in ("decord", "av") if importlib.util.find_spec(m) is None]
+    if absent:
+        return (f"{', '.join(absent)} not installed here (the data row encodes videos with av and "
+                "decodes them with decord: carry their wheels, benchmarks/gpu_wheels.txt)")
+    return None
+
+
+def _bench_missing() -> str | None:
     try:
         import opacus  # noqa: F401
         import torch  # noqa: F401
         import torchvision  # noqa: F401
     except ImportError as e:
-        return (f"skipped: {e.name} is not installed here; `pip install -r "
-                "requirements-bench.txt` (torch, torchvision, opacus) to run this part.")
+        return (f"{e.name} is not installed here; `pip install -r requirements-bench.txt` "
+                "(torch, torchvision, opacus) to run this row")
     return None
 
 
-def _run(cmd: list[str], *, env: dict, out: str) -> str:
-    """Run a worker, appending each line it prints to ``out`` (and to stdout) as it comes.
+# ----------------------------------------------------------------------------------------------
+# The plan
+# ----------------------------------------------------------------------------------------------
+def run_sizes(args) -> dict:
+    """Batch sizes of the rows: :data:`RUN_SIZES` at the papers' size, else the size's own."""
+    size = SIZES[args.size]
+    run = dict(RUN_SIZES.get(args.size, dict(
+        step_batch=size["batch"], step_physical=size["physical"], full_batch=size["batch"],
+        full_physical=size["physical"], full_microbatch=size["microbatch"],
+        cache_videos=2 * size["physical"], data_videos=2)))
+    for key in ("cache_videos", "data_videos"):
+        run[key] = getattr(args, key) or run[key]
+    return run
 
-    Returns the worker's exit status as a closing line; stderr goes into the same stream, so a
-    failure's traceback is in the file. A worker killed with the suite leaves every line it had
-    printed (the reason the output is not collected and written at the end).
+
+def plan(args) -> list[Row]:
+    """Every row of ``args.parts``, in priority order (see the module docstring)."""
+    size, run = dict(SIZES[args.size]), run_sizes(args)
+    paper = args.size == "paper"
+
+    def est(kind):
+        return ESTIMATE_S[kind] if paper else 0.0
+
+    py, bench = sys.executable, os.path.join(ROOT, "benchmarks", "opacus_maskdp.py")
+    rows: list[Row] = []
+    parts = set(args.parts)
+    if "forward" in parts:
+        for precision in args.forward_precisions:
+            rows.append(Row("forward", precision, [
+                py, os.path.abspath(__file__), f"--worker=forward:{precision}",
+                f"--size={args.size}", f"--device={args.device}", f"--steps={args.steps}",
+                "--out=-"], est("forward")))
+
+    def step_rows(part, strategy, modes, precisions, frameworks, batch, physical, micro,
+                  steps, warmup):
+        out = []
+        for precision in precisions:
+            for mode in modes:
+                for fw in frameworks:
+                    kind = f"{fw}:{strategy}" + (":float32" if precision == "float32"
+                                                 and fw == "jax" else "")
+                    cmd = [py, bench, f"--size={args.size}", f"--batch={batch}",
+                           f"--physical={physical}", f"--microbatch={micro}",
+                           f"--steps={steps}", f"--warmup={warmup}", f"--device={args.device}",
+                           f"--precision={'float32' if precision == 'float32' else 'tf32'}",
+                           "--compute_dtype="
+                           + ("bfloat16" if precision == "bfloat16" else "float32"),
+                           f"--worker={fw}:{mode}:{strategy}"]
+                    out.append(Row(part, f"{precision} {mode} {fw}", cmd, est(kind),
+                                   needs_torch=True,
+                                   meta=dict(precision=precision, mode=mode, framework=fw)))
+        return out
+
+    if "step" in parts:
+        step = dict(batch=run["step_batch"], physical=run["step_physical"], micro=1,
+                    steps=args.steps, warmup=2)
+        # priority: the headline pair first, then the DP-overhead baseline, then the rest
+        for modes, precisions in ((("maskdp",), ("bfloat16", "tf32")),
+                                  (("nonprivate2",), ("bfloat16", "tf32")),
+                                  (("dp", "nonprivate"), ("bfloat16", "tf32")),
+                                  (("maskdp",), ("float32",))):
+            rows += step_rows("step", "selective", modes, precisions, ("jax", "opacus"), **step)
+    if "full" in parts:
+        rows += step_rows("full", "full", ("maskdp",), ("tf32",), ("jax", "loop"),
+                          batch=run["full_batch"], physical=run["full_physical"],
+                          micro=run["full_microbatch"], steps=1, warmup=1)
+    if "cache" in parts:
+        for dtype in args.cache_dtypes:
+            rows.append(Row("cache", dtype, [
+                py, "-m", "benchmarks.feature_cache", f"--preset={size['preset']}",
+                f"--classes={size['classes']}", f"--videos={run['cache_videos']}",
+                f"--batch={size['physical']}", "--grid=2", "--epochs=2",
+                f"--compute_dtype={dtype}"], est("cache"), stream=True))
+    if "data" in parts:
+        rows.append(Row("data", "decoding against the clip store", [
+            py, "-m", "benchmarks.data_throughput", "--sources=decord,pyav,store",
+            "--mask_format=npy", f"--videos={run['data_videos']}",
+            f"--batch={run['data_videos']}", "--batches=2"], est("data"), stream=True,
+            needs_video=True))
+    return rows
+
+
+HEADERS = {
+    "forward": ("Forward pass of `{preset}` ({classes} classes) on a physical batch of {physical} "
+                "clips, median of {steps} after one warm-up; float32 = `highest` matmul "
+                "precision, tf32 = `tensorfloat32`, bfloat16 = `compute_dtype=bfloat16`; % of "
+                "the device's dense peak for that precision:\n\n"
+                "| precision | compile [s] | median [ms] | GFLOP per call (XLA cost analysis, "
+                "lowered) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
+                "|---|---:|---:|---:|---:|---:|---:|\n"),
+    "step": ("Selective fine-tuning (k = 2), B = {step_batch} in physical batches of "
+             "{step_physical}, one logical step, median of {steps} after 2 warm-up steps, each "
+             "row a fresh process; ours = first step compiles; bfloat16: ours compute_dtype "
+             "bfloat16 (cuDNN fused attention on a GPU), PyTorch AMP autocast; tf32: float32 "
+             "with TF32 products on both sides; float32: `highest` / TF32 off:\n\n"
+             "| precision | mode | framework | median step [ms] | first step [s] | "
+             "peak memory [MiB] | Opacus / ours |\n|---|---|---|---:|---:|---:|---:|\n"),
+    "full": ("Full fine-tuning, B = {full_batch} in physical batches of {full_physical}, ours "
+             "with per-example gradients {full_microbatch} at a time, one timed step after the "
+             "first (which compiles); TF32 both sides; PyTorch: the per-example loop:\n\n"
+             "| precision | mode | framework | step [ms] | first step [s] | peak memory [MiB] | "
+             "loop / ours |\n|---|---|---|---:|---:|---:|---:|\n"),
+    "cache": "Epoch time without and with the frozen-prefix feature cache, per compute dtype:\n\n",
+    "data": ("Clips per second per core: decoding against reading the clip store. Cores to feed "
+             "a MaskDP step: 2B clips per step ÷ step seconds (the `step` rows) × CPU seconds "
+             "per clip, uint8 column.\n\n"),
+}
+
+
+def format_row(row: Row, r: dict, done: dict) -> str:
+    if row.part == "forward":
+        peak = peak_tflops(r["device_kind"], row.label)
+        share = f"{100 * r['tflops'] / peak:.1f} %" if peak else "- (peak unknown)"
+        return (f"| {row.label} | {r['compile_s']:.1f} | {r['median_ms']:.2f} | "
+                f"{r['gflop']:.4g} | {r['tflops']:.4g} | {share} | {r['peak_mib']:.0f} |\n")
+    m = row.meta
+    mem = r.get("peak_device_mib", r.get("timed_peak_rss_mib", float("nan")))
+    ours = done.get((row.part, m["precision"], m["mode"], "jax"))
+    ratio = "-"
+    if m["framework"] != "jax" and ours is not None:
+        ratio = f"{r['median_s'] / ours['median_s']:.2f}×"
+    return (f"| {m['precision']} | {m['mode']} | {m['framework']} | {1e3 * r['median_s']:.1f} | "
+            f"{r['first_step_s']:.1f} | {mem:.0f} | {ratio} |\n")
+
+
+def _cells(row: Row, text: str) -> str:
+    """A table row that holds a message instead of figures."""
+    if row.part == "forward":
+        return f"| {row.label} | {text} | | | | | |\n"
+    m = row.meta
+    return f"| {m['precision']} | {m['mode']} | {m['framework']} | {text} | | | |\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Running
+# ----------------------------------------------------------------------------------------------
+def _append(path: str, text: str) -> None:
+    with open(path, "a") as f:
+        f.write(text)
+    print(text, end="", flush=True)
+
+
+def _run(cmd: list[str], *, env: dict, out: str, timeout: float | None = None) -> str:
+    """Run a tool, appending each line it prints to ``out`` (and to stdout) as it comes.
+
+    Returns "" or a closing status line (``FAILED (exit N)`` or the deadline's); stderr goes
+    into the same stream, so a failure's traceback is in the file. A tool killed with the suite
+    leaves every line it had printed (the reason the output is not collected and written at the
+    end); one still running at ``timeout`` seconds is stopped and the file says so.
     """
     t = time.perf_counter()
     with open(out, "a") as f:
@@ -139,131 +379,180 @@ def _run(cmd: list[str], *, env: dict, out: str) -> str:
         f.flush()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:
-            line = f"[{time.perf_counter() - t:6.0f} s] {line}"
-            f.write(line)
-            f.flush()
-            print(line, end="", flush=True)
-        code = proc.wait()
-        status = "" if code == 0 else f"FAILED (exit {code})\n"
+
+        def copy():
+            for line in proc.stdout:
+                line = f"[{time.perf_counter() - t:6.0f} s] {line}"
+                f.write(line)
+                f.flush()
+                print(line, end="", flush=True)
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=timeout)
+            status = "" if code == 0 else f"FAILED (exit {code})\n"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            status = f"stopped at the suite's deadline after {time.perf_counter() - t:.0f} s\n"
+        reader.join(timeout=5)
         f.write(f"{status}```\n\n")
     return status
 
 
-def opacus_part(args, *, strategy: str, env: dict) -> str:
-    """benchmarks/opacus_maskdp.py at the size: selective FT against Opacus, full FT against the
-    PyTorch per-example loop (``--modes``, default: all four for selective, ``maskdp`` and its
-    two-view baseline for full)."""
-    missing = _bench_available()
-    if missing:
-        _append(args.out, missing + "\n\n")
-        return "skipped"
-    modes = args.modes or ("maskdp,nonprivate2" if strategy == "full" else None)
-    cmd = [sys.executable, "benchmarks/opacus_maskdp.py", f"--size={args.size}",
-           f"--device={args.device}", f"--strategies={strategy}", "--rounds=1",
-           f"--steps={args.steps}", "--warmup=2", "--skip_equality",
-           f"--precision={args.precision}",
-           "--frameworks=" + ("jax,loop" if strategy == "full" else "jax,opacus")]
-    if modes:
-        cmd.append(f"--modes={modes}")
-    if args.physical:
-        cmd.append(f"--physical={args.physical}")
-    if args.batch:
-        cmd.append(f"--batch={args.batch}")
-    return _run(cmd, env=env, out=args.out)
+def _run_json(cmd: list[str], *, env: dict, timeout: float) -> tuple[dict | None, str]:
+    """Run a worker to its JSON line: ``(result, "")`` or ``(None, why not)``."""
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=max(timeout, 1.0))
+    except subprocess.TimeoutExpired:
+        return None, (f"stopped at the suite's deadline after {time.perf_counter() - t:.0f} s "
+                      "(not finished: the first step had not ended)")
+    if proc.returncode:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:300].replace("|", "/")
+        return None, f"FAILED (exit {proc.returncode}): {tail}"
+    lines = proc.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1]), ""
+    except (IndexError, json.JSONDecodeError):
+        return None, f"FAILED: no result line in the worker's output ({lines[-1:]})"
 
 
-def cache_part(size: dict, args, *, env: dict) -> str:
-    """benchmarks/feature_cache.py at the size, for each ``--cache_dtypes`` compute dtype."""
-    videos = max(2 * size["physical"], args.cache_videos)
-    status = ""
-    for dtype in args.cache_dtypes.split(","):
-        cmd = [sys.executable, "-m", "benchmarks.feature_cache", f"--preset={size['preset']}",
-               f"--classes={size['classes']}", f"--videos={videos}",
-               f"--batch={size['physical']}", "--grid=2", "--epochs=2",
-               f"--compute_dtype={dtype}"]
-        status += _run(cmd, env=env, out=args.out)
-    return status
+def _preflight(env: dict, args) -> dict:
+    """On a GPU, check that XLA accepts the shared autotuning cache flag before every worker
+    relies on it; without it the rows still run (each tunes its own kernels)."""
+    if args.device != "cuda":
+        return env
+    flag = f"--xla_gpu_per_fusion_autotune_cache_dir={os.path.join(args.cache_dir, 'autotune')}"
+    trial = dict(env, XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} {flag}".strip())
+    proc = subprocess.run(
+        [sys.executable, "-c", "import jax; print(jax.jit(lambda x: x + 1)(1.0))"],
+        env=trial, capture_output=True, text=True, timeout=120)
+    if proc.returncode == 0:
+        _append(args.out, f"XLA autotuning cache shared by the rows: `{flag}`.\n\n")
+        return trial
+    tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+    _append(args.out, f"XLA refused `{flag}` ({tail}); the rows run without a shared "
+            "autotuning cache.\n\n")
+    return env
 
 
-def data_part(args, *, env: dict) -> str:
-    cmd = [sys.executable, "-m", "benchmarks.data_throughput", "--sources=decord,pyav,store",
-           "--mask_format=npy", f"--videos={args.data_videos}", f"--batch={args.data_videos}",
-           "--batches=2"]
-    status = _run(cmd, env=env, out=args.out)
-    _append(args.out, (
-        "Cores to feed a MaskDP step: 2B clips per step (public and private batch) ÷ step "
-        "seconds (the `step` section) × CPU seconds per clip, uint8 column (training loads uint8 "
-        "clips; their normalisation runs inside the step, on the device: timed under the "
-        "table).\n\n"))
-    return status
-
-
-def _append(path: str, text: str) -> None:
-    with open(path, "a") as f:
-        f.write(text)
-    print(text, end="", flush=True)
+def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
+    """Run (or with ``--dry_run`` list) every row, writing each to ``args.out`` as it ends."""
+    deadline = start + args.budget_s
+    size, run = SIZES[args.size], run_sizes(args)
+    done: dict = {}
+    failed: list[str] = []
+    part = None
+    missing = _bench_missing() if any(r.needs_torch for r in rows) else None
+    part_start = time.perf_counter()
+    for row in rows:
+        if row.part != part:
+            if part is not None:
+                _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
+            part, part_start = row.part, time.perf_counter()
+            _append(args.out, f"## {part}\n\n" + HEADERS[part].format(
+                preset=size["preset"], classes=size["classes"], physical=size["physical"],
+                steps=args.steps, **run))
+        left = deadline - time.time()
+        if args.dry_run:
+            text = f"dry run, not measured: `{' '.join(os.path.basename(c) for c in row.cmd)}`"
+            _append(args.out, f"{text}\n" if row.stream else _cells(row, text))
+            continue
+        if row.needs_torch and missing:
+            _append(args.out, _cells(row, f"skipped: {missing}"))
+            continue
+        if row.needs_video and _data_missing():
+            _append(args.out, f"skipped: {_data_missing()}\n")
+            continue
+        if left <= 0 or row.estimate_s > left:
+            text = (f"skipped: needs ≈ {row.estimate_s:.0f} s (H100 estimate), {max(left, 0):.0f}"
+                    f" s left of the {args.budget_s:.0f} s budget")
+            _append(args.out, f"{text}\n" if row.stream else _cells(row, text))
+            continue
+        if row.stream:
+            _append(args.out, f"{row.label}:\n\n")
+            status = _run(row.cmd, env=env, out=args.out, timeout=left)
+            if status:
+                failed.append(f"{row.part} {row.label}")
+            continue
+        result, why = _run_json(row.cmd, env=env, timeout=left)
+        if result is None:
+            failed.append(f"{row.part} {row.label}")
+            _append(args.out, _cells(row, why))
+            continue
+        if row.part in ("step", "full"):
+            m = row.meta
+            done[(row.part, m["precision"], m["mode"], m["framework"])] = result
+        _append(args.out, format_row(row, result, done))
+    if part is not None:
+        _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
+    _append(args.out, f"Suite: {time.time() - start:.0f} s of the {args.budget_s:.0f} s "
+            "budget.\n")
+    return failed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--all", action="store_true", help="every part (overrides --parts)")
+    parser.add_argument("--parts", default="forward,step",
+                        help=f"comma-separated, from {PARTS}")
     parser.add_argument("--size", choices=sorted(SIZES), default="paper")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--out", required=True, help="Markdown file to write")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per configuration")
-    parser.add_argument("--modes", help="modes of the step and full parts (default: all four "
-                        "for step; maskdp,nonprivate2 for full)")
-    parser.add_argument("--physical", type=int, help="physical batch (default: the size's)")
-    parser.add_argument("--batch", type=int, help="logical batch (default: the size's)")
-    parser.add_argument("--precision", choices=("float32", "tf32"), default="float32",
-                        help="matmul precision of the step and forward parts, both frameworks")
-    parser.add_argument("--peak_tflops", type=float,
-                        help="the device's peak for the MFU column (e.g. an H100's dense TF32)")
-    parser.add_argument("--data_videos", type=int, default=8, help="videos for the data part")
-    parser.add_argument("--cache_videos", type=int, default=32, help="videos for the cache part")
-    parser.add_argument("--cache_dtypes", default="float32,bfloat16",
-                        help="compute dtypes the cache part measures")
+    parser.add_argument("--budget_s", type=float, default=450.0,
+                        help="global deadline in seconds from the start; rows that would not "
+                        "fit are skipped with a line, a running one is stopped")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per row")
+    parser.add_argument("--forward_precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--cache_dtypes", default="bfloat16,float32",
+                        help="compute dtypes of the cache rows")
+    parser.add_argument("--cache_videos", type=int, help="videos of the cache rows")
+    parser.add_argument("--data_videos", type=int, help="videos of the data row")
     parser.add_argument("--cache_dir", default=os.path.expanduser("~/.cache/maskdp_jax/xla"),
-                        help="persistent compilation cache shared by the JAX workers")
+                        help="persistent compilation (and on a GPU, autotuning) cache")
+    parser.add_argument("--dry_run", action="store_true",
+                        help="write the plan (every section and row) without running anything")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # forward:<precision>
     args = parser.parse_args()
-    parts = args.parts.split(",")
-    unknown = sorted(set(parts) - set(PARTS))
+    args.parts = list(PARTS) if args.all else args.parts.split(",")
+    args.forward_precisions = args.forward_precisions.split(",")
+    args.cache_dtypes = args.cache_dtypes.split(",")
+    unknown = sorted(set(args.parts) - set(PARTS)) + sorted(
+        set(args.forward_precisions) - set(PRECISIONS)) + sorted(
+        set(args.cache_dtypes) - {"float32", "bfloat16"})
     if unknown:
-        parser.error(f"unknown parts {unknown}; choose from {PARTS}")
+        parser.error(f"unknown parts, precisions or dtypes {unknown}; parts: {PARTS}, "
+                     f"precisions: {PRECISIONS}")
+    start = time.time()
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=args.cache_dir,
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="1")
     if args.device == "cpu":
-        env["JAX_PLATFORMS"] = "cpu"
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    if args.precision == "tf32":
-        import jax
-
-        jax.config.update("jax_default_matmul_precision", "tensorfloat32")
-    size = dict(SIZES[args.size])
-    size.update({k: v for k, v in (("physical", args.physical), ("batch", args.batch)) if v})
+        env["JAX_PLATFORMS"] = os.environ["JAX_PLATFORMS"] = "cpu"
+    else:
+        # allocate on demand: the rows' peak memory is then what each needs
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if args.worker:
+        part, precision = args.worker.split(":")
+        size = SIZES[args.size]
+        print(json.dumps(forward_row(size["preset"], size["classes"], size["physical"],
+                                     precision, args.steps)))
+        return
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "not a git checkout"
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     with open(args.out, "w") as f:
-        f.write(f"# GPU suite: size `{args.size}` {size}\n\n{device_line(args.device)}\n\n")
-    failed = []
-    for part in [p for p in PARTS if p in parts]:
-        t = time.perf_counter()
-        _append(args.out, f"## {part}\n\n")
-        if part == "forward":
-            _append(args.out, forward_part(size, steps=args.steps, peak_tflops=args.peak_tflops)
-                    + "\n\n")
-            status = ""
-        elif part in ("step", "full"):
-            status = opacus_part(args, strategy="selective" if part == "step" else "full",
-                                 env=env)
-        elif part == "cache":
-            status = cache_part(size, args, env=env)
-        else:
-            status = data_part(args, env=env)
-        if "FAILED" in status:
-            failed.append(part)
-        _append(args.out, f"({part}: {time.perf_counter() - t:.0f} s)\n\n")
+        f.write(f"# GPU suite: size `{args.size}` {SIZES[args.size]}\n\n"
+                f"{device_line(args.device)}\n\n{now}, commit {commit}, budget "
+                f"{args.budget_s:.0f} s{' (dry run)' if args.dry_run else ''}\n\n")
+    if not args.dry_run:
+        env = _preflight(env, args)
+    failed = run_plan(plan(args), args, env, start=start)
     if failed:
-        raise SystemExit(f"parts {failed} failed; their output is in {args.out}")
+        raise SystemExit(f"rows {failed} failed; their lines are in {args.out}")
 
 
 if __name__ == "__main__":

@@ -365,8 +365,10 @@ class PeakRss:
 
 
 def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int, warmup: int,
-             device: str, microbatch: int | None) -> dict:
-    """Median logical-step seconds of one configuration, in this process."""
+             device: str, microbatch: int | None, compute_dtype: str = "float32") -> dict:
+    """Median logical-step seconds of one configuration, in this process. ``compute_dtype``
+    ``"bfloat16"``: ours with ``model.compute_dtype="bfloat16"``, PyTorch under ``torch.autocast``
+    to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on both sides."""
     import torch
 
     model = torch_setup(size, strategy)
@@ -383,7 +385,8 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
         patch_stride = (2, 4, 4)  # torchvision's conv_proj stride
         fn = ots.OpacusStep(model, mode, l2_clip_norm=clip, noise_multiplier=sigma,
                             expected_batch_size=size["batch"], patch_stride=patch_stride,
-                            engine=framework)
+                            engine=framework,
+                            autocast=torch.bfloat16 if compute_dtype == "bfloat16" else None)
         batches = torch_batches(data, size["physical"], device)
 
         def run():
@@ -396,7 +399,8 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
         from maskdp_jax.train_step import TrainState
 
         del model
-        jmodel, trainable, frozen, apply_fn = jax_setup(size, strategy, state)
+        jmodel, trainable, frozen, apply_fn = jax_setup(size, strategy, state,
+                                                        compute_dtype=compute_dtype)
         import optax
 
         tx = optax.sgd(0.1)
@@ -422,7 +426,8 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
             t = time.perf_counter()
             run()
             times.append(time.perf_counter() - t)
-    out = dict(framework=framework, mode=mode, strategy=strategy, first_step_s=first,
+    out = dict(framework=framework, mode=mode, strategy=strategy, compute_dtype=compute_dtype,
+               first_step_s=first,
                median_s=float(np.median(times)), min_s=float(np.min(times)),
                max_s=float(np.max(times)), steps=steps,
                # CPU: resident memory during the timed steps, and before the first step (both
@@ -476,6 +481,9 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--precision", choices=("float32", "tf32"), default="float32",
                         help="GPU matmuls/convolutions of the timed steps, both frameworks alike")
+    parser.add_argument("--compute_dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="the timed steps' products, both frameworks alike (bfloat16: ours "
+                        "model.compute_dtype, PyTorch AMP autocast)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip_equality", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # framework:mode:strategy
@@ -506,7 +514,8 @@ def main() -> None:
         framework, mode, strategy = args.worker.split(":")
         micro = size["microbatch"] if strategy == "full" else None
         print(json.dumps(time_one(framework, mode, strategy, size, steps=args.steps,
-                                  warmup=args.warmup, device=args.device, microbatch=micro)))
+                                  warmup=args.warmup, device=args.device, microbatch=micro,
+                                  compute_dtype=args.compute_dtype)))
         return
 
     print(f"# {args.size}: {size}, precision {args.precision}\n# {machine_line(args.device)}")
@@ -556,7 +565,7 @@ def run_worker(framework: str, mode: str, strategy: str, size: dict, args) -> di
            "--batch", str(size["batch"]), "--physical", str(size["physical"]),
            "--microbatch", str(size["microbatch"]), "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--device", args.device, "--precision", args.precision,
-           "--worker", f"{framework}:{mode}:{strategy}"]
+           "--compute_dtype", args.compute_dtype, "--worker", f"{framework}:{mode}:{strategy}"]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     proc = subprocess.run(cmd, capture_output=True, text=True)

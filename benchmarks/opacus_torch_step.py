@@ -120,17 +120,23 @@ class OpacusStep:
         once. The loop is what remains for full fine-tuning of torchvision's MViT, which Opacus
         1.6 cannot hook (its attention module takes a ``(T, H, W)`` tuple, on which Opacus'
         activation hook calls ``.detach()``).
+      autocast: ``torch.bfloat16``: the step runs under ``torch.autocast`` (PyTorch's mixed
+        precision, AMP: products in bfloat16, parameters, gradients, clipping and noise in
+        float32; Opacus supports it with its hooks), the counterpart of our
+        ``compute_dtype="bfloat16"``; None: float32.
     """
 
     def __init__(self, model: MViT, mode: str, *, l2_clip_norm: float, noise_multiplier: float,
                  expected_batch_size: int, patch_stride: Sequence[int], lr: float = 0.1,
-                 fill_value: float | np.ndarray = 0.0, engine: str = "opacus"):
+                 fill_value: float | np.ndarray = 0.0, engine: str = "opacus",
+                 autocast: torch.dtype | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         if engine not in ("opacus", "loop"):
             raise ValueError(f"engine must be 'opacus' or 'loop'; got {engine!r}.")
         self.mode, self.patch_stride, self.fill_value = mode, tuple(patch_stride), fill_value
         self.expected_batch_size, self.engine = expected_batch_size, engine
+        self.autocast = autocast
         self.l2_clip_norm, self.noise_multiplier = l2_clip_norm, noise_multiplier
         self.params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.SGD(self.params, lr=lr)
@@ -190,6 +196,12 @@ class OpacusStep:
     def __call__(self, batches) -> None:
         """``batches``: the logical batch as physical ``(video [P,3,T,H,W], mask [P,T,H,W],
         label [P])`` tuples; the same examples feed the public and the private pass."""
+        device = batches[0][0].device.type
+        with torch.autocast(device, dtype=self.autocast or torch.bfloat16,
+                            enabled=self.autocast is not None):
+            self._step(batches)
+
+    def _step(self, batches) -> None:
         (self.dp_optimizer or self.optimizer).zero_grad(set_to_none=True)
         if self.mode in ("maskdp", "dp"):
             if self.engine == "loop":

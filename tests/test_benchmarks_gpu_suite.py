@@ -11,35 +11,108 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Every row of ``--all``: (section, the row's first cells or its line's start)
+FORWARD = [f"| {p} |" for p in ("float32", "tf32", "bfloat16")]
+STEP = [f"| {p} | {m} | {fw} |" for m, ps in (("maskdp", ("bfloat16", "tf32", "float32")),
+                                               ("nonprivate2", ("bfloat16", "tf32")),
+                                               ("dp", ("bfloat16", "tf32")),
+                                               ("nonprivate", ("bfloat16", "tf32")))
+        for p in ps for fw in ("jax", "opacus")]
+FULL = [f"| tf32 | maskdp | {fw} |" for fw in ("jax", "loop")]
+
+
+def _sections(md: str) -> dict[str, str]:
+    parts = ("forward", "step", "full", "cache", "data")
+    assert [md.index(f"## {p}\n") for p in parts] == sorted(md.index(f"## {p}\n") for p in parts)
+    bounds = [md.index(f"## {p}\n") for p in parts] + [len(md)]
+    return {p: md[a:b] for p, a, b in zip(parts, bounds, bounds[1:], strict=False)}
+
+
+def _has_every_row(md: str) -> dict[str, str]:
+    sec = _sections(md)
+    for section, rows in (("forward", FORWARD), ("step", STEP), ("full", FULL)):
+        for row in rows:
+            assert sec[section].count(row) == 1, (section, row, sec[section])
+    return sec
+
+
+def _main(monkeypatch, *argv):
+    sys.path.insert(0, ROOT)
+    from benchmarks import gpu_suite
+
+    monkeypatch.setattr(sys, "argv", ["gpu_suite.py", *argv])
+    gpu_suite.main()
+
+
+def test_the_plan_of_all_has_every_section_and_row(tmp_path, monkeypatch):
+    """``--all --dry_run`` writes the device line and date, every section and every row of the
+    one device call (forward in three precisions; the step's four modes, ours and Opacus, in
+    bfloat16 and TF32 and maskdp in float32; full fine-tuning; the cache in two dtypes; data),
+    each with the command that measures it, in priority order."""
+    out = tmp_path / "plan.md"
+    _main(monkeypatch, "--all", "--dry_run", "--device=cpu", f"--out={out}")
+    md = out.read_text()
+    assert re.search(r"\(cpu\), \d+ CPUs; Python [\d.]+, jax [\d.]+", md), md[:300]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, commit \w+", md), md[:300]
+    sec = _has_every_row(md)
+    assert md.count("dry run, not measured") == len(FORWARD) + len(STEP) + len(FULL) + 3
+    assert sec["step"].index("| bfloat16 | maskdp | jax |") < sec["step"].index(
+        "| tf32 | maskdp | jax |") < sec["step"].index("| bfloat16 | nonprivate2 |")
+    assert "--compute_dtype=bfloat16 --worker=opacus:maskdp:selective" in sec["step"]
+    assert "--precision=float32 --compute_dtype=float32 --worker=jax:maskdp:selective" in md
+    assert sec["cache"].count("feature_cache") == 2 and "data_throughput" in sec["data"]
+
+
+def test_a_row_that_does_not_fit_the_budget_is_skipped_with_a_line(tmp_path, monkeypatch):
+    """With the budget spent every row says why it did not run (nothing is left out silently):
+    the rows that need torch or the video packages where they are absent, the others that they
+    do not fit, with the estimate and the seconds left."""
+    out = tmp_path / "suite.md"
+    _main(monkeypatch, "--all", "--budget_s=0", "--device=cpu", f"--out={out}")
+    md = out.read_text()
+    sec = _has_every_row(md)
+    for row in FORWARD:
+        assert re.search(re.escape(row) + r" skipped: needs ≈ \d+ s \(H100 estimate\), 0 s "
+                         r"left of the 0 s budget", sec["forward"]), sec["forward"]
+    for row in STEP + FULL:
+        assert re.search(re.escape(row) + r" skipped: ", md), row
+    assert sec["cache"].count("skipped: needs") == 2 and "skipped:" in sec["data"]
+
+
 @pytest.mark.slow
-def test_gpu_suite_at_tiny_size_on_cpu(tmp_path):
+def test_gpu_suite_all_at_tiny_size_on_cpu(tmp_path):
+    """The dry run of the device call: ``--all`` at the tiny size on the CPU runs every row's
+    code (the step and full rows where torch, torchvision and opacus are installed; else each
+    says so) and measures every row it runs."""
     out = tmp_path / "suite.md"
     proc = subprocess.run(
-        [sys.executable, "benchmarks/gpu_suite.py", "--size=tiny", "--device=cpu",
-         "--parts=forward,step,cache,data", "--steps=2", "--data_videos=2", "--cache_videos=8",
+        [sys.executable, "benchmarks/gpu_suite.py", "--all", "--size=tiny", "--device=cpu",
+         "--steps=2", "--data_videos=2", "--cache_videos=8", "--budget_s=3000",
          "--cache_dtypes=float32",  # bfloat16 on the CPU is slow; its model is tested apart
-         f"--out={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+         f"--out={out}", f"--cache_dir={tmp_path / 'xla'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     md = out.read_text()
-    assert md.index("## forward") < md.index("## step") < md.index("## cache") < md.index(
-        "## data")
-    cache = md[md.index("## cache"):md.index("## data")]
-    assert re.search(r"float32 compute\n\[ *\d+ s\] \| no cache \|.*epoch [\d.]+ s", cache), cache
-    assert re.search(r"epoch speed-up with the cache: [\d.]+x", cache), cache
-    assert "GFLOP per call (XLA cost analysis, lowered)" in md, md
-    row = re.search(r"\| ([\d.]+) \| ([\d.]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| - \(give", md)
-    assert row and all(float(v) > 0 for v in row.groups()), md
-    step = md[md.index("## step"):md.index("## data")]
+    sec = _has_every_row(md)
+    for row in FORWARD:
+        cells = re.search(re.escape(row) + r" ([\d.]+) \| ([\d.]+) \| ([\d.e+]+) \| "
+                          r"([\d.e+-]+) \| - \(peak unknown\) \| (\d+) \|", sec["forward"])
+        assert cells and all(float(v) > 0 for v in cells.groups()), sec["forward"]
     try:
         import opacus  # noqa: F401
         import torch  # noqa: F401
         import torchvision  # noqa: F401
-        assert "| selective | maskdp |" in step, step
+        for row in STEP + FULL:
+            assert re.search(re.escape(row) + r" [\d.]+ \| [\d.]+ \| \d+ \| ", md), row
+        assert re.search(r"\| opacus \| [\d.]+ \| [\d.]+ \| \d+ \| [\d.]+× \|", md), md
     except ImportError:
-        assert "skipped:" in step and "pip install -r requirements-bench.txt" in step, step
+        assert md.count("pip install -r requirements-bench.txt") == len(STEP) + len(FULL), md
+    cache = sec["cache"]
+    assert re.search(r"\[ *\d+ s\] \| no cache \|.*epoch [\d.]+ s", cache), cache
+    assert re.search(r"epoch speed-up with the cache: [\d.]+x", cache), cache
     for source in ("decord", "pyav", "store"):
         assert re.search(rf"\| {source} \| [\d.]+ \| [\d.]+ \| [\d.]+×", md), (source, md)
+    assert re.search(r"Suite: \d+ s of the 3000 s budget", md)
 
 
 def test_a_worker_s_lines_reach_the_file_as_printed_and_a_failure_is_kept(tmp_path):
