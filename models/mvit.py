@@ -235,6 +235,7 @@ class MultiscaleAttention(nn.Module):
     rel_pos_embed: bool = True
     residual_pool: bool = True
     dtype: Any = jnp.float32
+    attention_impl: str = "auto"  # see attention_implementation
 
     @nn.compact
     def __call__(self, x):
@@ -251,15 +252,51 @@ class MultiscaleAttention(nn.Module):
             k, k_thw = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_k")(k, thw)
             v, _ = Pool(head_dim, s.kernel_kv, s.stride_kv, name="pool_v")(v, thw)
 
-        attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
-        if self.rel_pos_embed:
-            attn = self._add_rel_pos(attn, q, q_thw, k_thw, head_dim)
-        probs = nn.softmax(attn.astype(jnp.float32), axis=-1).astype(v.dtype)  # in float32
-        out = jnp.einsum("bhqk,bhkc->bhqc", probs, v)
+        impl = attention_implementation(self.attention_impl, q.dtype, head_dim)
+        if impl == "einsum":
+            attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k)
+            if self.rel_pos_embed:
+                attn = self._add_rel_pos(attn, q, q_thw, k_thw, head_dim)
+            probs = nn.softmax(attn.astype(jnp.float32), axis=-1).astype(v.dtype)  # in float32
+            out = jnp.einsum("bhqk,bhkc->bhqc", probs, v)
+        else:
+            out = self._fused_attention(q, k, v, q_thw, k_thw, head_dim, impl)
         if self.residual_pool:
             out = out.at[:, :, 1:].add(q[:, :, 1:])  # class token excluded
         out = out.transpose(0, 2, 1, 3).reshape(b, -1, dim)
         return nn.Dense(dim, dtype=self.dtype, name="proj")(out), q_thw
+
+    def _fused_attention(self, q, k, v, q_thw, k_thw, head_dim, implementation):
+        """``softmax(q k^T / sqrt(head_dim) + bias) v`` through ``jax.nn.dot_product_attention``
+        (``implementation``: ``"cudnn"``, cuDNN's fused kernel, or ``"xla"``, the same call
+        lowered by XLA: what the CPU tests run), the relative-position bias as its ``bias``.
+
+        ``q: [B, heads, Nq, head_dim]``, ``k, v: [B, heads, Nk, head_dim]``; returns
+        ``[B, heads, Nq, head_dim]``. The bias is ``_add_rel_pos`` applied to zero logits (zero in
+        the class token's row and column), so both paths use the one bias function. cuDNN's
+        kernel takes a bias in training only for even sequence lengths, and ours are ``1 + t*h*w``
+        (odd for even t): an odd key length gets one zero key whose bias is a large negative
+        number (its softmax weight is exactly 0 in float32 and bfloat16), an odd query length one
+        zero query whose output row is dropped (its cotangent is zero, so it adds nothing to any
+        gradient).
+        """
+        b, heads, q_len, _ = q.shape
+        k_len = k.shape[2]
+        bias = jnp.zeros((b, heads, q_len, k_len), q.dtype)
+        if self.rel_pos_embed:
+            bias = self._add_rel_pos(bias, q, q_thw, k_thw, head_dim)
+        if k_len % 2:
+            k, v = (jnp.pad(t, ((0, 0), (0, 0), (0, 1), (0, 0))) for t in (k, v))
+            bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 0), (0, 1)),
+                           constant_values=_NO_ATTENTION)
+        query = q
+        if q_len % 2:
+            query = jnp.pad(q, ((0, 0), (0, 0), (0, 1), (0, 0)))
+            bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 1), (0, 0)))
+        out = jax.nn.dot_product_attention(
+            *(t.transpose(0, 2, 1, 3) for t in (query, k, v)),  # [B, N, heads, head_dim]
+            bias=bias.astype(q.dtype), scale=head_dim**-0.5, implementation=implementation)
+        return out[:, :q_len].transpose(0, 2, 1, 3)
 
     def _add_rel_pos(self, attn, q, q_thw, k_thw, head_dim):
         """Decomposed relative position bias (MViTv2), from the pooled, unscaled q."""
@@ -278,6 +315,35 @@ class MultiscaleAttention(nn.Module):
                 + bias_w[..., None, None, :])
         q_len, k_len = math.prod(q_thw), math.prod(k_thw)
         return attn.at[:, :, 1:, 1:].add(bias.reshape(b, heads, q_len, k_len))
+
+
+ATTENTION_IMPLS = ("auto", "einsum", "xla", "cudnn")
+# The bias of a padding key: exp(logit - 2^41 - max) is 0 in float32 and bfloat16, and 2^41 is
+# exact in bfloat16 (JAX's own large negative for cuDNN's bfloat16 masks is the same number).
+_NO_ATTENTION = -(2.0**41)
+
+
+def attention_implementation(requested: str, dtype, head_dim: int) -> str:
+    """Which attention path runs: ``"einsum"`` (our two products and a float32 softmax),
+    ``"xla"`` or ``"cudnn"`` (``jax.nn.dot_product_attention`` with that implementation).
+
+    ``"auto"`` is ``"cudnn"`` where cuDNN's fused kernel takes the shapes (default backend a
+    GPU, compute dtype bfloat16 or float16, head dim a multiple of 8 and at most 128), else
+    ``"einsum"``: on the CPU and in float32 the model is unchanged. An explicit ``"cudnn"`` on
+    shapes the kernel cannot take is an error, not a fallback. All paths compute the same
+    function (equal to float tolerance, values and gradients: tests/test_models_mvit_ops.py).
+    """
+    if requested not in ATTENTION_IMPLS:
+        raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}; got {requested!r}.")
+    fits = (jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) and head_dim % 8 == 0
+            and head_dim <= 128)
+    if requested == "auto":
+        return "cudnn" if fits and jax.default_backend() == "gpu" else "einsum"
+    if requested == "cudnn" and not fits:
+        raise ValueError(f"attention_impl='cudnn' needs a bfloat16 or float16 compute dtype and "
+                         f"a head dim that is a multiple of 8 and at most 128; got "
+                         f"{jnp.dtype(dtype).name} and {head_dim}. Use 'auto' or 'einsum'.")
+    return requested
 
 
 def _pools(kernel, stride) -> bool:
@@ -321,6 +387,7 @@ class MultiscaleBlock(nn.Module):
     residual_pool: bool = True
     proj_after_attn: bool = True
     dtype: Any = jnp.float32
+    attention_impl: str = "auto"
 
     @nn.compact
     def __call__(self, x):
@@ -330,7 +397,8 @@ class MultiscaleBlock(nn.Module):
         x_norm = _layer_norm("norm1")(x)
         x_attn, thw = MultiscaleAttention(
             s, self.input_size, self.rel_pos_spatial, attn_dim, rel_pos_embed=self.rel_pos_embed,
-            residual_pool=self.residual_pool, dtype=self.dtype, name="attn")(x_norm)
+            residual_pool=self.residual_pool, dtype=self.dtype,
+            attention_impl=self.attention_impl, name="attn")(x_norm)
         if widens and self.proj_after_attn:
             x = nn.Dense(s.dim_out, dtype=self.dtype, name="project")(x_norm)
         if math.prod(s.stride_q) > 1:
@@ -362,6 +430,9 @@ class MViT(nn.Module):
         docstring).
       rel_pos_embed / residual_pool / proj_after_attn: MViTv2 (all True) or MViTv1 (all False);
         see the module docstring.
+      attention_impl: ``"auto"`` (cuDNN's fused attention on a GPU in bfloat16, else our
+        einsum path), ``"einsum"``, ``"xla"`` or ``"cudnn"``: :func:`attention_implementation`.
+        The same function whichever runs; a speed setting only.
     """
 
     num_classes: int
@@ -376,6 +447,7 @@ class MViT(nn.Module):
     residual_pool: bool = True
     proj_after_attn: bool = True
     dtype: Any = jnp.float32
+    attention_impl: str = "auto"
 
     def token_grid(self) -> tuple[int, int, int]:
         """Token grid ``(t, h, w)`` after the patch embedding."""
@@ -435,7 +507,7 @@ class MViT(nn.Module):
                                     adapter=self.adapters, rel_pos_embed=self.rel_pos_embed,
                                     residual_pool=self.residual_pool,
                                     proj_after_attn=self.proj_after_attn, dtype=self.dtype,
-                                    name=f"blocks_{i}")
+                                    attention_impl=self.attention_impl, name=f"blocks_{i}")
             x, thw = block(x)
             spatial = q_size
         if stop_block is not None:

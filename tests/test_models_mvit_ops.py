@@ -219,3 +219,133 @@ def test_bfloat16_compute_keeps_float32_parameters_logits_and_gradients():
     grads = jax.jit(jax.grad(lambda p: loss(p, half)))(params)
     assert jax.tree.all(jax.tree.map(lambda g: g.dtype == jnp.float32, grads))
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
+
+
+
+def _loss_and_grads(model, params, x):
+    """One program: logits, and the gradients of a non-linear function of them w.r.t. every
+    parameter and the input (so the attention's backward pass is compared too)."""
+
+    def loss(p, v):
+        logits = model.apply({"params": p}, v)
+        return jnp.sum(jnp.sin(logits)), logits
+
+    (_, logits), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(
+        params, x)
+    return logits, grads
+
+
+def _assert_close(got, want, tol):
+    """Every leaf within ``tol`` x the largest magnitude of ``want``'s leaves (a gradient that
+    is zero in exact arithmetic, like a key LayerNorm's bias under softmax, is rounding noise
+    in both)."""
+    scale = max(float(jnp.abs(w).max()) for w in jax.tree.leaves(want))
+    paths = jax.tree_util.tree_leaves_with_path(want)
+    for (path, w), g in zip(paths, jax.tree.leaves(got), strict=True):
+        np.testing.assert_allclose(g, w, atol=tol * scale, rtol=0,
+                                   err_msg=jax.tree_util.keystr(path))
+
+
+@pytest.fixture(scope="module")
+def mvit_test_params():
+    import models
+
+    x = jax.random.normal(jax.random.key(0), (2, 8, 32, 32, 3))
+    model = models.get_model("mvit_test", num_classes=5)
+    params = jax.jit(model.init)(jax.random.key(1), x)["params"]
+    # trained relative-position tables are far from their 0.02-scale initial values
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, p: p * 50 if "rel_pos" in jax.tree_util.keystr(path) else p, params)
+    return params, x
+
+
+def test_the_fused_attention_branch_equals_the_einsum_branch(mvit_test_params):
+    """On a GPU in bfloat16 the attention is ``jax.nn.dot_product_attention`` (cuDNN's fused
+    kernel; padding to even lengths, the relative-position bias as its ``bias``), a path the CPU
+    never takes by default: forced here through the same call with ``implementation="xla"``,
+    logits and gradients (every parameter, relative-position tables included, and the input)
+    equal our einsum path's to float32 tolerance. mvit_test's sequences are all of odd length
+    (``1 + t*h*w``), so both padding branches run."""
+    import models
+
+    params, x = mvit_test_params
+    einsum, fused = (_loss_and_grads(models.get_model("mvit_test", num_classes=5,
+                                                      attention_impl=impl), params, x)
+                     for impl in ("einsum", "xla"))
+    np.testing.assert_allclose(fused[0], einsum[0], rtol=1e-5, atol=1e-5)
+    _assert_close(fused[1], einsum[1], 1e-5)
+    assert float(jnp.abs(einsum[1][0]["blocks_0"]["attn"]["rel_pos_h"]).max()) > 0
+
+
+def test_on_a_gpu_auto_takes_the_cudnn_branch_and_it_equals_the_einsum_path(
+        mvit_test_params, monkeypatch):
+    """The whole GPU path of the default model up to cuDNN's kernel: with the backend reported as
+    a GPU, ``attention_impl="auto"`` in bfloat16 calls ``jax.nn.dot_product_attention`` with
+    ``implementation="cudnn"`` in every block (recorded here, and run by XLA's implementation of
+    the same call: the one kernel this CPU cannot run), and logits and gradients equal the
+    bfloat16 einsum path's to bfloat16 precision."""
+    import models
+
+    params, x = mvit_test_params
+    original, calls = jax.nn.dot_product_attention, []
+
+    def recorded(*args, implementation=None, **kwargs):
+        calls.append(implementation)
+        return original(*args, implementation="xla", **kwargs)
+
+    einsum, auto = (models.get_model("mvit_test", num_classes=5, dtype=jnp.bfloat16,
+                                     attention_impl=impl) for impl in ("einsum", "auto"))
+    want = _loss_and_grads(einsum, params, x)
+    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(models.mvit.jax.nn, "dot_product_attention", recorded)
+    got = _loss_and_grads(auto, params, x)
+    assert set(calls) == {"cudnn"} and len(calls) >= len(auto.blocks), calls
+    np.testing.assert_allclose(got[0], want[0], atol=3e-2 * float(jnp.abs(want[0]).max()))
+    _assert_close(got[1], want[1], 3e-2)
+
+
+def test_which_attention_runs_and_bad_choices():
+    from models.mvit import attention_implementation
+
+    assert attention_implementation("auto", jnp.bfloat16, 96) == "einsum"  # the CPU
+    assert attention_implementation("auto", jnp.float32, 96) == "einsum"
+    assert attention_implementation("xla", jnp.float32, 12) == "xla"
+    with pytest.raises(ValueError, match="attention_impl must be one of"):
+        attention_implementation("flash", jnp.float32, 96)
+    with pytest.raises(ValueError, match="needs a bfloat16 or float16 compute dtype"):
+        attention_implementation("cudnn", jnp.float32, 96)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        attention_implementation("cudnn", jnp.bfloat16, 12)
+
+
+def test_auto_attention_picks_cudnn_on_a_gpu_in_bfloat16_only(monkeypatch):
+    import models.mvit
+
+    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+    assert models.mvit.attention_implementation("auto", jnp.bfloat16, 96) == "cudnn"
+    assert models.mvit.attention_implementation("auto", jnp.float32, 96) == "einsum"
+    assert models.mvit.attention_implementation("auto", jnp.bfloat16, 100) == "einsum"
+
+
+def test_the_fused_attention_at_even_lengths():
+    """A token grid with even sequence lengths (q: 1 + 3*3*3 = 28, kv: 1 + 3 = 4), where nothing
+    is padded: the fused call equals the einsum path here too."""
+    from models.mvit import BlockSpec, MultiscaleAttention
+
+    spec = BlockSpec(2, 16, 16, stride_kv=(1, 3, 3))
+    x = jax.random.normal(jax.random.key(2), (2, 1 + 3 * 3 * 3, 16))
+    mods = {impl: MultiscaleAttention(spec, (3, 3, 3), 5, 16, attention_impl=impl)
+            for impl in ("einsum", "xla")}
+    params = mods["einsum"].init(jax.random.key(0), x)
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, p: p * 50 if "rel_pos" in jax.tree_util.keystr(path) else p, params)
+    out = {}
+    for impl, m in mods.items():
+        def loss(p, m=m):
+            y = m.apply(p, x)[0]
+            return jnp.sum(jnp.sin(y)), y
+
+        out[impl] = jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
+    scale = float(jnp.abs(out["einsum"][0][1]).max())
+    np.testing.assert_allclose(out["xla"][0][1], out["einsum"][0][1], atol=1e-5 * scale)
+    _assert_close(out["xla"][1], out["einsum"][1], 1e-5)
