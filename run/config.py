@@ -106,7 +106,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     m = config.model
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
-    _choice("model.compute_dtype", m.compute_dtype, tuple(run_model.COMPUTE_DTYPES))
+    _choice("model.compute_dtype", m.compute_dtype, run_model.COMPUTE_DTYPE_CHOICES)
     preset = models.PRESETS[m.name]
     if m.finetune == "selective":
         blocks = len(preset["blocks"])

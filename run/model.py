@@ -33,6 +33,29 @@ from maskdp_jax.tokenizer import Tokenizer
 # bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
 # gradient (so clipping, sums and noise) in float32 (models/mvit.py).
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+# What config.model.compute_dtype accepts: a dtype above, or "auto" (compute_dtype_name).
+COMPUTE_DTYPE_CHOICES = ("auto", *COMPUTE_DTYPES)
+
+
+def compute_dtype_name(name: str, backend: str | None = None) -> str:
+    """The compute dtype ``config.model.compute_dtype`` names on ``backend`` (default: JAX's
+    default backend): ``"auto"`` is ``"bfloat16"`` on a GPU or TPU, whose matrix units run
+    bfloat16 products at several times their float32 rate (1.45x faster uncached steps on an
+    H100, benchmarks/RESULTS.md), and ``"float32"`` on the CPU, where bfloat16 is slower and
+    where every committed result was computed: CPU results do not change. Parameters, norms,
+    logits, gradients, clipping and noise are float32 either way (models/mvit.py); the accuracy
+    of bfloat16 against float32 on the embedded data is the committed comparison in
+    docs/results/precision/ (tests/test_reporting_committed_results.py).
+
+    >>> compute_dtype_name("auto", "gpu"), compute_dtype_name("auto", "cpu")
+    ('bfloat16', 'float32')
+    """
+    if name not in COMPUTE_DTYPE_CHOICES:
+        raise ValueError(f"model.compute_dtype must be one of {COMPUTE_DTYPE_CHOICES}; got "
+                         f"{name!r}.")
+    if name != "auto":
+        return name
+    return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -106,7 +129,7 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
         ``finetune`` (a strategy of :mod:`models.finetune`), ``num_last_blocks`` (k for
         ``selective``), ``init_from`` (public pre-trained weights: an orbax checkpoint of
         ``python -m models.convert`` or a checkpoint file; "" for random initial values),
-        ``compute_dtype`` (``float32`` | ``bfloat16``).
+        ``compute_dtype`` (``auto`` | ``float32`` | ``bfloat16``: :func:`compute_dtype_name`).
       num_classes: classes of the head.
       seed: the public ``config.seed``; the initial values (of everything when ``init_from``
         is empty, else of the head and adapters) derive from it. Public on purpose: initial
@@ -118,12 +141,9 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
       A :class:`RunModel`.
     """
     m = model_config
-    if m.compute_dtype not in COMPUTE_DTYPES:
-        raise ValueError(f"model.compute_dtype must be one of {tuple(COMPUTE_DTYPES)}; got "
-                         f"{m.compute_dtype!r}.")
+    dtype = COMPUTE_DTYPES[compute_dtype_name(m.compute_dtype)]
     overrides = {"adapters": True} if m.finetune == "adapters" else {}
-    module = models.get_model(m.name, num_classes=num_classes,
-                              dtype=COMPUTE_DTYPES[m.compute_dtype], **overrides)
+    module = models.get_model(m.name, num_classes=num_classes, dtype=dtype, **overrides)
     shape = input_shape(m.name)
     key, _ = jax.random.split(jax.random.key(seed))
     if params is not None:

@@ -63,6 +63,15 @@ def test_compute_dtype_given_params_and_bad_input():
     jax.tree.map(np.testing.assert_array_equal, built.params, given)
     with pytest.raises(ValueError, match="compute_dtype"):
         run_model.build(_model_config(compute_dtype="float16"), num_classes=3, seed=0)
+    # the default, "auto": float32 on this CPU (so CPU results do not change), bfloat16 on
+    # accelerators; parameters float32 either way
+    assert default.model().compute_dtype == "auto"
+    assert built.module.dtype == jnp.float32
+    assert [run_model.compute_dtype_name("auto", b) for b in ("cpu", "gpu", "tpu")] == [
+        "float32", "bfloat16", "bfloat16"]
+    assert run_model.compute_dtype_name("float32", "gpu") == "float32"
+    with pytest.raises(ValueError, match="compute_dtype must be one of"):
+        run_model.compute_dtype_name("half")
     with pytest.raises(ValueError, match="unknown model"):
         run_model.input_shape("mvit_nope")
 
