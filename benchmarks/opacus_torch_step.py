@@ -134,6 +134,9 @@ class OpacusStep:
             raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         if engine not in ("opacus", "loop"):
             raise ValueError(f"engine must be 'opacus' or 'loop'; got {engine!r}.")
+        if autocast is not None and engine == "loop":
+            raise ValueError("autocast is for the Opacus engine and the non-private modes; the "
+                             "per-example loop runs in float32.")
         self.mode, self.patch_stride, self.fill_value = mode, tuple(patch_stride), fill_value
         self.expected_batch_size, self.engine = expected_batch_size, engine
         self.autocast = autocast
@@ -150,6 +153,13 @@ class OpacusStep:
             self.model, self.dp_optimizer = model, None
         self.optimizer = optimizer
 
+    def _forward(self, video: torch.Tensor) -> torch.Tensor:
+        """The model's logits; with ``autocast`` the forward alone runs under ``torch.autocast``
+        (PyTorch's AMP recipe: backward, clipping, noise and the optimiser outside it)."""
+        with torch.autocast(video.device.type, dtype=self.autocast or torch.bfloat16,
+                            enabled=self.autocast is not None):
+            return self.model(video)
+
     def _private_gradient(self, batches) -> None:
         """Clipped, summed, noised, divided by B: into ``p.grad`` (Opacus DPOptimizer)."""
         self.model.enable_hooks()
@@ -158,7 +168,7 @@ class OpacusStep:
             if self.mode == "maskdp":
                 video = make_views(video, mask, patch_stride=self.patch_stride,
                                    fill_value=self.fill_value)[1]
-            loss = F.cross_entropy(self.model(video), label)  # mean: Opacus rescales by P
+            loss = F.cross_entropy(self._forward(video).float(), label)  # mean: Opacus / P
             loss.backward()
             if i < last:  # clip and accumulate this physical batch, no noise, no update
                 self.dp_optimizer.signal_skip_step(do_skip=True)
@@ -186,7 +196,7 @@ class OpacusStep:
         for video, mask, label in batches:
             inputs = (make_views(video, mask, patch_stride=self.patch_stride,
                                  fill_value=self.fill_value) if views else (video,))
-            loss = sum(F.cross_entropy(self.model(inputs[v]), label, reduction="sum")
+            loss = sum(F.cross_entropy(self._forward(inputs[v]).float(), label, reduction="sum")
                        for v in views or (0,))
             for g, d in zip(grads, torch.autograd.grad(loss / self.expected_batch_size,
                                                        self.params), strict=True):
@@ -196,12 +206,6 @@ class OpacusStep:
     def __call__(self, batches) -> None:
         """``batches``: the logical batch as physical ``(video [P,3,T,H,W], mask [P,T,H,W],
         label [P])`` tuples; the same examples feed the public and the private pass."""
-        device = batches[0][0].device.type
-        with torch.autocast(device, dtype=self.autocast or torch.bfloat16,
-                            enabled=self.autocast is not None):
-            self._step(batches)
-
-    def _step(self, batches) -> None:
         (self.dp_optimizer or self.optimizer).zero_grad(set_to_none=True)
         if self.mode in ("maskdp", "dp"):
             if self.engine == "loop":

@@ -40,6 +40,7 @@ logits stay float32, so gradients (and the DP clipping, sums and noise) are floa
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, NamedTuple
 
@@ -279,24 +280,26 @@ class MultiscaleAttention(nn.Module):
         number (its softmax weight is exactly 0 in float32 and bfloat16), an odd query length one
         zero query whose output row is dropped (its cotangent is zero, so it adds nothing to any
         gradient).
+
+        Under ``attention_impl="auto"``, where cuDNN's own checks refuse the call while it is
+        traced (``NotImplementedError`` or ``RuntimeError``: shapes, cuDNN version, GPU
+        generation), the attention is computed as two products from the same bias, with a
+        warning naming the reason; an explicit ``"cudnn"`` raises instead.
         """
         b, heads, q_len, _ = q.shape
-        k_len = k.shape[2]
-        bias = jnp.zeros((b, heads, q_len, k_len), q.dtype)
+        bias = jnp.zeros((b, heads, q_len, k.shape[2]), q.dtype)
         if self.rel_pos_embed:
             bias = self._add_rel_pos(bias, q, q_thw, k_thw, head_dim)
-        if k_len % 2:
-            k, v = (jnp.pad(t, ((0, 0), (0, 0), (0, 1), (0, 0))) for t in (k, v))
-            bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 0), (0, 1)),
-                           constant_values=_NO_ATTENTION)
-        query = q
-        if q_len % 2:
-            query = jnp.pad(q, ((0, 0), (0, 0), (0, 1), (0, 0)))
-            bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 1), (0, 0)))
-        out = jax.nn.dot_product_attention(
-            *(t.transpose(0, 2, 1, 3) for t in (query, k, v)),  # [B, N, heads, head_dim]
-            bias=bias.astype(q.dtype), scale=head_dim**-0.5, implementation=implementation)
-        return out[:, :q_len].transpose(0, 2, 1, 3)
+        try:
+            return _dot_product_attention(q, k, v, bias, head_dim, implementation)
+        except (NotImplementedError, RuntimeError) as refused:
+            if self.attention_impl != "auto":
+                raise
+            logging.warning("cuDNN's fused attention refused q %s, k %s (%s); this block's "
+                            "attention runs as two products instead.", q.shape, k.shape, refused)
+        attn = jnp.einsum("bhqc,bhkc->bhqk", q * head_dim**-0.5, k) + bias
+        probs = nn.softmax(attn.astype(jnp.float32), axis=-1).astype(v.dtype)  # in float32
+        return jnp.einsum("bhqk,bhkc->bhqc", probs, v)
 
     def _add_rel_pos(self, attn, q, q_thw, k_thw, head_dim):
         """Decomposed relative position bias (MViTv2), from the pooled, unscaled q."""
@@ -321,6 +324,23 @@ ATTENTION_IMPLS = ("auto", "einsum", "xla", "cudnn")
 # The bias of a padding key: exp(logit - 2^41 - max) is 0 in float32 and bfloat16, and 2^41 is
 # exact in bfloat16 (JAX's own large negative for cuDNN's bfloat16 masks is the same number).
 _NO_ATTENTION = -(2.0**41)
+
+
+def _dot_product_attention(q, k, v, bias, head_dim: int, implementation: str):
+    """``jax.nn.dot_product_attention`` on our layout, lengths padded to even (see
+    ``MultiscaleAttention._fused_attention``): ``q [B, heads, Nq, hd]``, ``k, v [B, heads, Nk,
+    hd]``, ``bias [B, heads, Nq, Nk]`` -> ``[B, heads, Nq, hd]``."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    if k_len % 2:
+        k, v = (jnp.pad(t, ((0, 0), (0, 0), (0, 1), (0, 0))) for t in (k, v))
+        bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 0), (0, 1)), constant_values=_NO_ATTENTION)
+    if q_len % 2:
+        q = jnp.pad(q, ((0, 0), (0, 0), (0, 1), (0, 0)))
+        bias = jnp.pad(bias, ((0, 0), (0, 0), (0, 1), (0, 0)))
+    out = jax.nn.dot_product_attention(
+        *(t.transpose(0, 2, 1, 3) for t in (q, k, v)),  # [B, N, heads, head_dim]
+        bias=bias.astype(q.dtype), scale=head_dim**-0.5, implementation=implementation)
+    return out[:, :q_len].transpose(0, 2, 1, 3)
 
 
 def attention_implementation(requested: str, dtype, head_dim: int) -> str:

@@ -349,3 +349,31 @@ def test_the_fused_attention_at_even_lengths():
     scale = float(jnp.abs(out["einsum"][0][1]).max())
     np.testing.assert_allclose(out["xla"][0][1], out["einsum"][0][1], atol=1e-5 * scale)
     _assert_close(out["xla"][1], out["einsum"][1], 1e-5)
+
+
+def test_auto_falls_back_with_a_warning_where_cudnn_refuses(mvit_test_params, monkeypatch,
+                                                              caplog):
+    """Where cuDNN's checks refuse the call (an older GPU, cuDNN version, a shape), ``auto``
+    computes the same attention as two products from the same bias and says so; an explicit
+    ``"cudnn"`` fails with cuDNN's reason."""
+    import models
+
+    params, x = mvit_test_params
+    x = x[:1]
+
+    def refusing(*args, implementation=None, **kwargs):
+        raise NotImplementedError("cuDNN says no")
+
+    einsum, auto, cudnn = (models.get_model("mvit_test", num_classes=5, dtype=jnp.bfloat16,
+                                            attention_impl=impl)
+                           for impl in ("einsum", "auto", "cudnn"))
+    want = jax.jit(einsum.apply)({"params": params}, x)
+    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(models.mvit.jax.nn, "dot_product_attention", refusing)
+    with caplog.at_level("WARNING"):
+        got = jax.jit(auto.apply)({"params": params}, x)
+    # to bfloat16 precision: the reported GPU also switches the patch embedding's branch
+    np.testing.assert_allclose(got, want, atol=3e-2 * float(jnp.abs(want).max()))
+    assert "refused" in caplog.text and "cuDNN says no" in caplog.text, caplog.text
+    with pytest.raises(NotImplementedError, match="cuDNN says no"):
+        cudnn.apply({"params": params}, x)
