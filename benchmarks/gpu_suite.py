@@ -38,6 +38,9 @@ peak resident memory) are its own:
    (``benchmarks/feature_cache.py``) in bfloat16 and float32 compute.
 5. ``data``: clips per second per core, decoding against reading the clip store
    (``benchmarks/data_throughput.py --sources``).
+6. ``attention``: the bfloat16 forward with our einsum attention (``attention_impl=einsum``),
+   against which the ``forward`` section's bfloat16 row (cuDNN's fused attention) shows the
+   fused kernel's gain; last, since it only explains a figure above.
 
 Time plan. A device call has 10 minutes and the session 15 device-minutes with the machine's
 start, so the suite keeps to ``--budget_s`` (default 450 s: with the wheels' install it ends
@@ -96,7 +99,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.opacus_maskdp import SIZES  # noqa: E402
 
-PARTS = ("forward", "step", "full", "cache", "data")
+PARTS = ("forward", "step", "full", "cache", "data", "attention")
 PRECISIONS = ("float32", "tf32", "bfloat16")
 # Dense (no sparsity) peak TFLOP/s per precision, NVIDIA's datasheets; the H200 has the H100 SXM's
 # chip. Matched against JAX's device_kind.
@@ -156,11 +159,13 @@ def _peak_memory_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def forward_row(preset: str, classes: int, physical: int, precision: str, steps: int) -> dict:
+def forward_row(preset: str, classes: int, physical: int, precision: str, steps: int, *,
+                attention_impl: str = "auto") -> dict:
     """Compile and time the forward pass of ``preset`` on ``physical`` clips (a worker's body).
 
     ``precision``: ``float32`` (``jax_default_matmul_precision="highest"``), ``tf32``
-    (``"tensorfloat32"``) or ``bfloat16`` (``compute_dtype`` bfloat16, default precision). The
+    (``"tensorfloat32"``) or ``bfloat16`` (``compute_dtype`` bfloat16, default precision);
+    ``attention_impl``: the model's (``models.mvit.attention_implementation``). The
     FLOP count is XLA's cost analysis of the *lowered* program (StableHLO, before the backend's
     passes), not of the compiled one: on a GPU, XLA rewrites convolutions and most matrix
     products into cuDNN/cuBLAS custom calls, which the compiled program's cost analysis counts as
@@ -176,7 +181,8 @@ def forward_row(preset: str, classes: int, physical: int, precision: str, steps:
         jax.config.update("jax_default_matmul_precision",
                           "highest" if precision == "float32" else "tensorfloat32")
     dtype = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
-    model = models.get_model(preset, num_classes=classes, head_dropout=0.0, dtype=dtype)
+    model = models.get_model(preset, num_classes=classes, head_dropout=0.0, dtype=dtype,
+                             attention_impl=attention_impl)
     x = jnp.asarray(np.random.default_rng(0).standard_normal(
         (physical, *model.input_size, 3)).astype(np.float32))
     params = jax.jit(model.init)(jax.random.key(0), x[:1])["params"]
@@ -302,6 +308,11 @@ def plan(args) -> list[Row]:
             "--mask_format=npy", f"--videos={run['data_videos']}",
             f"--batch={run['data_videos']}", "--batches=2"], est("data"), stream=True,
             needs_video=True))
+    if "attention" in parts:
+        rows.append(Row("attention", "bfloat16", [
+            py, os.path.abspath(__file__), "--worker=forward:bfloat16:einsum",
+            f"--size={args.size}", f"--device={args.device}", f"--steps={args.steps}",
+            "--out=-"], est("forward")))
     return rows
 
 
@@ -326,6 +337,12 @@ HEADERS = {
              "| precision | mode | framework | step [ms] | first step [s] | peak memory [MiB] | "
              "loop / ours |\n|---|---|---|---:|---:|---:|---:|\n"),
     "cache": "Epoch time without and with the frozen-prefix feature cache, per compute dtype:\n\n",
+    "attention": ("The bfloat16 forward pass with our einsum attention instead of cuDNN's fused "
+                  "kernel (`attention_impl=einsum`; the `forward` section's bfloat16 row is the "
+                  "default, `auto`): the fused kernel's gain is the ratio of the two:\n\n"
+                  "| precision | compile [s] | median [ms] | GFLOP per call (XLA cost analysis, "
+                  "lowered) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
+                  "|---|---:|---:|---:|---:|---:|---:|\n"),
     "data": ("Clips per second per core: decoding against reading the clip store. Cores to feed "
              "a MaskDP step: 2B clips per step ÷ step seconds (the `step` rows) × CPU seconds "
              "per clip, uint8 column.\n\n"),
@@ -333,7 +350,7 @@ HEADERS = {
 
 
 def format_row(row: Row, r: dict, done: dict) -> str:
-    if row.part == "forward":
+    if row.part in ("forward", "attention"):
         peak = peak_tflops(r["device_kind"], row.label)
         share = f"{100 * r['tflops'] / peak:.1f} %" if peak else "- (peak unknown)"
         return (f"| {row.label} | {r['compile_s']:.1f} | {r['median_ms']:.2f} | "
@@ -350,7 +367,7 @@ def format_row(row: Row, r: dict, done: dict) -> str:
 
 def _cells(row: Row, text: str) -> str:
     """A table row that holds a message instead of figures."""
-    if row.part == "forward":
+    if row.part in ("forward", "attention"):
         return f"| {row.label} | {text} | | | | | |\n"
     m = row.meta
     return f"| {m['precision']} | {m['mode']} | {m['framework']} | {text} | | | |\n"
@@ -536,10 +553,10 @@ def main() -> None:
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     if args.worker:
-        part, precision = args.worker.split(":")
+        _, precision, *impl = args.worker.split(":")
         size = SIZES[args.size]
         print(json.dumps(forward_row(size["preset"], size["classes"], size["physical"],
-                                     precision, args.steps)))
+                                     precision, args.steps, attention_impl=(impl or ["auto"])[0])))
         return
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip() or "not a git checkout"

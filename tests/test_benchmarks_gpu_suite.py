@@ -22,7 +22,7 @@ FULL = [f"| tf32 | maskdp | {fw} |" for fw in ("jax", "loop")]
 
 
 def _sections(md: str) -> dict[str, str]:
-    parts = ("forward", "step", "full", "cache", "data")
+    parts = ("forward", "step", "full", "cache", "data", "attention")
     assert [md.index(f"## {p}\n") for p in parts] == sorted(md.index(f"## {p}\n") for p in parts)
     bounds = [md.index(f"## {p}\n") for p in parts] + [len(md)]
     return {p: md[a:b] for p, a, b in zip(parts, bounds, bounds[1:], strict=False)}
@@ -30,7 +30,8 @@ def _sections(md: str) -> dict[str, str]:
 
 def _has_every_row(md: str) -> dict[str, str]:
     sec = _sections(md)
-    for section, rows in (("forward", FORWARD), ("step", STEP), ("full", FULL)):
+    for section, rows in (("forward", FORWARD), ("step", STEP), ("full", FULL),
+                          ("attention", ["| bfloat16 |"])):
         for row in rows:
             assert sec[section].count(row) == 1, (section, row, sec[section])
     return sec
@@ -55,7 +56,8 @@ def test_the_plan_of_all_has_every_section_and_row(tmp_path, monkeypatch):
     assert re.search(r"\(cpu\), \d+ CPUs; Python [\d.]+, jax [\d.]+", md), md[:300]
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, commit \w+", md), md[:300]
     sec = _has_every_row(md)
-    assert md.count("dry run, not measured") == len(FORWARD) + len(STEP) + len(FULL) + 3
+    assert md.count("dry run, not measured") == len(FORWARD) + len(STEP) + len(FULL) + 4
+    assert "--worker=forward:bfloat16:einsum" in sec["attention"]
     assert sec["step"].index("| bfloat16 | maskdp | jax |") < sec["step"].index(
         "| tf32 | maskdp | jax |") < sec["step"].index("| bfloat16 | nonprivate2 |")
     assert "--compute_dtype=bfloat16 --worker=opacus:maskdp:selective" in sec["step"]
@@ -71,9 +73,9 @@ def test_a_row_that_does_not_fit_the_budget_is_skipped_with_a_line(tmp_path, mon
     _main(monkeypatch, "--all", "--budget_s=0", "--device=cpu", f"--out={out}")
     md = out.read_text()
     sec = _has_every_row(md)
-    for row in FORWARD:
+    for section, row in [("forward", r) for r in FORWARD] + [("attention", "| bfloat16 |")]:
         assert re.search(re.escape(row) + r" skipped: needs ≈ \d+ s \(H100 estimate\), 0 s "
-                         r"left of the 0 s budget", sec["forward"]), sec["forward"]
+                         r"left of the 0 s budget", sec[section]), sec[section]
     for row in STEP + FULL:
         assert re.search(re.escape(row) + r" skipped: ", md), row
     assert sec["cache"].count("skipped: needs") == 2 and "skipped:" in sec["data"]
@@ -94,10 +96,10 @@ def test_gpu_suite_all_at_tiny_size_on_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     md = out.read_text()
     sec = _has_every_row(md)
-    for row in FORWARD:
+    for section, row in [("forward", r) for r in FORWARD] + [("attention", "| bfloat16 |")]:
         cells = re.search(re.escape(row) + r" ([\d.]+) \| ([\d.]+) \| ([\d.e+]+) \| "
-                          r"([\d.e+-]+) \| - \(peak unknown\) \| (\d+) \|", sec["forward"])
-        assert cells and all(float(v) > 0 for v in cells.groups()), sec["forward"]
+                          r"([\d.e+-]+) \| - \(peak unknown\) \| (\d+) \|", sec[section])
+        assert cells and all(float(v) > 0 for v in cells.groups()), sec[section]
     try:
         import opacus  # noqa: F401
         import torch  # noqa: F401
