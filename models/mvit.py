@@ -349,8 +349,10 @@ def attention_implementation(requested: str, dtype, head_dim: int) -> str:
 
     ``"auto"`` is ``"cudnn"`` where cuDNN's fused kernel takes the shapes (default backend a
     GPU, compute dtype bfloat16 or float16, head dim a multiple of 8 and at most 128), else
-    ``"einsum"``: on the CPU and in float32 the model is unchanged. An explicit ``"cudnn"`` on
-    shapes the kernel cannot take is an error, not a fallback. All paths compute the same
+    ``"einsum"``: on the CPU and in float32 the model is unchanged (where cuDNN's own checks
+    still refuse a call at trace time, ``auto`` computes that block's attention as two products
+    and logs why: ``MultiscaleAttention._fused_attention``). An explicit ``"cudnn"`` on shapes
+    the kernel cannot take is an error, not a fallback. All paths compute the same
     function (equal to float tolerance, values and gradients: tests/test_models_mvit_ops.py).
     """
     if requested not in ATTENTION_IMPLS:
