@@ -145,6 +145,9 @@ def main() -> None:
               f"{args.dtype}), {sum(layout.files().values()) / 2**20:.1f} MiB in all")
         print(f"epoch speed-up with the cache: {epoch / epoch_c:.1f}x; the cache pays for "
               f"itself after {build / max(epoch - epoch_c, 1e-9):.1f} epochs")
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:  # an accelerator's allocator; the CPU keeps none
+        print(f"peak device memory of this process: {stats['peak_bytes_in_use'] / 2**20:.0f} MiB")
 
 
 if __name__ == "__main__":
