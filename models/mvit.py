@@ -453,8 +453,9 @@ class MViT(nn.Module):
       rel_pos_embed / residual_pool / proj_after_attn: MViTv2 (all True) or MViTv1 (all False);
         see the module docstring.
       attention_impl: ``"auto"`` (cuDNN's fused attention on a GPU in bfloat16, else our
-        einsum path), ``"einsum"``, ``"xla"`` or ``"cudnn"``: :func:`attention_implementation`.
-        The same function whichever runs; a speed setting only.
+        einsum path), ``"einsum"``, ``"xla"`` or ``"cudnn"``:
+        :func:`~models.mvit.attention_implementation`. The same function whichever runs; a speed
+        setting only.
     """
 
     num_classes: int
