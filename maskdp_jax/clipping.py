@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from maskdp_jax import ghost
+
 PyTree = Any
 
 
@@ -57,6 +59,7 @@ def clipped_grad_sum(
     *,
     l2_clip_norm: float,
     microbatch_size: int | None = None,
+    ghost_rules: ghost.Rules | None = None,
 ) -> tuple[PyTree, ClipStats]:
     """Sum of per-example gradients, each clipped to L2 norm ``<= l2_clip_norm``.
 
@@ -74,6 +77,11 @@ def clipped_grad_sum(
         gradients exist at a time (memory ``O(m * #trainable)`` instead of ``O(P * #trainable)``,
         what full fine-tuning of a large model needs). Same sum up to float32 summation order;
         privacy is unchanged (each example is still clipped on its own, the sum is the same).
+      ghost_rules: ``None``: per-example gradients by ``vmap``. Otherwise the
+        :class:`~maskdp_jax.ghost.LayerRule` of every layer kind owning trainable parameters:
+        per-example norms and the clipped sum from one ordinary backward, without per-example
+        gradients (:mod:`maskdp_jax.ghost`; ``trainable`` must be a Flax parameter dict and
+        ``loss_fn`` apply a Flax model). The same sum and statistics, to float rounding.
 
     Returns:
       ``(grad_sum, stats)``: ``grad_sum`` has the structure of ``trainable``;
@@ -106,10 +114,15 @@ def clipped_grad_sum(
         return jax.tree.map(lambda g: g * scale, grad), norm, loss, finite
 
     def chunk_sum(chunk: Any, chunk_weights: jnp.ndarray) -> tuple[PyTree, ClipStats]:
-        grads, norms, losses, finite = jax.vmap(one)(chunk)
-        chunk_weights = chunk_weights.astype(jnp.float32)
+        if ghost_rules is None:
+            grads, norms, losses, finite = jax.vmap(one)(chunk)
+            grad_sum = jax.tree.map(
+                lambda g: jnp.tensordot(chunk_weights.astype(jnp.float32), g, axes=1), grads)
+        else:
+            grad_sum, norms, losses, finite = ghost.clipped_sum(
+                loss_fn, trainable, chunk, chunk_weights, l2_clip_norm=l2_clip_norm,
+                rules=ghost_rules)
         real = chunk_weights > 0
-        grad_sum = jax.tree.map(lambda g: jnp.tensordot(chunk_weights, g, axes=1), grads)
         stats = ClipStats(
             num_nonfinite=jnp.sum(real & ~finite),
             num_clipped=jnp.sum(real & finite & (norms > l2_clip_norm)),

@@ -304,20 +304,29 @@ class MultiscaleAttention(nn.Module):
     def _add_rel_pos(self, attn, q, q_thw, k_thw, head_dim):
         """Decomposed relative position bias (MViTv2), from the pooled, unscaled q."""
         b, heads = q.shape[:2]
-        init = nn.initializers.truncated_normal(0.02)
-        rel_t = self.param("rel_pos_t", init, (2 * self.input_size[0] - 1, head_dim))
-        rel_h = self.param("rel_pos_h", init, (self.rel_pos_spatial, head_dim))
-        rel_w = self.param("rel_pos_w", init, (self.rel_pos_spatial, head_dim))
         r_q = q[:, :, 1:].reshape(b, heads, *q_thw, head_dim)
-        tables = [table[_rel_index(qs, ks)].astype(q.dtype) for table, qs, ks in
-                  zip((rel_t, rel_h, rel_w), q_thw, k_thw, strict=True)]
-        bias_t = jnp.einsum("bythwc,tkc->bythwk", r_q, tables[0])
-        bias_h = jnp.einsum("bythwc,hkc->bythwk", r_q, tables[1])
-        bias_w = jnp.einsum("bythwc,wkc->bythwk", r_q, tables[2])
+        bias_t, bias_h, bias_w = self._rel_pos_terms(r_q, q_thw, k_thw)
         bias = (bias_t[..., :, None, None] + bias_h[..., None, :, None]
                 + bias_w[..., None, None, :])
         q_len, k_len = math.prod(q_thw), math.prod(k_thw)
         return attn.at[:, :, 1:, 1:].add(bias.reshape(b, heads, q_len, k_len))
+
+    def _rel_pos_terms(self, r_q, q_thw, k_thw):
+        """The bias terms along t, h and w, ``[B, heads, qt, qh, qw, k*]``, of the query grid
+        ``r_q: [B, heads, qt, qh, qw, head_dim]``: the only use of the position tables, so their
+        per-example gradients follow from ``r_q`` and these terms' cotangents
+        (models/ghost_rules.py).
+        """
+        head_dim = r_q.shape[-1]
+        init = nn.initializers.truncated_normal(0.02)
+        rel_t = self.param("rel_pos_t", init, (2 * self.input_size[0] - 1, head_dim))
+        rel_h = self.param("rel_pos_h", init, (self.rel_pos_spatial, head_dim))
+        rel_w = self.param("rel_pos_w", init, (self.rel_pos_spatial, head_dim))
+        tables = [table[_rel_index(qs, ks)].astype(r_q.dtype) for table, qs, ks in
+                  zip((rel_t, rel_h, rel_w), q_thw, k_thw, strict=True)]
+        return (jnp.einsum("bythwc,tkc->bythwk", r_q, tables[0]),
+                jnp.einsum("bythwc,hkc->bythwk", r_q, tables[1]),
+                jnp.einsum("bythwc,wkc->bythwk", r_q, tables[2]))
 
 
 ATTENTION_IMPLS = ("auto", "einsum", "xla", "cudnn")

@@ -137,6 +137,16 @@ def _weight_grad(xp, g, w, stride):
 depthwise_conv3d.defvjp(_fwd, _bwd)
 
 
+def depthwise_conv3d_weight_grad(x: jax.Array, g: jax.Array, kernel: tuple[int, int, int],
+                                 stride: tuple[int, int, int]) -> jax.Array:
+    """``[kT, kH, kW, C]`` float32: the gradient w.r.t. ``w`` of ``sum(depthwise_conv3d(x, w,
+    stride) * g)``, summed over the batch (the VJP's own weight gradient; the per-example ghost
+    rule of ``models/ghost_rules.py`` maps it over examples)."""
+    w = jax.ShapeDtypeStruct((*kernel, x.shape[-1]), jnp.float32)
+    return _weight_grad(_pad_grid(x.astype(jnp.float32), kernel), g.astype(jnp.float32), w,
+                        stride)
+
+
 def _max_windows(x, kernel, stride):
     """``(max, argmax)`` over the windows of a ``-inf``-padded ``x``; ties go to the first tap
     in row-major kernel order (PyTorch's ``MaxPool3d``)."""

@@ -1,0 +1,246 @@
+"""Per-layer rules for per-example gradient norms without per-example gradients (ghost norms and
+book-keeping, :mod:`maskdp_jax.ghost`), one for every kind of trainable parameter of the MViT.
+
+:data:`RULES` maps ``(module class, method name)`` to the fields of a
+``maskdp_jax.ghost.LayerRule`` (``params``, ``tap``, ``sq_norms``, ``grads``); the run layer
+(``run.model``) builds the rules from it (this package imports no DP code). Each method tapped is
+the only place its module's parameters are used, so the output cotangent ``g`` of that call and
+what ``tap`` keeps of its inputs (``a``) determine the parameters' per-example gradients:
+
+=========================================  ========================================================
+layer (method)                             per-example gradient of example ``i``
+=========================================  ========================================================
+``nn.Dense``, ``QKV``, the head            ``a_iᵀ g_i`` over its tokens (mixed mode: the ghost norm
+                                           ``Σ (a_i a_iᵀ) ⊙ (g_i g_iᵀ)`` or the product itself,
+                                           whichever the shapes make cheaper); bias ``Σ_t g_i``
+``PatchEmbed``                             the same over the im2col patches of the clip
+``DepthwiseConv3d`` (q/k/v pooling)        ``Σ_o x_i[o s + k] g_i[o]`` for each tap ``k``
+``nn.LayerNorm``                           scale ``Σ_t x̂_i ⊙ g_i``, bias ``Σ_t g_i``
+``MultiscaleAttention._rel_pos_terms``     the gathered tables' gradient ``Σ r_q ⊗ g``, scattered
+                                           back onto the tables
+``MViT._embed``                            class token (v1: class, temporal and spatial positions):
+                                           the cotangent of the tokens entering block 0, summed
+=========================================  ========================================================
+
+Arrays reaching ``sq_norms``/``grads`` carry the example axis first: ``[P, ...]`` then one
+example's shapes (``K`` clips, then the layer's own axes). Everything is computed in float32.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from models import mvit, pooling
+
+F32 = jnp.float32
+
+
+def _tokens(x: jax.Array) -> jax.Array:
+    """``[P, ..., d] -> [P, tokens, d]`` float32."""
+    return x.reshape(x.shape[0], -1, x.shape[-1]).astype(F32)
+
+
+def _sq(x: jax.Array) -> jax.Array:
+    """Squared norm of each example's slice: ``[P, ...] -> [P]``."""
+    return jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
+
+
+def _ghost_is_cheaper(tokens: int, d_in: int, d_out: int) -> bool:
+    """Ghost norm ``~ T² (d_in + d_out)`` against the product ``~ T d_in d_out`` (also the memory
+    of the two: ``T²`` against ``d_in d_out`` per example)."""
+    return tokens * (d_in + d_out) < d_in * d_out
+
+
+def dense_sq_norms(a: jax.Array, g: jax.Array, names) -> dict[str, jax.Array]:
+    """``a [P, ..., d_in]``, ``g [P, ..., d_out]`` -> squared norms of ``kernel [d_in, d_out]``
+    and ``bias [d_out]`` of ``y = a @ kernel + bias``, per example."""
+    a, g = _tokens(a), _tokens(g)
+    out = {}
+    if "kernel" in names:
+        if _ghost_is_cheaper(a.shape[1], a.shape[2], g.shape[2]):
+            aa = jnp.einsum("pti,psi->pts", a, a)
+            gg = jnp.einsum("pto,pso->pts", g, g)
+            out["kernel"] = jnp.sum(aa * gg, axis=(1, 2))
+        else:
+            out["kernel"] = _sq(jnp.einsum("pti,pto->pio", a, g))
+    if "bias" in names:
+        out["bias"] = _sq(jnp.sum(g, axis=1))
+    return out
+
+
+def dense_grads(a: jax.Array, g: jax.Array, names) -> dict[str, jax.Array]:
+    """The summed gradients of :func:`dense_sq_norms`'s parameters (one product each)."""
+    a, g = _tokens(a), _tokens(g)
+    out = {}
+    if "kernel" in names:
+        out["kernel"] = jnp.einsum("pti,pto->io", a, g)
+    if "bias" in names:
+        out["bias"] = jnp.sum(g, axis=(0, 1))
+    return out
+
+
+def _first_arg(module, args, kwargs):
+    return args[0], None
+
+
+def _dense_rule(cotangent=lambda g: g, patches=lambda static, a: a, tap=_first_arg):
+    return dict(
+        params=("kernel", "bias"), tap=tap,
+        sq_norms=lambda s, a, g, names: dense_sq_norms(patches(s, a), cotangent(g), names),
+        grads=lambda s, a, g, names: dense_grads(patches(s, a), cotangent(g), names),
+    )
+
+
+def _patch_tap(module, args, kwargs):
+    return args[0], (tuple(module.kernel), tuple(module.stride), tuple(module.padding))
+
+
+def _patches(static, clips):
+    """``[P, K, T, H, W, C]`` -> ``[P, K, T', H', W', kT*kH*kW*C]``: the patch embedding's input
+    windows in its kernel's row order (``mvit._im2col``; kernel equal to the stride is the
+    special case of the CPU presets)."""
+    kernel, stride, padding = static
+    p = clips.shape[0]
+    flat = clips.reshape(-1, *clips.shape[-4:]).astype(F32)
+    windows = mvit._im2col(flat, kernel, stride, padding)
+    return windows.reshape(p, -1, windows.shape[-1])
+
+
+def _layer_norm_tap(module, args, kwargs):
+    if kwargs.get("mask") is not None or not module.use_fast_variance or (
+            module.reduction_axes != -1 or module.feature_axes != -1):
+        raise ValueError(f"the LayerNorm ghost rule covers the last-axis, unmasked LayerNorm "
+                         f"only; got {module}.")
+    return args[0], float(module.epsilon)
+
+
+def _normalized(x: jax.Array, epsilon: float) -> jax.Array:
+    """``x̂ = (x - mean) / sqrt(var + eps)`` over the last axis as ``nn.LayerNorm`` computes it
+    (float32, variance ``E[x²] - E[x]²`` clipped at 0)."""
+    x = x.astype(F32)
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    return (x - mean) * jax.lax.rsqrt(var + epsilon)
+
+
+def _layer_norm_per_example(epsilon, x, g, names):
+    g = _tokens(g)
+    out = {}
+    if "scale" in names:
+        out["scale"] = jnp.sum(_tokens(_normalized(x, epsilon)) * g, axis=1)
+    if "bias" in names:
+        out["bias"] = jnp.sum(g, axis=1)
+    return out
+
+
+def _depthwise_tap(module, args, kwargs):
+    return args[0], (tuple(module.kernel), tuple(module.stride))
+
+
+def _depthwise_per_example(static, x, g):
+    """``x [P, B, T, H, W, C]``, ``g [P, B, T', H', W', C]`` -> ``[P, kT, kH, kW, 1, C]``."""
+    kernel, stride = static
+    per = jax.vmap(lambda xi, gi: pooling.depthwise_conv3d_weight_grad(xi, gi, kernel, stride))
+    return per(x, g)[..., None, :]
+
+
+def _depthwise_grads(static, x, g):
+    kernel, stride = static
+    merge = lambda t: t.reshape(-1, *t.shape[2:])  # noqa: E731
+    return pooling.depthwise_conv3d_weight_grad(merge(x), merge(g), kernel, stride)
+
+
+def _rel_pos_tap(module, args, kwargs):
+    r_q, q_thw, k_thw = args
+    lengths = (2 * module.input_size[0] - 1, module.rel_pos_spatial, module.rel_pos_spatial)
+    return r_q, (tuple(q_thw), tuple(k_thw), lengths)
+
+
+_TABLES = ("rel_pos_t", "rel_pos_h", "rel_pos_w")
+# r_q [P, K, heads, qt, qh, qw, c] against each term's cotangent [P, K, heads, qt, qh, qw, k]:
+# the gathered table's gradient [P, q, k, c] along t, h and w.
+_GATHERED = ("pbnthwc,pbnthwk->ptkc", "pbnthwc,pbnthwk->phkc", "pbnthwc,pbnthwk->pwkc")
+
+
+def _rel_pos_per_example(static, r_q, g, names):
+    """Each table's gradient per example ``[P, length, head_dim]``: the gathered ``[q, k, c]``
+    gradient scattered back through the index of ``mvit._rel_index``."""
+    q_thw, k_thw, lengths = static
+    out = {}
+    for i, name in enumerate(_TABLES):
+        if name not in names:
+            continue
+        gathered = jnp.einsum(_GATHERED[i], r_q.astype(F32), g[i].astype(F32))
+        index = mvit._rel_index(q_thw[i], k_thw[i]).reshape(-1)
+        p, c = gathered.shape[0], gathered.shape[-1]
+        out[name] = jnp.zeros((p, lengths[i], c), F32).at[:, index].add(
+            gathered.reshape(p, -1, c))
+    return out
+
+
+def _embed_tap(module, args, kwargs):
+    return None, (tuple(module.token_grid()), bool(module.rel_pos_embed))
+
+
+def _embed_per_example(static, g, names):
+    """``g [P, K, 1 + t*h*w, dim]``, the cotangent of the tokens entering block 0."""
+    (t, h, w), _ = static
+    g = g.astype(F32)
+    out = {}
+    first = jnp.sum(g[:, :, 0], axis=1)
+    for name in ("cls_token", "class_pos"):
+        if name in names:
+            out[name] = first
+    grid = g[:, :, 1:].reshape(g.shape[0], g.shape[1], t, h * w, g.shape[-1])
+    if "temporal_pos" in names:
+        out["temporal_pos"] = jnp.sum(grid, axis=(1, 3))
+    if "spatial_pos" in names:
+        out["spatial_pos"] = jnp.sum(grid, axis=(1, 2))
+    return out
+
+
+def _summed(per_example):
+    """``grads`` of a rule whose per-example gradients are small: the per-example ones, summed."""
+    def grads(static, a, g, names):
+        return {k: jnp.sum(v, axis=0) for k, v in per_example(static, a, g, names).items()}
+    return grads
+
+
+def _squared(per_example):
+    def sq_norms(static, a, g, names):
+        return {k: _sq(v) for k, v in per_example(static, a, g, names).items()}
+    return sq_norms
+
+
+def _layer_norm(static, a, g, names):
+    return _layer_norm_per_example(static, a, g, names)
+
+
+def _rel_pos(static, a, g, names):
+    return _rel_pos_per_example(static, a, g, names)
+
+
+def _embed(static, a, g, names):
+    return _embed_per_example(static, g, names)
+
+
+RULES = {
+    (nn.Dense, "__call__"): _dense_rule(),
+    (mvit.QKV, "__call__"): _dense_rule(cotangent=lambda g: jnp.concatenate(g, axis=-1)),
+    (mvit.PatchEmbed, "__call__"): _dense_rule(patches=_patches, tap=_patch_tap),
+    (mvit.DepthwiseConv3d, "__call__"): dict(
+        params=("kernel",), tap=_depthwise_tap,
+        sq_norms=lambda s, a, g, names: {"kernel": _sq(_depthwise_per_example(s, a, g))},
+        grads=lambda s, a, g, names: {"kernel": _depthwise_grads(s, a, g)}),
+    (nn.LayerNorm, "__call__"): dict(
+        params=("scale", "bias"), tap=_layer_norm_tap,
+        sq_norms=_squared(_layer_norm), grads=_summed(_layer_norm)),
+    (mvit.MultiscaleAttention, "_rel_pos_terms"): dict(
+        params=_TABLES, tap=_rel_pos_tap, sq_norms=_squared(_rel_pos), grads=_summed(_rel_pos)),
+    (mvit.MViT, "_embed"): dict(
+        params=("cls_token", "class_pos", "temporal_pos", "spatial_pos"), tap=_embed_tap,
+        sq_norms=_squared(_embed), grads=_summed(_embed)),
+}
+
