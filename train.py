@@ -401,7 +401,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         train_step = mdp.make_train_step(
             apply_fn=step_apply, views=step_views, tx=tx, plan=plan, mesh=mesh,
             microbatch_size=config.privacy.microbatch_size or None,
-            pixel_norm=step_ds.pixel_norm)
+            pixel_norm=step_ds.pixel_norm,
+            ghost_rules=run_model.per_example_rules(config.privacy, config.model))
         state, resumed = guard.resume(
             mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
         if resumed:

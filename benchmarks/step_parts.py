@@ -3,13 +3,20 @@ r"""Where a logical step's time goes: each jitted piece of the step, compiled an
     python benchmarks/step_parts.py --size=cpu --strategy=selective          # needs torch
     python benchmarks/step_parts.py --size=paper --strategy=full --weights=random \
         --physical=2 --microbatch=1 --parts=private-maskdp --repeats=0       # compile cost only
+    python benchmarks/step_parts.py --size=paper --strategy=full --weights=random \
+        --physical=2 --microbatch=1 \
+        --parts=public-nonprivate,private-maskdp,private-maskdp-ghost --repeats=3  # ghost norms
 
 Builds the model of ``benchmarks/opacus_maskdp.py``'s size and, for one physical batch, lowers,
 compiles and times each piece of the step: the forward pass, the public pass (ordinary gradient
 of the batch sum) and the private pass (per-example gradients, clipped, summed). Per piece it
 prints the seconds spent tracing and lowering to StableHLO, the seconds XLA spends compiling,
-the number of fusions in the compiled program (a rough measure of how much code XLA generated)
-and the median of ``--repeats`` calls after the first. The process' peak host memory comes last
+the number of fusions in the compiled program (a rough measure of how much code XLA generated),
+the compiled program's peak memory by XLA's memory analysis (arguments + outputs + temporaries
+- aliased) and the median of ``--repeats`` calls after the first. A part ending in ``-ghost`` is
+the private pass with per-example norms by ghost rules (``maskdp_jax.ghost``, no per-example
+gradient, whole physical batch at once); without it, per-example gradients by ``vmap`` in
+micro-batches of ``--microbatch`` (full fine-tuning). The process' peak host memory comes last
 (compilation dominates it at the papers' size on a CPU).
 
 ``--weights=torchvision`` (default) converts the torch model's weights so the times belong to
@@ -37,8 +44,10 @@ import jax  # noqa: E402
 from benchmarks import opacus_maskdp as bench  # noqa: E402
 from maskdp_jax import compilation, partition  # noqa: E402
 from maskdp_jax import train_step as ts  # noqa: E402
+from run import model as run_model  # noqa: E402
 
-PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp")
+PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp",
+         "private-maskdp-ghost", "private-dp-ghost")
 
 
 def compile_and_time(fn, *args, repeats: int) -> dict:
@@ -49,8 +58,12 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
     t = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
+    memory = compiled.memory_analysis()
+    peak = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+            + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
     out = {"lower_s": lower_s, "compile_s": compile_s,
-           "fusions": compiled.as_text().count(" fusion("), "median_ms": None}
+           "fusions": compiled.as_text().count(" fusion("), "peak_mib": peak / 2**20,
+           "median_ms": None}
     if repeats > 0:
         jax.block_until_ready(compiled(*args))
         times = []
@@ -114,22 +127,26 @@ def main() -> None:
           f"{f', micro-batches of {micro}' if micro else ''}, {args.weights} weights, "
           f"jax {jax.__version__} on {jax.devices()[0].platform}:")
     print(f"  {'piece':22s} {'lower [s]':>9s} {'compile [s]':>11s} {'fusions':>7s} "
-          f"{'median [ms]':>11s}")
+          f"{'peak [MiB]':>10s} {'median [ms]':>11s}")
     for part in parts:
         if part == "forward":
             row = compile_and_time(jax.jit(apply_fn), partition.merge(trainable, frozen),
                                    batch["video"][:, 0], repeats=args.repeats)
         else:
-            kind, mode = part.split("-")
+            kind, mode, *engine = part.split("-")
             piece = ts.accumulate_private if kind == "private" else ts.accumulate_public
-            extra = {"microbatch_size": cfg.microbatch} if kind == "private" else {}
+            extra = {}
+            if engine:
+                extra = {"ghost_rules": run_model.ghost_rules()}
+            elif kind == "private":
+                extra = {"microbatch_size": cfg.microbatch}
             fn = compilation.jit(functools.partial(
                 piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
                 views=ts.PixelViews(cfg.tokens), **extra))
             row = compile_and_time(fn, acc, trainable, frozen, batch, repeats=args.repeats)
         median = "-" if args.repeats == 0 else f"{row['median_ms']:.1f}"
         print(f"  {part:22s} {row['lower_s']:9.1f} {row['compile_s']:11.1f} {row['fusions']:7d} "
-              f"{median:>11s}", flush=True)
+              f"{row['peak_mib']:10.0f} {median:>11s}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
     print(f"  peak host memory (RSS) {peak:.0f} MiB")
 

@@ -59,6 +59,10 @@ def get_config() -> ml_collections.ConfigDict:
     # Per-example gradients computed this many at a time (0 = the whole physical batch at once);
     # must divide physical_batch_size. Bounds memory for full fine-tuning; same update.
     config.privacy.microbatch_size = 0
+    # How each example's gradient norm is computed: vmap (per-example gradients) | ghost (from the
+    # activations and output gradients of one backward, no per-example gradient; the same update)
+    # | auto (the faster of the two for model.finetune, measured: run/model.py AUTO_PER_EXAMPLE).
+    config.privacy.per_example = "auto"
     # Where the DP noise and the Poisson batches come from. "secret": a fresh secret per run, kept
     # only in the checkpoints (keep them private). "seeded": from config.seed, which the report
     # publishes, so anyone can recompute the noise: tests and reproducibility experiments only.

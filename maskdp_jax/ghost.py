@@ -11,8 +11,9 @@ computed directly or the ghost norm ``Σ (a_i a_iᵀ) ⊙ (g_i g_iᵀ)`` (Goodfe
 one product per layer, ``aᵀ (c ⊙ g)`` (book-keeping, Bu et al. 2023). Only ``a`` and ``g`` are
 needed, and one ordinary backward gives every ``g``.
 
-How: a JAX transformation of the loss, so the model code stays as it is. :func:`clipped_sum`
-runs the per-example loss under ``jax.vmap`` inside a Flax method interceptor
+How: a JAX transformation of the loss, so the model code stays as it is (a rule's method must be
+the only use of its layer's parameters; the tests compare both paths on our models).
+:func:`clipped_sum` runs the per-example loss under ``jax.vmap`` inside a Flax method interceptor
 (``flax.linen.intercept_methods``). Each call of a layer that owns trainable parameters and has a
 :class:`LayerRule` keeps what its rule needs of the call's inputs (``a``) and adds a zero
 perturbation ``z`` to its output; the gradient of ``Σ_i L_i`` w.r.t. the perturbations is every
@@ -157,11 +158,12 @@ def _check_coverage(owners, taps: Mapping[Path, _Tap], classes: Mapping[Path, ty
 
 def _rows_where(keep: jax.Array, tree: PyTree, factor: jax.Array | None = None) -> PyTree:
     """``tree``'s example rows where ``keep [P]``, zeros elsewhere (``where``, not a product, so a
-    dropped row's NaN or inf cannot survive); times ``factor [P]`` if given."""
+    dropped row's NaN or inf cannot survive); times ``factor [P]`` if given, in float32 (a
+    bfloat16 clip factor could round above ``C / norm``)."""
     def one(x):
         shape = (-1, *[1] * (x.ndim - 1))
-        kept = x if factor is None else x * factor.reshape(shape).astype(x.dtype)
-        return jnp.where(keep.reshape(shape), kept, jnp.zeros((), x.dtype))
+        kept = x if factor is None else x.astype(jnp.float32) * factor.reshape(shape)
+        return jnp.where(keep.reshape(shape), kept, jnp.zeros((), kept.dtype))
     return jax.tree.map(one, tree)
 
 

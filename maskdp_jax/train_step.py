@@ -51,7 +51,15 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import clipping, compilation, gradient, parallel, partition, tokenizer
+from maskdp_jax import (
+    clipping,
+    compilation,
+    ghost,
+    gradient,
+    parallel,
+    partition,
+    tokenizer,
+)
 from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
@@ -227,12 +235,15 @@ def accumulate_private(
     acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
     apply_fn: ApplyFn, plan: PrivacyPlan, views: ViewFn,
     microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
+    ghost_rules: ghost.Rules | None = None,
 ) -> Accumulator:
     """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``.
 
     ``microbatch_size``: per-example gradients are computed ``m`` at a time (None: the whole
     physical batch at once); bounds memory for full fine-tuning, same sum
-    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``views``, ``pixel_norm``: see
+    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``ghost_rules``: None computes per-example
+    gradients by ``vmap``; the model's layer rules compute the norms and the clipped sum without
+    them (:mod:`maskdp_jax.ghost`), same sum. ``views``, ``pixel_norm``: see
     :func:`pass_input`.
     """
     video, weights = pass_input(batch, public=False, plan=plan, views=views,
@@ -242,6 +253,7 @@ def accumulate_private(
         functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
         weights,
         l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size,
+        ghost_rules=ghost_rules,
     )
     return acc._replace(
         private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),
@@ -292,6 +304,7 @@ def make_train_step(
     *, apply_fn: ApplyFn, tx: optax.GradientTransformation, plan: PrivacyPlan,
     views: ViewFn, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
+    ghost_rules: ghost.Rules | None = None,
 ) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
     """Build ``train_step(state, batch, key) -> (state, metrics)``.
 
@@ -313,6 +326,10 @@ def make_train_step(
         a multiple of the number of devices.
       pixel_norm: the training split's ``data.clips.PixelNorm``: uint8 batches are normalised
         inside the jitted accumulation (None: batches must arrive normalised, float32).
+      ghost_rules: how the private pass gets per-example norms (``config.privacy.per_example``):
+        None, per-example gradients by ``vmap``; the model's :class:`~maskdp_jax.ghost.LayerRule`
+        mapping (``run.model.ghost_rules()``), from activations and output cotangents
+        of one backward (:mod:`maskdp_jax.ghost`). Same update to float rounding.
 
     Returns:
       A function of ``(state, batch: LogicalBatchData, key)``; it runs one jitted accumulation
@@ -332,7 +349,7 @@ def make_train_step(
                                      views=views, pixel_norm=pixel_norm))
     private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
                                       views=views, microbatch_size=microbatch_size,
-                                      pixel_norm=pixel_norm))
+                                      pixel_norm=pixel_norm, ghost_rules=ghost_rules))
     final = compilation.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
     mode = plan.mode
 

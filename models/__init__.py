@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import flax.linen as nn
 
-from models import convert, finetune
+from models import convert, finetune, ghost_rules
 from models.mvit import MViT
 from models.presets import PRESETS
 
-__all__ = ["PRESETS", "MViT", "convert", "finetune", "get_model"]
+__all__ = ["PRESETS", "MViT", "convert", "finetune", "get_model", "ghost_rules"]
 
 
 def get_model(name: str, *, num_classes: int, **overrides) -> nn.Module:

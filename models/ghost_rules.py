@@ -13,7 +13,7 @@ layer (method)                             per-example gradient of example ``i``
 ``nn.Dense``, ``QKV``, the head            ``a_iᵀ g_i`` over its tokens (mixed mode: the ghost norm
                                            ``Σ (a_i a_iᵀ) ⊙ (g_i g_iᵀ)`` or the product itself,
                                            whichever the shapes make cheaper); bias ``Σ_t g_i``
-``PatchEmbed``                             the same over the im2col patches of the clip
+``PatchEmbed``, unpadded ``nn.Conv``       the same over the im2col patches of the clip
 ``DepthwiseConv3d`` (q/k/v pooling)        ``Σ_o x_i[o s + k] g_i[o]`` for each tap ``k``
 ``nn.LayerNorm``                           scale ``Σ_t x̂_i ⊙ g_i``, bias ``Σ_t g_i``
 ``MultiscaleAttention._rel_pos_terms``     the gathered tables' gradient ``Σ r_q ⊗ g``, scattered
@@ -106,6 +106,26 @@ def _patches(static, clips):
     flat = clips.reshape(-1, *clips.shape[-4:]).astype(F32)
     windows = mvit._im2col(flat, kernel, stride, padding)
     return windows.reshape(p, -1, windows.shape[-1])
+
+
+def _conv_tap(module, args, kwargs):
+    """``nn.Conv`` over clips ``[B, T, H, W, C]`` without padding (``VALID``, or ``SAME`` with
+    the kernel equal to the stride on a grid it divides: a patchify convolution), groups and
+    dilation 1: the same dense layer over its im2col windows as :class:`mvit.PatchEmbed`."""
+    x = args[0]
+    size = module.kernel_size
+    kernel = (size,) if isinstance(size, int) else tuple(size)  # flax: an int is a 1D kernel
+    strides = module.strides or 1
+    strides = (strides,) * len(kernel) if isinstance(strides, int) else tuple(strides)
+    no_padding = module.padding == "VALID" or (
+        module.padding == "SAME" and kernel == strides
+        and all(n % s == 0 for n, s in zip(x.shape[-4:-1], strides, strict=True)))
+    plain = (x.ndim == 5 and len(kernel) == 3 and module.feature_group_count == 1
+             and module.input_dilation in (None, 1) and module.kernel_dilation in (None, 1))
+    if not (no_padding and plain):
+        raise ValueError(f"no ghost rule for this convolution (the nn.Conv rule covers 3D "
+                         f"convolutions without padding, groups or dilation): {module}.")
+    return x, (kernel, strides, (0, 0, 0))
 
 
 def _layer_norm_tap(module, args, kwargs):
@@ -230,6 +250,7 @@ RULES = {
     (nn.Dense, "__call__"): _dense_rule(),
     (mvit.QKV, "__call__"): _dense_rule(cotangent=lambda g: jnp.concatenate(g, axis=-1)),
     (mvit.PatchEmbed, "__call__"): _dense_rule(patches=_patches, tap=_patch_tap),
+    (nn.Conv, "__call__"): _dense_rule(patches=_patches, tap=_conv_tap),
     (mvit.DepthwiseConv3d, "__call__"): dict(
         params=("kernel",), tap=_depthwise_tap,
         sq_norms=lambda s, a, g, names: {"kernel": _sq(_depthwise_per_example(s, a, g))},

@@ -214,6 +214,7 @@ def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> No
             accountant.check_combination(p.accountant, p.adjacency, scheme)
         except ValueError as e:
             _fail("privacy.accountant", f"cannot calibrate this run: {e}")
+    _choice("privacy.per_example", p.per_example, run_model.PER_EXAMPLE)
     microbatch = p.microbatch_size
     _integer("privacy.microbatch_size", microbatch, minimum=0)
     per_device = config.physical_batch_size // num_devices

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import ml_collections
 
 import models
-from maskdp_jax import partition
+from maskdp_jax import ghost, partition
 from maskdp_jax.tokenizer import Tokenizer
 
 # bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
@@ -56,6 +56,17 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
     if name != "auto":
         return name
     return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+
+# How the private pass gets each example's gradient norm (config.privacy.per_example): "vmap"
+# materialises per-example gradients; "ghost" computes norms and the clipped sum from one
+# backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks per fine-tuning
+# strategy from AUTO_PER_EXAMPLE.
+PER_EXAMPLE = ("auto", "vmap", "ghost")
+# Measured on the 2-core CPU (benchmarks/RESULTS.md, "Ghost norms"): the private pass of full
+# fine-tuning is faster and smaller by ghost norms; with a few trainable parameters the vmapped
+# per-example gradients are small already and the ghost pass' second set of products does not pay.
+AUTO_PER_EXAMPLE = {"full": "ghost", "selective": "vmap", "norms": "vmap", "linear": "vmap",
+                    "adapters": "vmap"}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -104,6 +115,25 @@ class RunModel:
         trainable = models.finetune.count_params(self.trainable)
         return {"trainable": trainable,
                 "total": trainable + models.finetune.count_params(self.frozen)}
+
+
+def ghost_rules() -> ghost.Rules:
+    """The :class:`~maskdp_jax.ghost.LayerRule` of every trainable layer kind of our models
+    (``models/ghost_rules.py``)."""
+    return {key: ghost.LayerRule(**fields) for key, fields in models.ghost_rules.RULES.items()}
+
+
+def per_example_rules(privacy_config: ml_collections.ConfigDict,
+                      model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
+    """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
+    ``privacy.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
+    ``auto`` the measured choice of ``model.finetune`` (:data:`AUTO_PER_EXAMPLE`)."""
+    choice = privacy_config.per_example
+    if choice not in PER_EXAMPLE:
+        raise ValueError(f"privacy.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
+    if choice == "auto":
+        choice = AUTO_PER_EXAMPLE[model_config.finetune]
+    return ghost_rules() if choice == "ghost" else None
 
 
 def input_shape(name: str) -> tuple[int, int, int, int]:

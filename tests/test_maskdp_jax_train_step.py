@@ -21,8 +21,12 @@ from maskdp_jax.train_step import (
     make_train_step,
     zeros_accumulator,
 )
+from run import model as run_model
 
 KEY = jax.random.key(42)
+# The private pass' two ways to per-example norms (config.privacy.per_example): the tests marked
+# with ENGINES hold on both.
+ENGINES = {"vmap": None, "ghost": run_model.ghost_rules()}
 
 
 def _cfg(mode="maskdp", sigma=0.0, b=8, c=0.5):
@@ -78,18 +82,21 @@ def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model,
     assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
 
 
-def test_public_sum_is_untouched_by_the_private_pass(tiny_model):
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_public_sum_is_untouched_by_the_private_pass(tiny_model, engine):
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(0)
     state = _state(params, optax.sgd(1.0))
     acc = _public(state, random_batch(rng, size=4), apply_fn, _cfg())
+    cfg = {**_cfg(), "ghost_rules": ENGINES[engine]}
     for seed in (1, 2):
         after = _private(state, random_batch(np.random.default_rng(seed), size=4), apply_fn,
-                         _cfg(), acc=jax.tree.map(jnp.copy, acc))
+                         cfg, acc=jax.tree.map(jnp.copy, acc))
         _assert_tree_equal(after.public_sum, acc.public_sum)
 
 
-def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model):
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model, engine):
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(3)
     private_batch = random_batch(rng, size=8, clips=2)
@@ -99,7 +106,8 @@ def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model):
     tx = optax.sgd(0.1, momentum=0.9)
     results = {}
     for mode in ("dp", "maskdp"):
-        step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(mode, sigma=1.3))
+        step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(mode, sigma=1.3),
+                               ghost_rules=ENGINES[engine])
         batch = LogicalBatchData(public=[public_batch] if mode == "maskdp" else [],
                                  private=[private_batch])
         results[mode], _ = step(_state(params, tx), batch, KEY)
@@ -107,13 +115,15 @@ def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model):
     assert not np.array_equal(results["dp"].trainable["head"]["kernel"], params["head"]["kernel"])
 
 
-def test_no_private_cells_means_zero_private_gradient_and_vice_versa(tiny_model):
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_no_private_cells_means_zero_private_gradient_and_vice_versa(tiny_model, engine):
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(4)
     batch = random_batch(rng, size=4)
     state = _state(params, optax.sgd(1.0))
     all_public = dict(batch, mask=np.ones_like(batch["mask"]))
-    acc = _private(state, all_public, apply_fn, _cfg())
+    private_cfg = {**_cfg(), "ghost_rules": ENGINES[engine]}
+    acc = _private(state, all_public, apply_fn, private_cfg)
     assert _leaves_norm(acc.private_sum) == 0.0
     assert float(acc.clip.count) == 0
     all_private = dict(batch, mask=np.zeros_like(batch["mask"]))
@@ -125,8 +135,8 @@ def test_no_private_cells_means_zero_private_gradient_and_vice_versa(tiny_model)
     only = jax.tree.map(lambda v: v[2:3], batch | {"mask": mixed["mask"]})
     # Equal up to float rounding: batch 4 and batch 1 compile to different vectorised kernels.
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8),
-                 _private(state, mixed, apply_fn, _cfg()).private_sum,
-                 _private(state, only, apply_fn, _cfg()).private_sum)
+                 _private(state, mixed, apply_fn, private_cfg).private_sum,
+                 _private(state, only, apply_fn, private_cfg).private_sum)
 
 
 def test_multi_clip_averages_before_clipping(tiny_model):
@@ -222,13 +232,15 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
         _cfg("secret")
 
 
-def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model, engine):
     """config.privacy.microbatch_size reaches the clipper through the step: same clipped sum."""
     _, params, apply_fn = tiny_model
     batch = random_batch(np.random.default_rng(5), size=6, clips=2)
     state = _state(params, optax.sgd(1.0))
-    whole = _private(state, batch, apply_fn, _cfg(c=0.05))
-    chunked = _private(state, batch, apply_fn, {**_cfg(c=0.05), "microbatch_size": 2})
+    cfg = {**_cfg(c=0.05), "ghost_rules": ENGINES[engine]}
+    whole = _private(state, batch, apply_fn, cfg)
+    chunked = _private(state, batch, apply_fn, {**cfg, "microbatch_size": 2})
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
                  chunked, whole)
     assert int(whole.clip.num_clipped) > 0

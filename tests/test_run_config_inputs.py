@@ -81,6 +81,8 @@ ONE_OF = r"must be one of \("
                 r"physical_batch_size 80 / 8 device", num_devices=8),
     config_case("microbatch-negative", {"privacy.microbatch_size": -8},
                 r"--config\.privacy\.microbatch_size must be an integer >= 0"),
+    config_case("unknown-per-example", {"privacy.per_example": "hooks"},
+                r"--config\.privacy\.per_example must be one of \('auto', 'vmap', 'ghost'\)"),
     config_case("log-every-zero", {"log_every_steps": 0},
                 r"--config\.log_every_steps must be an integer >= 1"),
     config_case("keep-zero-checkpoints", {"checkpoint.keep": 0},
