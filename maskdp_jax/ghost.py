@@ -7,9 +7,11 @@ C)``. :func:`maskdp_jax.clipping.clipped_grad_sum`'s default path materialises e
 per-example gradient is ``a_iᵀ g_i`` (``a_i``: the layer's input over example ``i``'s tokens,
 ``g_i = ∂L_i/∂y_i``: its output cotangent), so its squared norm is either ``‖a_iᵀ g_i‖²``
 computed directly or the ghost norm ``Σ (a_i a_iᵀ) ⊙ (g_i g_iᵀ)`` (Goodfellow 2015; Li et al.
-2021), whichever the shapes make cheaper (Bu et al. 2023's mixed mode), and the clipped sum is
-one product per layer, ``aᵀ (c ⊙ g)`` (book-keeping, Bu et al. 2023). Only ``a`` and ``g`` are
-needed, and one ordinary backward gives every ``g``.
+2021), whichever the shapes make cheaper (Bu et al. 2023's mixed mode). The clipped sum is then
+formed book-keeping's way (Bu et al. 2023) from the same backward: where the norm materialised the
+per-example gradients (the direct mode, and every small parameter) they are weighted by the clip
+factors and summed; where it did not (the ghost norm) one product per layer, ``aᵀ (c ⊙ g)``.
+Only ``a`` and ``g`` are needed, and one ordinary backward gives every ``g``.
 
 How: a JAX transformation of the loss, so the model code stays as it is (a rule's method must be
 the only use of its layer's parameters; the tests compare both paths on our models).
@@ -29,8 +31,9 @@ gradient would be a sum over calls, which no per-call rule sees) is an error nam
 Privacy: the result is the same function as the ``vmap`` path's (tests compare the two on the
 model: every per-example norm, the clipped sum and the statistics), so the sensitivity argument of
 :mod:`maskdp_jax.clipping` is unchanged: each example contributes ``c_i ∇L_i`` with norm ``<= C``;
-an example with a non-finite loss or norm, or weight 0, contributes exactly zero (its ``a`` and
-``g`` rows are replaced by zeros before the products, so a NaN cannot leak into the sum).
+an example with a non-finite loss or norm, or weight 0, contributes exactly zero (its rows are
+replaced by zeros with ``where`` before any product, :class:`ClipWeights`, so a NaN cannot leak
+into the sum).
 
 Why written here: no library does this for our model in JAX. paxml's ``ghostnorm`` has
 ``custom_vjp`` layers for Linear, Embedding and bias only (no LayerNorm, convolution or attention
@@ -58,8 +61,8 @@ class LayerRule:
     """How one kind of layer's per-example gradients follow from one call's input and output
     cotangent.
 
-    All arrays handed to ``sq_norms`` and ``grads`` carry a leading example axis ``[P, ...]``
-    (then whatever one example's call saw, e.g. ``[K clips, tokens, width]``).
+    All arrays handed to ``per_example`` carry a leading example axis ``[P, ...]`` (then whatever
+    one example's call saw, e.g. ``[K clips, tokens, width]``).
 
     Attributes:
       params: names of the layer's parameters the rule covers (a trainable parameter of the
@@ -67,18 +70,50 @@ class LayerRule:
       tap: ``tap(module, args, kwargs) -> (a, static)`` inside the intercepted call (one
         example): ``a``, a pytree of arrays the rule needs (``None`` for none); ``static``,
         hashable Python values (sizes, strides).
-      sq_norms: ``sq_norms(static, a, g, names) -> {name: [P]}``: each trainable parameter's
-        squared per-example gradient norm, ``g`` the pytree of output cotangents of the method
-        (same structure as its output), ``names`` the trainable parameters among ``params``.
-      grads: ``grads(static, a, g, names) -> {name: array}``: ``Σ_i a_i, g_i``'s gradient of
-        each trainable parameter (``g`` already multiplied by the clip factors), any shape with
-        the parameter's number of elements.
+      per_example: ``per_example(static, a, g, names) -> (sq_norms, clipped_sum)``, ``g`` the
+        pytree of the method's output cotangents (its output's structure), ``names`` the
+        trainable parameters among ``params``. ``sq_norms``: ``{name: [P]}``, each parameter's
+        squared per-example gradient norm. ``clipped_sum(weights) -> {name: array}``: each
+        parameter's ``Σ_i factor_i ∇_i`` (any shape with the parameter's number of elements),
+        formed with the :class:`ClipWeights` it is given, which drop an example's row exactly.
+        What both need is computed once: a per-example gradient the norm materialised (the
+        direct mode) is summed with the weights, not computed again.
     """
 
     params: tuple[str, ...]
     tap: Callable[[nn.Module, tuple, dict], tuple[PyTree, Any]]
-    sq_norms: Callable[[Any, PyTree, PyTree, tuple[str, ...]], dict[str, jax.Array]]
-    grads: Callable[[Any, PyTree, PyTree, tuple[str, ...]], dict[str, jax.Array]]
+    per_example: Callable[..., tuple[dict[str, jax.Array], Callable[..., dict[str, jax.Array]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipWeights:
+    """The clip factors of one physical batch, as the rules apply them.
+
+    ``factor [P]`` float32: ``w_i C / max(‖∇L_i‖, C)`` for a kept example, exactly 0 for a dropped
+    one (weight 0, or a non-finite loss or norm, whose rows may hold NaN or inf). Every method
+    replaces a dropped row by zeros with ``where`` (a product would keep its NaN).
+    """
+
+    factor: jax.Array
+    keep: jax.Array  # [P] bool
+
+    def _where(self, x: jax.Array, value: jax.Array) -> jax.Array:
+        keep = self.keep.reshape(-1, *[1] * (x.ndim - 1))
+        return jnp.where(keep, value, jnp.zeros((), value.dtype))
+
+    def rows(self, x: jax.Array) -> jax.Array:
+        """``x [P, ...]``'s rows times their factors, in float32 (a bfloat16 factor could round
+        above ``C / norm``)."""
+        x = x.astype(jnp.float32)
+        return self._where(x, x * self.factor.reshape(-1, *[1] * (x.ndim - 1)))
+
+    def kept(self, x: jax.Array) -> jax.Array:
+        """``x [P, ...]`` with the dropped rows zeroed (an input multiplied by :meth:`rows`)."""
+        return self._where(x, x)
+
+    def sum(self, per_example: jax.Array) -> jax.Array:
+        """``Σ_i factor_i x_i`` over the examples of ``x [P, ...]``."""
+        return jnp.sum(self.rows(per_example), axis=0)
 
 
 # (module class, method name) -> the rule of that method's calls.
@@ -156,17 +191,6 @@ def _check_coverage(owners, taps: Mapping[Path, _Tap], classes: Mapping[Path, ty
                              "privacy.per_example='vmap'.")
 
 
-def _rows_where(keep: jax.Array, tree: PyTree, factor: jax.Array | None = None) -> PyTree:
-    """``tree``'s example rows where ``keep [P]``, zeros elsewhere (``where``, not a product, so a
-    dropped row's NaN or inf cannot survive); times ``factor [P]`` if given, in float32 (a
-    bfloat16 clip factor could round above ``C / norm``)."""
-    def one(x):
-        shape = (-1, *[1] * (x.ndim - 1))
-        kept = x if factor is None else x.astype(jnp.float32) * factor.reshape(shape)
-        return jnp.where(keep.reshape(shape), kept, jnp.zeros((), kept.dtype))
-    return jax.tree.map(one, tree)
-
-
 def clipped_sum(
     loss_fn: Callable[[PyTree, Any], jnp.ndarray], trainable: PyTree, examples: Any,
     weights: jnp.ndarray, *, l2_clip_norm: float, rules: Rules,
@@ -222,24 +246,26 @@ def clipped_sum(
         return tapper.taps[path].rule
 
     total = jnp.zeros((size,), jnp.float32)
+    finish = {}
     for path, names in owners.items():
-        for sq in rule_of(path).sq_norms(statics[path], acts[path], cotangents[path],
-                                         names).values():
+        sq_norms, finish[path] = rule_of(path).per_example(statics[path], acts[path],
+                                                          cotangents[path], names)
+        for sq in sq_norms.values():
             total = total + sq.astype(jnp.float32)
     # A ghost norm is a sum of products that may round a hair below 0; NaN stays NaN.
     norms = jnp.sqrt(jnp.maximum(total, 0.0))
     finite = jnp.isfinite(norms) & jnp.isfinite(losses)
     norms = jnp.where(finite, norms, 0.0)
-    # C / max(norm, C): exactly 1 below the threshold, as in the vmap path.
-    factor = weights.astype(jnp.float32) * (l2_clip_norm / jnp.maximum(norms, l2_clip_norm))
     keep = (weights > 0) & finite
+    # C / max(norm, C): exactly 1 below the threshold, as in the vmap path.
+    factor = jnp.where(keep, weights.astype(jnp.float32)
+                       * (l2_clip_norm / jnp.maximum(norms, l2_clip_norm)), 0.0)
+    clip = ClipWeights(factor=factor, keep=keep)
 
     flat_trainable = traverse_util.flatten_dict(trainable)
     flat_grads = {}
     for path, names in owners.items():
-        a = _rows_where(keep, acts[path])
-        g = _rows_where(keep, cotangents[path], factor)
-        for name, grad in rule_of(path).grads(statics[path], a, g, names).items():
+        for name, grad in finish[path](clip).items():
             if name not in names:
                 continue
             leaf = flat_trainable[(*path, name)]

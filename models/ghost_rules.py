@@ -2,7 +2,7 @@
 book-keeping, :mod:`maskdp_jax.ghost`), one for every kind of trainable parameter of the MViT.
 
 :data:`RULES` maps ``(module class, method name)`` to the fields of a
-``maskdp_jax.ghost.LayerRule`` (``params``, ``tap``, ``sq_norms``, ``grads``); the run layer
+``maskdp_jax.ghost.LayerRule`` (``params``, ``tap``, ``per_example``); the run layer
 (``run.model``) builds the rules from it (this package imports no DP code). Each method tapped is
 the only place its module's parameters are used, so the output cotangent ``g`` of that call and
 what ``tap`` keeps of its inputs (``a``) determine the parameters' per-example gradients:
@@ -22,7 +22,7 @@ layer (method)                             per-example gradient of example ``i``
                                            the cotangent of the tokens entering block 0, summed
 =========================================  ========================================================
 
-Arrays reaching ``sq_norms``/``grads`` carry the example axis first: ``[P, ...]`` then one
+Arrays reaching ``per_example`` carry the example axis first: ``[P, ...]`` then one
 example's shapes (``K`` clips, then the layer's own axes). Everything is computed in float32.
 """
 
@@ -53,32 +53,30 @@ def _ghost_is_cheaper(tokens: int, d_in: int, d_out: int) -> bool:
     return tokens * (d_in + d_out) < d_in * d_out
 
 
-def dense_sq_norms(a: jax.Array, g: jax.Array, names) -> dict[str, jax.Array]:
-    """``a [P, ..., d_in]``, ``g [P, ..., d_out]`` -> squared norms of ``kernel [d_in, d_out]``
-    and ``bias [d_out]`` of ``y = a @ kernel + bias``, per example."""
+def dense(a: jax.Array, g: jax.Array, names):
+    """``y = a @ kernel + bias`` with ``a [P, ..., d_in]``, ``g [P, ..., d_out]``: the squared
+    per-example norms of ``kernel [d_in, d_out]`` and ``bias [d_out]``, and their clipped sum.
+
+    Mixed mode: the ghost norm when cheaper (the clipped sum is then one product with the
+    weighted cotangents), else the per-example gradients ``[P, d_in, d_out]`` (their norms, then
+    their weighted sum)."""
     a, g = _tokens(a), _tokens(g)
-    out = {}
+    sq, later = {}, {}
     if "kernel" in names:
         if _ghost_is_cheaper(a.shape[1], a.shape[2], g.shape[2]):
             aa = jnp.einsum("pti,psi->pts", a, a)
             gg = jnp.einsum("pto,pso->pts", g, g)
-            out["kernel"] = jnp.sum(aa * gg, axis=(1, 2))
+            sq["kernel"] = jnp.sum(aa * gg, axis=(1, 2))
+            later["kernel"] = lambda w: jnp.einsum("pti,pto->io", w.kept(a), w.rows(g))
         else:
-            out["kernel"] = _sq(jnp.einsum("pti,pto->pio", a, g))
+            per = jnp.einsum("pti,pto->pio", a, g)
+            sq["kernel"] = _sq(per)
+            later["kernel"] = lambda w: w.sum(per)
     if "bias" in names:
-        out["bias"] = _sq(jnp.sum(g, axis=1))
-    return out
-
-
-def dense_grads(a: jax.Array, g: jax.Array, names) -> dict[str, jax.Array]:
-    """The summed gradients of :func:`dense_sq_norms`'s parameters (one product each)."""
-    a, g = _tokens(a), _tokens(g)
-    out = {}
-    if "kernel" in names:
-        out["kernel"] = jnp.einsum("pti,pto->io", a, g)
-    if "bias" in names:
-        out["bias"] = jnp.sum(g, axis=(0, 1))
-    return out
+        per_bias = jnp.sum(g, axis=1)
+        sq["bias"] = _sq(per_bias)
+        later["bias"] = lambda w: w.sum(per_bias)
+    return sq, lambda w: {k: f(w) for k, f in later.items()}
 
 
 def _first_arg(module, args, kwargs):
@@ -86,11 +84,8 @@ def _first_arg(module, args, kwargs):
 
 
 def _dense_rule(cotangent=lambda g: g, patches=lambda static, a: a, tap=_first_arg):
-    return dict(
-        params=("kernel", "bias"), tap=tap,
-        sq_norms=lambda s, a, g, names: dense_sq_norms(patches(s, a), cotangent(g), names),
-        grads=lambda s, a, g, names: dense_grads(patches(s, a), cotangent(g), names),
-    )
+    return dict(params=("kernel", "bias"), tap=tap,
+                per_example=lambda s, a, g, names: dense(patches(s, a), cotangent(g), names))
 
 
 def _patch_tap(module, args, kwargs):
@@ -166,12 +161,6 @@ def _depthwise_per_example(static, x, g):
     return per(x, g)[..., None, :]
 
 
-def _depthwise_grads(static, x, g):
-    kernel, stride = static
-    merge = lambda t: t.reshape(-1, *t.shape[2:])  # noqa: E731
-    return pooling.depthwise_conv3d_weight_grad(merge(x), merge(g), kernel, stride)
-
-
 def _rel_pos_tap(module, args, kwargs):
     r_q, q_thw, k_thw = args
     lengths = (2 * module.input_size[0] - 1, module.rel_pos_spatial, module.rel_pos_spatial)
@@ -221,25 +210,18 @@ def _embed_per_example(static, g, names):
     return out
 
 
-def _summed(per_example):
-    """``grads`` of a rule whose per-example gradients are small: the per-example ones, summed."""
-    def grads(static, a, g, names):
-        return {k: jnp.sum(v, axis=0) for k, v in per_example(static, a, g, names).items()}
-    return grads
+def _from_per_example(per_example):
+    """``per_example`` of a rule whose parameters' per-example gradients are small: computed
+    once, their squared norms, then their weighted sum."""
+    def rule(static, a, g, names):
+        per = per_example(static, a, g, names)
+        return ({k: _sq(v) for k, v in per.items()},
+                lambda w: {k: w.sum(v) for k, v in per.items()})
+    return rule
 
 
-def _squared(per_example):
-    def sq_norms(static, a, g, names):
-        return {k: _sq(v) for k, v in per_example(static, a, g, names).items()}
-    return sq_norms
-
-
-def _layer_norm(static, a, g, names):
-    return _layer_norm_per_example(static, a, g, names)
-
-
-def _rel_pos(static, a, g, names):
-    return _rel_pos_per_example(static, a, g, names)
+def _depthwise(static, a, g, names):
+    return {"kernel": _depthwise_per_example(static, a, g)}
 
 
 def _embed(static, a, g, names):
@@ -252,16 +234,14 @@ RULES = {
     (mvit.PatchEmbed, "__call__"): _dense_rule(patches=_patches, tap=_patch_tap),
     (nn.Conv, "__call__"): _dense_rule(patches=_patches, tap=_conv_tap),
     (mvit.DepthwiseConv3d, "__call__"): dict(
-        params=("kernel",), tap=_depthwise_tap,
-        sq_norms=lambda s, a, g, names: {"kernel": _sq(_depthwise_per_example(s, a, g))},
-        grads=lambda s, a, g, names: {"kernel": _depthwise_grads(s, a, g)}),
+        params=("kernel",), tap=_depthwise_tap, per_example=_from_per_example(_depthwise)),
     (nn.LayerNorm, "__call__"): dict(
         params=("scale", "bias"), tap=_layer_norm_tap,
-        sq_norms=_squared(_layer_norm), grads=_summed(_layer_norm)),
+        per_example=_from_per_example(_layer_norm_per_example)),
     (mvit.MultiscaleAttention, "_rel_pos_terms"): dict(
-        params=_TABLES, tap=_rel_pos_tap, sq_norms=_squared(_rel_pos), grads=_summed(_rel_pos)),
+        params=_TABLES, tap=_rel_pos_tap, per_example=_from_per_example(_rel_pos_per_example)),
     (mvit.MViT, "_embed"): dict(
         params=("cls_token", "class_pos", "temporal_pos", "spatial_pos"), tap=_embed_tap,
-        sq_norms=_squared(_embed), grads=_summed(_embed)),
+        per_example=_from_per_example(_embed)),
 }
 

@@ -55,11 +55,11 @@ def _broken_layer_norm_rules():
     rules = dict(run_model.ghost_rules())
     rule = rules[(nn.LayerNorm, "__call__")]
 
-    def sq_norms(static, a, g, names):
-        out = rule.sq_norms(static, a, g, names)
-        return {k: v for k, v in out.items() if k != "bias"}
+    def per_example(static, a, g, names):
+        sq_norms, clipped_sum = rule.per_example(static, a, g, names)
+        return {k: v for k, v in sq_norms.items() if k != "bias"}, clipped_sum
 
-    rules[(nn.LayerNorm, "__call__")] = dataclasses.replace(rule, sq_norms=sq_norms)
+    rules[(nn.LayerNorm, "__call__")] = dataclasses.replace(rule, per_example=per_example)
     return rules
 
 
