@@ -34,7 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import models  # noqa: E402
 from benchmarks.finetune_cost import random_params  # noqa: E402
-from maskdp_jax import clipping, compilation, partition  # noqa: E402
+from maskdp_jax import clipping, compilation, gradient, partition  # noqa: E402
 from maskdp_jax import train_step as ts  # noqa: E402
 from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
 from run import model as run_model  # noqa: E402
@@ -69,8 +69,8 @@ def pass_inputs(model, batch, mode: str):
     """``(examples, weights)`` of the private pass of ``mode`` (``maskdp``: private views)."""
     views = ts.PixelViews(Tokenizer(patch_stride=tuple(model.patch_stride)))
     if mode == "maskdp":
-        made = ts.batch_views({k: jnp.asarray(v) for k, v in batch.items()}, views)
-        video, weights = made.private, batch["weight"] * np.asarray(made.has_private)
+        made = views({k: jnp.asarray(v) for k, v in batch.items()})
+        video, weights = gradient.pass_view(made, jnp.asarray(batch["weight"]), public=False)
     else:
         video, weights = batch["video"], batch["weight"]
     return (jnp.asarray(video), jnp.asarray(batch["label"]), jnp.asarray(batch["factor"])), \

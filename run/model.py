@@ -62,9 +62,10 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
 # backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks per fine-tuning
 # strategy from AUTO_PER_EXAMPLE.
 PER_EXAMPLE = ("auto", "vmap", "ghost")
-# Measured on the 2-core CPU (benchmarks/RESULTS.md, "Ghost norms"): the private pass of full
-# fine-tuning is faster and smaller by ghost norms; with a few trainable parameters the vmapped
-# per-example gradients are small already and the ghost pass' second set of products does not pay.
+# Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s full fine-tuning
+# the ghost private pass ran in 0.75x the time of vmap's micro-batches and compiled faster; with
+# selective fine-tuning (mvit_tiny) the vmapped per-example gradients of a few norms are cheap
+# and the ghost pass was the slower one.
 AUTO_PER_EXAMPLE = {"full": "ghost", "selective": "vmap", "norms": "vmap", "linear": "vmap",
                     "adapters": "vmap"}
 
