@@ -61,7 +61,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.privacy.microbatch_size = 0
     # How each example's gradient norm is computed: vmap (per-example gradients) | ghost (from the
     # activations and output gradients of one backward, no per-example gradient; the same update)
-    # | auto (the faster of the two for model.finetune, measured: run/model.py AUTO_PER_EXAMPLE).
+    # | auto (ghost for full fine-tuning of the papers' models, where it measured faster; vmap
+    # elsewhere: run/model.py AUTO_GHOST).
     config.privacy.per_example = "auto"
     # Where the DP noise and the Poisson batches come from. "secret": a fresh secret per run, kept
     # only in the checkpoints (keep them private). "seeded": from config.seed, which the report

@@ -59,15 +59,15 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
 
 # How the private pass gets each example's gradient norm (config.privacy.per_example): "vmap"
 # materialises per-example gradients; "ghost" computes norms and the clipped sum from one
-# backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks per fine-tuning
-# strategy from AUTO_PER_EXAMPLE.
+# backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks "ghost" for the
+# (model, fine-tuning strategy) pairs of AUTO_GHOST, "vmap" otherwise.
 PER_EXAMPLE = ("auto", "vmap", "ghost")
-# Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s full fine-tuning
-# the ghost private pass ran in 0.75x the time of vmap's micro-batches and compiled faster; with
-# selective fine-tuning (mvit_tiny) the vmapped per-example gradients of a few norms are cheap
-# and the ghost pass was the slower one.
-AUTO_PER_EXAMPLE = {"full": "ghost", "selective": "vmap", "norms": "vmap", "linear": "vmap",
-                    "adapters": "vmap"}
+# Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning,
+# the ghost private pass took 0.75x the time of vmap's micro-batches and compiled faster; at
+# mvit_tiny (the CPU presets' size) it was the slower one, full (2.1x) and selective fine-tuning
+# alike, where the vmapped per-example gradients are small. mvit_v1_b has mvit_v2_s's widths and
+# token grids.
+AUTO_GHOST = frozenset({("mvit_v2_s", "full"), ("mvit_v1_b", "full")})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -128,12 +128,13 @@ def per_example_rules(privacy_config: ml_collections.ConfigDict,
                       model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
     """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
     ``privacy.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
-    ``auto`` the measured choice of ``model.finetune`` (:data:`AUTO_PER_EXAMPLE`)."""
+    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (:data:`AUTO_GHOST`)."""
     choice = privacy_config.per_example
     if choice not in PER_EXAMPLE:
         raise ValueError(f"privacy.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
     if choice == "auto":
-        choice = AUTO_PER_EXAMPLE[model_config.finetune]
+        pair = (model_config.name, model_config.finetune)
+        choice = "ghost" if pair in AUTO_GHOST else "vmap"
     return ghost_rules() if choice == "ghost" else None
 
 

@@ -12,7 +12,7 @@ from run import model as run_model
 
 def _model_config(**overrides):
     config = default.model()
-    config.update(dict(name="mvit_test", **overrides))
+    config.update({"name": "mvit_test", **overrides})
     return config
 
 
@@ -82,3 +82,25 @@ def test_audits_configure_the_model_a_user_trains(module):
     """Every audit's model section has the training schema's keys, so run.model.build reads
     init_from, compute_dtype and num_last_blocks there as in training."""
     assert set(module.get_config().model) == set(default.model())
+
+
+def test_per_example_picks_the_ghost_rules_as_measured():
+    """privacy.per_example: vmap -> None; ghost -> the rules of every trainable layer kind; auto
+    -> ghost only for full fine-tuning of the papers' models (run/model.py AUTO_GHOST)."""
+    privacy = default.get_config().privacy
+    assert privacy.per_example == "auto"
+
+    def rules(per_example, name, finetune):
+        privacy.per_example = per_example
+        return run_model.per_example_rules(privacy, _model_config(name=name, finetune=finetune))
+
+    assert rules("vmap", "mvit_v2_s", "full") is None
+    ghost = rules("ghost", "mvit_test", "selective")
+    assert {cls.__name__ for cls, _ in ghost} >= {"Dense", "LayerNorm", "QKV", "PatchEmbed",
+                                                  "DepthwiseConv3d", "MultiscaleAttention", "MViT"}
+    assert rules("auto", "mvit_v2_s", "full") is not None
+    assert rules("auto", "mvit_v1_b", "full") is not None
+    assert rules("auto", "mvit_v2_s", "selective") is None
+    assert rules("auto", "mvit_cpu", "full") is None
+    with pytest.raises(ValueError, match=r"privacy.per_example must be one of"):
+        rules("hooks", "mvit_test", "full")
