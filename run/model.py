@@ -64,9 +64,9 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
 PER_EXAMPLE = ("auto", "vmap", "ghost")
 # Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning,
 # the ghost private pass took 0.75x the time of vmap's micro-batches and compiled faster; at
-# mvit_tiny (the CPU presets' size) it was the slower one, full (2.1x) and selective fine-tuning
-# alike, where the vmapped per-example gradients are small. mvit_v1_b has mvit_v2_s's widths and
-# token grids.
+# mvit_tiny (the CPU presets' size) it took 2.1x vmap's time with full fine-tuning, and with
+# selective fine-tuning the same time but 1.4x the compilation. mvit_v1_b has mvit_v2_s's widths
+# and token grids.
 AUTO_GHOST = frozenset({("mvit_v2_s", "full"), ("mvit_v1_b", "full")})
 
 
