@@ -13,6 +13,11 @@ lives in a single function:
 * the function returns the weighted *sum* ``sum_i w_i clip(g_i)`` with ``w_i in {0, 1}``. Adding or
   removing one example changes it by at most ``l2_clip_norm`` in L2 norm, which is what the
   Gaussian noise in :mod:`maskdp_jax.noise` is calibrated to.
+
+Per-example gradients are materialised by ``vmap`` (the default), or, given the model's layer
+rules (``ghost_rules``), never materialised: the norms and the clipped sum come from one backward's
+activations and output gradients (:mod:`maskdp_jax.ghost`). Both paths feed the same statistics
+and the same sum, so the argument above covers both.
 """
 
 from __future__ import annotations
