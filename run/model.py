@@ -128,7 +128,7 @@ def per_example_rules(privacy_config: ml_collections.ConfigDict,
                       model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
     """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
     ``privacy.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
-    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (:data:`AUTO_GHOST`)."""
+    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``)."""
     choice = privacy_config.per_example
     if choice not in PER_EXAMPLE:
         raise ValueError(f"privacy.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
