@@ -23,11 +23,15 @@ covers both regions (a change of one video's pixels), ``nonprivate`` neither.
 log-odds of its label: φ(y | patterned) − φ(y | plain) (:func:`audit.lira.log_odds_confidence`).
 A model that learned the pattern scores IN canaries higher. jax_privacy's
 ``CanaryScoreAuditor.epsilon_one_run`` turns the scores into the ε lower bound of Steinke et al.
-(guesses "IN" above a threshold, Bonferroni over thresholds, 95 % confidence) and its
-``attack_auroc`` into the AUC. With m canaries the bound cannot exceed what m/2 correct guesses
-certify (:func:`largest_certifiable_epsilon`): one run buys rigour, not reach. The bound's
-p-value also carries a 2mδ term, so δ must be far below 1/(2m) (the config's 1e-5; at 1e-3 and
-m = 128 a perfect attack certifies 1.5 instead of 2.6, tested).
+(:func:`one_run_bound`): guess "IN" for the k best-scored canaries, for each k of a fixed,
+pre-declared set (:data:`GUESS_FRACTIONS` of m), Bonferroni over the set's size, 95 %
+confidence. (jax_privacy's default takes Bonferroni over the ROC hull's vertices, a number that
+depends on the scores.) The AUC is the standard (Mann–Whitney) AUC, next to its null: the mean
+and 95 % band of the AUC of iid scores with the same IN/OUT counts
+(:func:`audit.metrics.score_null`); the hull's AUC is kept as ``auc_hull``. With m canaries the
+bound cannot exceed what m/2 correct guesses certify (:func:`largest_certifiable_epsilon`): one
+run buys rigour, not reach. The bound's p-value also carries a 2mδ term, so δ must be far below
+1/(2m) (the config's 1e-5; at 1e-3 and m = 128 a perfect attack certifies far less, tested).
 
 Why several runs per setting: each (region, seed) is one run, vmapped together
 (:mod:`audit.shadows`, the training step, sampler, clipping and noise of training); the seeds draw
@@ -52,6 +56,7 @@ from run import model as run_model
 
 REGIONS = ("private", "public")
 SIGNIFICANCE = 0.05
+GUESS_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)  # of m: the one-run bound's numbers of guesses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,29 +111,48 @@ def make_canaries(batch: dict[str, np.ndarray], *, region: str, num_classes: int
 
 
 def largest_certifiable_epsilon(num_canaries: int, *, significance: float = SIGNIFICANCE) -> float:
-    """The ε lower bound of a perfect attack that guesses the m/2 IN canaries, all correct:
-    the largest ε with P[Binomial(m/2, e^ε/(1+e^ε)) = m/2] <= significance, i.e.
-    ε = logit(significance^(2/m)) (Steinke et al. 2023 with δ = 0 and one threshold; the
-    auditor's Bonferroni correction over thresholds makes the reachable bound a little lower).
-    0 when even that certifies nothing (fewer than about 9 canaries at 95 %)."""
-    p = significance ** (2.0 / num_canaries)
+    """The ε lower bound of a perfect attack that guesses the m/2 IN canaries, all correct: the
+    largest ε with P[Binomial(m/2, e^ε/(1+e^ε)) = m/2] <= significance / |GUESS_FRACTIONS|
+    (Steinke et al. 2023 with δ = 0 at :func:`one_run_bound`'s Bonferroni-corrected level), i.e.
+    ε = logit((significance / 4)^(2/m)). 0 when even that certifies nothing (fewer than about
+    11 canaries at 95 %)."""
+    p = (significance / len(GUESS_FRACTIONS)) ** (2.0 / num_canaries)
     return max(0.0, math.log(p / (1.0 - p)))
 
 
-def one_run_metrics(score: np.ndarray, coin: np.ndarray, *, delta: float) -> dict[str, float]:
-    """The Steinke et al. ε lower bound and the AUC of ``score [m]`` (higher = IN) against the
-    coins ``coin [m]`` (True = IN), from jax_privacy's ``CanaryScoreAuditor``."""
+def one_run_bound(score: np.ndarray, coin: np.ndarray, *, delta: float,
+                  significance: float = SIGNIFICANCE) -> float:
+    """Steinke et al.'s one-run ε lower bound of ``score [m]`` (higher = IN) against ``coin [m]``:
+    the best over k ∈ ⌈f·m⌉ for f in :data:`GUESS_FRACTIONS` of the bound with the k best scores
+    guessed IN (jax_privacy's ``epsilon_one_run`` at that explicit threshold), each at
+    ``significance / len(GUESS_FRACTIONS)``: a Bonferroni correction over a set fixed before
+    the scores are seen."""
     try:
         from jax_privacy import auditing
     except ImportError as err:
         raise ImportError("the canary audit needs jax-privacy: pip install -r requirements.txt"
                           ) from err
     score, coin = np.asarray(score, np.float64), np.asarray(coin, bool)
+    auditor = auditing.CanaryScoreAuditor(score[coin], score[~coin])
+    ranked = np.sort(score)[::-1]
+    bounds = [auditor.epsilon_one_run(
+        significance / len(GUESS_FRACTIONS), delta,
+        threshold_strategy=auditing.Explicit(float(ranked[math.ceil(f * len(score)) - 1])))
+        for f in GUESS_FRACTIONS]
+    return float(max(bounds))
+
+
+def one_run_metrics(score: np.ndarray, coin: np.ndarray, *, delta: float) -> dict[str, Any]:
+    """The one-run ε lower bound (:func:`one_run_bound`), the standard AUC with its null band,
+    and the hull's AUC of ``score [m]`` (higher = IN) against the coins ``coin [m]`` (True =
+    IN)."""
+    score, coin = np.asarray(score, np.float64), np.asarray(coin, bool)
     if coin.all() or not coin.any():
         raise ValueError("the coins put every canary on one side; draw more canaries.")
-    auditor = auditing.CanaryScoreAuditor(score[coin], score[~coin])
-    return {"epsilon_lower_bound": float(auditor.epsilon_one_run(SIGNIFICANCE, delta)),
-            "auc": float(auditor.attack_auroc()),
+    m = metrics.attack_metrics(score, coin, delta=delta)
+    return {"epsilon_lower_bound": one_run_bound(score, coin, delta=delta),
+            "auc": m.auc, "null_auc": dataclasses.asdict(m.null["auc"]),
+            "auc_hull": m.auc_hull,
             "in_above_out_median": float(np.mean(score[coin] > np.median(score[~coin])))}
 
 
@@ -209,8 +233,10 @@ def table(report: dict) -> list[dict[str, Any]]:
                  if (r["mode"], r["epsilon"], r["region"]) == (mode, eps, region)]
         entry = {"mode": mode, "epsilon": eps, "region": region, "seeds": len(group),
                  "upper_bound": group[0]["upper_bound"]}
-        for name in ("epsilon_lower_bound", "auc"):
+        for name in ("epsilon_lower_bound", "auc", "auc_hull"):
             entry[name] = metrics.mean_std([r[name] for r in group])
+        entry["null_auc"] = {k: float(np.mean([r["null_auc"][k] for r in group]))
+                             for k in ("mean", "low", "high")}
         entry["violations"] = sum(r["epsilon_lower_bound"] > r["upper_bound"] for r in group)
         out.append(entry)
     return out
@@ -231,19 +257,26 @@ def markdown(config, report: dict) -> str:
         f"Mean ± sample std over seeds {tuple(config.seeds)}, one training run each.",
         "",
         f"The largest lower bound {report['num_canaries']} canaries can certify (every IN guess "
-        f"right, 95 %): **{report['cap']:.2f}**.",
+        f"right, 95 %): **{report['cap']:.2f}**. The bound guesses IN for the top "
+        f"{', '.join(str(math.ceil(f * report['num_canaries'])) for f in GUESS_FRACTIONS)} "
+        "scores, "
+        f"Bonferroni over those {len(GUESS_FRACTIONS)}. AUC: the standard (Mann–Whitney) AUC; "
+        "its null is the mean and 95 % band of the AUC of iid scores at the same IN/OUT counts "
+        f"({metrics.NULL_DRAWS} draws), averaged over the runs; the AUC under the ROC's concave "
+        "hull (jax_privacy's figure) is last, labelled hull.",
         "",
-        "| mode | ε | canaries in | ε promised | ε lower bound (95 %) | AUC | runs with "
-        "lower > promised |",
-        "|---|---|---|---|---|---|---|",
+        "| mode | ε | canaries in | ε promised | ε lower bound (95 %) | AUC | AUC null (95 % "
+        "band) | runs with lower > promised | AUC (hull) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in table(report):
         eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
         up = "∞" if math.isinf(e["upper_bound"]) else f"{e['upper_bound']:g}"
-        lb, auc = e["epsilon_lower_bound"], e["auc"]
+        lb, auc, null = e["epsilon_lower_bound"], e["auc"], e["null_auc"]
         lines.append(f"| {e['mode']} | {eps} | {e['region']} region | {up} | "
                      f"{lb[0]:.2f} ± {lb[1]:.2f} | {auc[0]:.3f} ± {auc[1]:.3f} | "
-                     f"{e['violations']}/{e['seeds']} |")
+                     f"{null['mean']:.3f} [{null['low']:.3f}, {null['high']:.3f}] | "
+                     f"{e['violations']}/{e['seeds']} | {e['auc_hull'][0]:.3f} |")
     lines += ["", f"Total time: {sum(r['seconds'] for r in report['rows']):.0f} s of training "
               "and scoring.", ""]
     return "\n".join(lines)

@@ -107,9 +107,11 @@ def run(config, workdir: str) -> dict[str, Any]:
     if config.audit == "lira":
         report = membership.audit(config)
         _write(workdir, report, membership.markdown(config, report))
-        plots.asr_vs_epsilon(membership.table(report), os.path.join(workdir, "asr_vs_epsilon.png"),
-                             chance=report["chance_asr_max"],
+        table = membership.table(report)
+        plots.asr_vs_epsilon(table, os.path.join(workdir, "asr_vs_epsilon.png"),
                              title=f"LiRA on {config.num_shadows} shadow models per setting")
+        plots.roc_loglog(table, report["roc_fprs"], os.path.join(workdir, "roc_loglog.png"),
+                         title="LiRA, empirical ROC per setting (mean TPR over seeds)")
         return report
     if config.audit == "canaries":
         report = canaries.audit(config)
@@ -120,11 +122,11 @@ def run(config, workdir: str) -> dict[str, Any]:
     if config.audit == "feature_masking":
         report = feature_masking.audit(config)
         _write(workdir, report, feature_masking.markdown(config, report))
-        plots.feature_masking(feature_masking.table(report),
+        plots.feature_masking(feature_masking.table(report), report["versions"],
                               os.path.join(workdir, "feature_masking.png"),
-                              chance=report["chance_asr_max"],
                               chance_accuracy=1 / len(synthetic.CLASS_NAMES),
-                              title="Feature masking (seed 004 Alg. 1): LiRA and accuracy")
+                              chance_identity=1 / config.input.num_subjects,
+                              title="Feature masking (seed 004 Alg. 1): identity, LiRA, accuracy")
         return report
     if config.audit == "dpcda_lira":
         report = synthetic_release.audit(config)

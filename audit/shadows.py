@@ -323,15 +323,40 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *done)
 
 
+QUERY_AUGMENTATIONS = ("none", "hflip", "shift_x", "shift_y")
+SHIFT = 2  # pixels, as Carlini et al.'s CIFAR shifts (a quarter of a 4 x 4 patch here)
+
+
+def augment(video: np.ndarray, name: str) -> np.ndarray:
+    """One query augmentation of ``video [N, K, T, H, W, C]`` (LiRA's several queries per
+    example, Carlini et al. 2022 Sec. VI-B): ``"none"``, ``"hflip"`` (every frame mirrored
+    left-right), ``"shift_x"`` / ``"shift_y"`` (every frame rolled by :data:`SHIFT` pixels,
+    wrapping round). The audits' videos are one clip of exactly the clip's length, so clip
+    offsets are not available; the pixel mask is not needed (scores use the full video)."""
+    if name == "none":
+        return video
+    if name == "hflip":
+        return video[..., ::-1, :]
+    if name == "shift_x":
+        return np.roll(video, SHIFT, axis=-2)
+    if name == "shift_y":
+        return np.roll(video, SHIFT, axis=-3)
+    raise ValueError(f"query augmentation must be one of {QUERY_AUGMENTATIONS}; got {name!r}.")
+
+
 def scores(trained: Any, frozen: Any, data: dict[str, np.ndarray], *, apply_fn: Callable,
-           batch_size: int = 64) -> np.ndarray:
-    """``[M, N]`` φ (:func:`audit.lira.log_odds_confidence`) of every video on every model: the
-    full video (both regions) through the model, mean logits over its K clips."""
-    logits = jnp.asarray(predict(trained, frozen, data["video"], apply_fn=apply_fn,
-                                 batch_size=batch_size))
-    phi = jax.vmap(lira.log_odds_confidence, in_axes=(0, None))(logits,
-                                                                jnp.asarray(data["label"]))
-    return np.asarray(phi, np.float64)
+           batch_size: int = 64, augmentations: tuple[str, ...] | None = None) -> np.ndarray:
+    """φ (:func:`audit.lira.log_odds_confidence`) of every video on every model: the full video
+    (both regions) through the model, mean logits over its K clips. ``[M, N]``; with
+    ``augmentations`` (names of :func:`augment`), ``[M, N, A]``, one φ per query."""
+    labels = jnp.asarray(data["label"])
+    out = []
+    for name in augmentations or ("none",):
+        logits = jnp.asarray(predict(trained, frozen, augment(data["video"], name),
+                                     apply_fn=apply_fn, batch_size=batch_size))
+        out.append(jax.vmap(lira.log_odds_confidence, in_axes=(0, None))(logits, labels))
+    phi = np.asarray(jnp.stack(out, axis=-1), np.float64)
+    return phi if augmentations is not None else phi[..., 0]
 
 
 def accuracy(trained: Any, frozen: Any, data: dict[str, np.ndarray], *, apply_fn: Callable

@@ -32,8 +32,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.fit = ml_collections.ConfigDict(dict(batch_size=8, num_epochs=40.0,
                                                 learning_rate=3e-3))
     config.explainers = ("shap", "lime")  # the first one chooses the masks
-    config.evaluations = 0  # model evaluations per video; 0: the minimum, 2 K' + 1
-    config.explain_seed = 0
+    # Model evaluations per video: 2 (2 K' + 1), two SHAP permutations forward and back (one gave
+    # rankings that changed with the explainer's seed); 0: the minimum, 2 K' + 1.
+    config.evaluations = 1026
+    config.explain_seeds = (0, 1)  # the first explainer runs at both: its rank agreement
+    # per subject (optimized, random) and seed 004's per action class (classwise)
+    config.versions = ("original", "optimized", "random", "classwise")
     config.alpha = 0.5  # share of the identity sensitivity to remove
     config.fallback_top_k = 0.3  # hidden share when the MILP finds no solution
     config.views = "private"  # or "both"
@@ -43,6 +47,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.epsilons = (1.0, 8.0)
     config.seeds = (0, 1, 2)
     config.num_shadows = 16
+    # LiRA's fits (audit/lira.py): "auto" = one global σ below 64 shadow models (Carlini et al.);
+    # queries: the video, then flipped and shifted copies (audit/shadows.py, augment).
+    config.lira = ml_collections.ConfigDict(dict(
+        variance="auto", estimator="mean", augmentations=("none", "hflip", "shift_x", "shift_y")))
     config.batching = "vmap"
     config.chunk = 16
     config.batch_size = 8

@@ -26,6 +26,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.epsilons = (1.0, 4.0, 8.0)
     config.seeds = (0, 1, 2)
     config.num_shadows = 16
+    # LiRA's fits (audit/lira.py): "auto" = one global σ below 64 shadow models (Carlini et al.);
+    # queries: the video, then flipped and shifted copies (audit/shadows.py, augment).
+    config.lira = ml_collections.ConfigDict(dict(
+        variance="auto", estimator="mean", augmentations=("none", "hflip", "shift_x", "shift_y")))
     config.batching = "vmap"  # or "loop": as fast on this 2-core CPU (docs/benchmarks.md)
     config.chunk = 16  # shadow models trained at once
     config.batch_size = 8  # expected Poisson batch of a shadow model: q = 8/32

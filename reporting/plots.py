@@ -136,36 +136,91 @@ def accuracy_vs_mixing_order(
     _save_accuracy_axes(fig, ax, path, title=title, chance=chance)
 
 
-def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, chance: float, title: str) -> None:
-    """LiRA (seed 004 Fig. 3 shape): ASR^M vs ε per mode, online (solid) and offline (dashed),
-    mean ± std over seeds; the non-private models as a horizontal band at the right edge's
-    ε = ∞ and random guessing's ASR^M as a dotted line.
+PLOTTED_ATTACKS = (("online", "-"), ("offline_seed004", "--"))
+
+
+def _null_band(ax, entry: dict, name: str, *, ls: str, label: str) -> None:
+    """An attack's no-leakage mean (a gray line in the attack's style) and 95 % band (shaded)."""
+    null = entry["null_" + name]
+    ax.axhline(null["mean"], color="gray", ls=ls, lw=1, label=f"{label}: null (95 % band)")
+    ax.axhspan(null["low"], null["high"], color="gray", alpha=0.10 if ls == "-" else 0.06)
+
+
+def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, title: str) -> None:
+    """LiRA vs ε (seed 004 Fig. 3 shape), two panels: the standard AUC and ASR^M per mode for the
+    configured online attack (solid) and seed 004's offline one (dashed), mean ± std over seeds;
+    the non-private models as a horizontal line; each attack's null (the same attack on iid
+    scores: mean and 95 % band, :func:`audit.metrics.lira_null`) in gray, in its line style.
 
     Args:
-      table: rows of :func:`audit.membership.table` (``mode``, ``epsilon``, ``kind``,
-        ``asr_max = (mean, std)``).
+      table: rows of :func:`audit.membership.table` (``mode``, ``epsilon``, ``attack``,
+        ``auc`` and ``asr_max`` as ``(mean, std)``, ``null_auc`` and ``null_asr_max``).
     """
-    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
-    for kind, ls in (("online", "-"), ("offline", "--")):
-        for mode in MODE_ORDER:
-            pts = sorted((r["epsilon"], r["asr_max"]) for r in table
-                         if r["mode"] == mode and r["kind"] == kind)
-            if not pts:
+    fig, axes = plt.subplots(1, 2, figsize=(10.4, 4.6), dpi=120)
+    for ax, name, ylabel in zip(axes, ("auc", "asr_max"),
+                                ("AUC (standard, Mann–Whitney)", "ASR^M (the most exposed video)"),
+                                strict=True):
+        for attack, ls in PLOTTED_ATTACKS:
+            entries = [r for r in table if r["attack"] == attack]
+            if not entries:
                 continue
-            style = dict(_STYLE[mode], label=f"{_STYLE[mode]['label']}, {kind}")
-            if not Mode(mode).is_private:
-                mean, std = pts[0][1]
-                ax.axhline(mean, ls=ls, lw=1.2, color="black", label=style["label"])
-                ax.axhspan(mean - std, mean + std, color="black", alpha=0.08)
-                continue
-            ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
-                        capsize=3, lw=1.5, ms=5, ls=ls, **style)
-    ax.axhline(chance, color="gray", ls=":", lw=1, label=f"random guessing ({chance:.3f})")
-    ax.set_xlabel("ε (δ fixed)")
-    ax.set_ylabel("ASR^M (the most exposed video)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+            for mode in MODE_ORDER:
+                pts = sorted((r["epsilon"], r[name]) for r in entries if r["mode"] == mode)
+                if not pts:
+                    continue
+                style = dict(_STYLE[mode], label=f"{_STYLE[mode]['label']}, {attack}")
+                if not Mode(mode).is_private:
+                    ax.axhline(pts[0][1][0], ls=ls, lw=1.2, color="black", label=style["label"])
+                    continue
+                ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts],
+                            yerr=[p[1][1] for p in pts], capsize=3, lw=1.5, ms=5, ls=ls, **style)
+            _null_band(ax, entries[0], name, ls=ls, label=attack)
+        ax.set_xlabel("ε (δ fixed)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(1.1, -0.14), ncol=4,
+                   frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def roc_loglog(table: list[dict[str, Any]], fprs, path: str, *, title: str,
+               attacks=PLOTTED_ATTACKS, group: str = "mode", curve: str = "epsilon") -> None:
+    """Empirical ROC curves on log-log axes (Carlini et al. 2022's view: the low-FPR corner),
+    one panel per ``group`` value, one colour per ``curve`` value, the attacks in their line
+    styles; TPR averaged over seeds at each FPR of ``fprs``; the diagonal is guessing.
+
+    Args:
+      table: entries with ``roc_tpr`` (:func:`audit.membership.attack_table`).
+      fprs: the FPR grid of ``roc_tpr`` (:data:`audit.metrics.ROC_FPRS`).
+    """
+    groups = list(dict.fromkeys(r[group] for r in table))
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups), 3.8), dpi=120,
+                             squeeze=False)
+    fprs = np.asarray(fprs)
+    for ax, g in zip(axes[0], groups, strict=True):
+        values = list(dict.fromkeys(r[curve] for r in table if r[group] == g))
+        for c, value in enumerate(values):
+            for attack, ls in attacks:
+                rows = [r for r in table if (r[group], r[curve], r["attack"]) == (g, value, attack)]
+                if not rows:
+                    continue
+                tpr = np.maximum(np.asarray(rows[0]["roc_tpr"]), 1e-4)
+                shown = "∞" if isinstance(value, float) and math.isinf(value) else f"{value}"
+                ax.plot(fprs, tpr, ls=ls, color=f"C{c}", lw=1.3, label=f"{curve} {shown}, {attack}")
+        ax.plot(fprs, fprs, color="gray", ls=":", lw=1, label="guessing")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(fprs[0], 1)
+        ax.set_ylim(1e-4, 1.05)
+        ax.set_title(f"{g}", fontsize=9)
+        ax.set_xlabel("FPR")
+        ax.grid(True, which="both", alpha=0.2)
+        ax.legend(fontsize=5.5, loc="lower right")
+    axes[0][0].set_ylabel("TPR")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -175,11 +230,12 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     """The canary audit, two panels, private-region canaries beside public-region ones per
     setting, mean ± std over seeds: the one-run ε lower bound (with the ε each setting promises
     as a tick on its bar, none where it promises nothing, and the largest certifiable bound as a
-    dotted line) and the attack's AUC (0.5: guessing).
+    dotted line) and the attack's standard AUC with each bar's null (mean and 95 % band of iid
+    scores at its IN/OUT counts) drawn across it in gray.
 
     Args:
       table: rows of :func:`audit.canaries.table` (``mode``, ``epsilon``, ``region``,
-        ``upper_bound``, ``epsilon_lower_bound`` and ``auc`` as ``(mean, std)``).
+        ``upper_bound``, ``epsilon_lower_bound`` and ``auc`` as ``(mean, std)``, ``null_auc``).
     """
     settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
     x = np.arange(len(settings))
@@ -203,9 +259,16 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     left.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
     left.plot([], [], color="black", lw=1.5, label="ε promised (none: ∞)")
     left.set_ylabel("ε lower bound, one run (95 %)")
-    right.axhline(0.5, color="gray", ls=":", lw=1, label="guessing")
-    right.set_ylim(0.4, 1.02)
-    right.set_ylabel("AUC of the canary score")
+    for xi, r in zip(np.r_[x - 0.19, x + 0.19], [
+            next(r for r in table if (r["mode"], r["epsilon"], r["region"]) == (*s, region))
+            for region in ("private", "public") for s in settings], strict=True):
+        null = r["null_auc"]  # this bar's no-leakage band (iid scores, its IN/OUT counts)
+        right.plot([xi - 0.18, xi + 0.18], [null["mean"]] * 2, color="gray", lw=1)
+        right.fill_between([xi - 0.18, xi + 0.18], null["low"], null["high"], color="gray",
+                           alpha=0.25, lw=0)
+    right.fill_between([], [], [], color="gray", alpha=0.25, label="null AUC (95 % band)")
+    right.set_ylim(0.3, 1.02)
+    right.set_ylabel("AUC of the canary score (standard)")
     fig.suptitle(title)
     left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
                 frameon=False)
@@ -216,39 +279,63 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     plt.close(fig)
 
 
-def feature_masking(table: list[dict[str, Any]], path: str, *, chance: float,
-                    chance_accuracy: float, title: str) -> None:
-    """The feature-masking study (seed 004 Fig. 6 shape), two panels, the original, optimised and
-    randomly masked data side by side per setting, mean ± std over seeds: LiRA's ASR^M (online)
-    against random guessing's, and the shadow models' test top-1.
+def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]], path: str, *,
+                    chance_accuracy: float, chance_identity: float, title: str) -> None:
+    """The feature-masking study (seed 004 Fig. 6 shape), three panels, the versions side by side:
+    the identity top-1 of a retraining adversary (refit on masked data; hatched: the model fitted
+    on unmasked data) against chance; LiRA's standard AUC (online, configured fits) per setting
+    with each bar's null band (the same attack on iid scores) across it in gray; and the shadow
+    models' test top-1, mean ± std over seeds.
 
     Args:
       table: rows of :func:`audit.feature_masking.table` (``version``, ``mode``, ``epsilon``,
-        ``asr_max`` and ``test_accuracy`` as ``(mean, std)``).
+        ``attack``, ``auc`` and ``test_accuracy`` as ``(mean, std)``, ``null_auc``).
+      versions: the report's ``versions`` (``identity_accuracy``,
+        ``identity_accuracy_retrained``).
     """
+    table = [r for r in table if r["attack"] == "online"]
     settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
-    versions = list(dict.fromkeys(r["version"] for r in table))
+    names = [v["version"] for v in versions]
     x = np.arange(len(settings))
-    width = 0.8 / len(versions)
-    fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.2 * len(settings)), 4.4), dpi=120)
-    for ax, name, label in zip(axes, ("asr_max", "test_accuracy"),
-                               ("ASR^M (online LiRA)", "test top-1 of the shadow models"),
+    width = 0.8 / len(names)
+    fig, axes = plt.subplots(1, 3, figsize=(max(12.8, 2.6 * len(settings) + 4), 4.4), dpi=120,
+                             gridspec_kw=dict(width_ratios=[1, len(settings), len(settings)]))
+    ident = axes[0]
+    for i, v in enumerate(versions):
+        ident.bar(i - 0.2, v["identity_accuracy_retrained"], 0.4, color=f"C{i}", alpha=0.85)
+        ident.bar(i + 0.2, v["identity_accuracy"], 0.4, color=f"C{i}", alpha=0.4, hatch="//",
+                  edgecolor="white")
+    ident.axhline(chance_identity, color="gray", ls=":", lw=1,
+                  label=f"chance ({chance_identity:.3f})")
+    ident.bar([], [], color="gray", label="refit on masked data")
+    ident.bar([], [], color="gray", alpha=0.4, hatch="//", label="fitted on unmasked data")
+    ident.set_xticks(range(len(names)), names, rotation=30, fontsize=7)
+    ident.set_ylim(0, 1.02)
+    ident.set_ylabel("identity top-1 on the masked audited videos")
+    for ax, name, label in zip(axes[1:], ("auc", "test_accuracy"),
+                               ("AUC (online LiRA, standard)", "test top-1 of the shadow models"),
                                strict=True):
-        for i, version in enumerate(versions):
+        for i, version in enumerate(names):
             rows = {(r["mode"], r["epsilon"]): r for r in table if r["version"] == version}
-            ax.bar(x + (i - (len(versions) - 1) / 2) * width, [rows[s][name][0] for s in settings],
-                   width * 0.95, yerr=[rows[s][name][1] for s in settings], capsize=3,
-                   color=f"C{i}", alpha=0.8, label=version)
+            xs = x + (i - (len(names) - 1) / 2) * width
+            ax.bar(xs, [rows[s][name][0] for s in settings], width * 0.95,
+                   yerr=[rows[s][name][1] for s in settings], capsize=3, color=f"C{i}",
+                   alpha=0.8, label=version)
+            if name == "auc":
+                for xi, s in zip(xs, settings, strict=True):
+                    null = rows[s]["null_auc"]
+                    ax.fill_between([xi - width / 2, xi + width / 2], null["low"], null["high"],
+                                    color="gray", alpha=0.3, lw=0)
         ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0].axhline(chance, color="gray", ls=":", lw=1, label=f"guessing ({chance:.3f})")
-    axes[1].axhline(chance_accuracy, color="gray", ls=":", lw=1,
+    axes[1].fill_between([], [], [], color="gray", alpha=0.3, label="null AUC (95 % band)")
+    axes[1].set_ylim(0.3, 1.02)
+    axes[2].axhline(chance_accuracy, color="gray", ls=":", lw=1,
                     label=f"chance ({chance_accuracy:.3f})")
-    axes[0].set_ylim(min(0.5, chance - 0.05), 1.02)
-    axes[1].set_ylim(0, 1.02)
+    axes[2].set_ylim(0, 1.02)
     for ax in axes:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4,
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
                   frameon=False)
     fig.suptitle(title)
     fig.tight_layout()

@@ -135,6 +135,7 @@ def _tiny_config():
     config.num_shadows = 6
     config.chunk = 6
     config.num_epochs = 1.0
+    config.evaluations = 0  # the minimum: seconds
     return config
 
 
@@ -156,7 +157,33 @@ def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     versions = [v["version"] for v in report["versions"]]
     assert versions == list(fm.VERSIONS)
     assert set(report["explainers"]) == {"shap", "lime"}
+    shap = report["explainers"]["shap"]  # two explainer seeds: their rank agreement
+    assert shap["seeds"] == [0, 1] and -1 <= shap["seed_agreement_identity"] <= 1
+    assert "seed_agreement_identity" not in report["explainers"]["lime"]
+    # class-wise masks: one per action class, applied by label; the constraint holds per class
+    classwise = np.array(report["keep_classwise"])
+    s_y = np.array(report["identity_sensitivity_by_class"])
+    assert classwise.shape == (len(synthetic.CLASS_NAMES), 256)
+    for y, method in enumerate(report["mask_methods_classwise"]):
+        if method == "milp":
+            assert classwise[y] @ s_y[y] <= (1 - config.alpha) * s_y[y].sum() + 1e-9
+    by = {v["version"]: v for v in report["versions"]}
+    assert by["classwise"]["masks_by"] == "label" and by["optimized"]["masks_by"] == "subject"
+    assert all(0 <= v["identity_accuracy_retrained"] <= 1 for v in report["versions"])
     text = (tmp_path / "report.md").read_text()
     for version in fm.VERSIONS:
-        assert f"| {version} | nonprivate | ∞ |" in text
+        assert f"| {version} | nonprivate | ∞ | online |" in text
+    assert "model refit on masked data" in text
     assert all(0.0 <= r["test_accuracy"] <= 1.0 for v in report["versions"] for r in v["rows"])
+
+
+def test_bad_feature_masking_config_is_refused(tmp_path):
+    for key, value, match in (("versions", ("optimized",), "must include 'original'"),
+                              ("versions", ("original", "blurred"), "must include 'original'"),
+                              ("explainers", ("gradcam",), "config.explainers"),
+                              ("explain_seeds", (0, 0), "distinct seeds")):
+        config = _tiny_config()
+        config[key] = value
+        with pytest.raises(ValueError, match=match):
+            runs.run(config, str(tmp_path))
+    assert not any(tmp_path.iterdir())

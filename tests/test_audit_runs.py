@@ -54,9 +54,31 @@ def test_lira_audit_writes_its_table_and_plot(tmp_path):
         ("nonprivate", float("inf"), 0), ("nonprivate", float("inf"), 1),
         ("maskdp", 4.0, 0), ("maskdp", 4.0, 1)]
     row = report["rows"][2]
-    assert row["noise_multiplier"] > 0 and 0.5 <= row["online"]["asr_max"] <= 1
+    assert row["noise_multiplier"] > 0 and 0.5 <= row["attacks"]["online"]["asr_max"] <= 1
     table = membership.table(report)
-    assert len(table) == 4 and all(e["seeds"] == 2 for e in table)
+    attacks = ("offline_seed004", "online_seed004", "offline", "online", "offline_aug",
+               "online_aug")  # four queries configured: the augmented attacks too
+    assert [e["attack"] for e in table[:6]] == list(attacks)
+    assert len(table) == 12 and all(e["seeds"] == 2 for e in table)
+    assert table[3]["fit"] == "global σ, mean" and table[5]["queries"] == 4
     text = (tmp_path / "report.md").read_text()
-    assert "| maskdp | 4 | online |" in text and "| nonprivate | ∞ | offline |" in text
-    assert (tmp_path / "asr_vs_epsilon.png").stat().st_size > 0
+    assert "| maskdp | 4 | online | global σ, mean, 1 |" in text
+    assert "| nonprivate | ∞ | offline, seed 004 | per-example σ, mean, 1 |" in text
+    for plot in ("asr_vs_epsilon.png", "roc_loglog.png"):
+        assert (tmp_path / plot).stat().st_size > 0
+
+
+def test_bad_lira_options_are_refused_before_training(tmp_path):
+    from audit import runs
+    from configs import audit_synthetic
+
+    for key, value, match in (("variance", "fixed", "variance must be one of"),
+                              ("estimator", "mode", "estimator must be one of"),
+                              ("augmentations", ("none", "rotate"), "unknown"),
+                              ("augmentations", ("hflip",), "must start with 'none'"),
+                              ("augmentations", ("none", "hflip", "hflip"), "each one once")):
+        config = audit_synthetic.get_config()
+        config.lira[key] = value
+        with pytest.raises(ValueError, match=match):
+            runs.run(config, str(tmp_path))
+    assert not any(tmp_path.iterdir())
