@@ -33,10 +33,14 @@ def test_the_audit_command_writes_a_row_per_epsilon(tmp_path):
     assert [r["epsilon"] for r in report["rows"]] == [float("inf")]
     row = report["rows"][0]
     for kind in lira.KINDS:
-        assert 0.0 <= row[kind]["asr_mean"] <= row[kind]["asr_max"] <= 1.0
-        assert 0.0 <= row[kind]["auc"] <= 1.0
+        for name in (kind, f"{kind}_seed004"):
+            attack = row["attacks"][name]
+            assert 0.0 <= attack["asr_mean"] <= attack["asr_max"] <= 1.0
+            assert 0.0 <= attack["auc"] <= 1.0
+            assert attack["null"]["auc"]["low"] < 0.5 < attack["null"]["auc"]["high"]
     md = (tmp_path / "report.md").read_text()
-    assert "| ∞ (mixing only) | offline |" in md and "guesses at random" in md
+    assert "| ∞ | offline, seed 004 | per-example σ, mean, 1 |" in md
+    assert "| ∞ | online | global σ, mean, 1 |" in md and "binomial chance level" in md
 
 
 def test_a_half_below_the_shadow_class_bound_is_refused(tmp_path):
