@@ -624,11 +624,15 @@ def markdown(config, report: dict) -> str:
                      f"{v['identity_accuracy']:.2f} |")
     lines += [
         "",
-        "What masking does and does not hide: the masks remove pixels an identity model *trained "
-        "on unmasked videos* relied on, so that model fails on masked videos. They do not remove "
-        "identity from the data: an adversary who masks its own auxiliary videos the same way and "
-        "retrains learns the remaining cues, and a per-subject mask is itself a cue (its shape "
-        "differs per subject, and it is what `random` masks show too).",
+        "The refit column is what masking hides from an adversary who adapts to it; the last "
+        "column, what it hides from a model that does not. A per-subject mask's shape differs "
+        "per subject, so the mask itself can be a cue; class-wise masks are the same for every "
+        "subject of an action.",
+    ]
+    if not report["versions"][0]["rows"]:
+        lines += ["", "LiRA on the utility model: not run (`config.modes` is empty).", ""]
+        return "\n".join(lines)
+    lines += [
         "",
         "## LiRA on the utility model",
         "",

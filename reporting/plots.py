@@ -298,8 +298,13 @@ def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]],
     names = [v["version"] for v in versions]
     x = np.arange(len(settings))
     width = 0.8 / len(names)
-    fig, axes = plt.subplots(1, 3, figsize=(max(12.8, 2.6 * len(settings) + 4), 4.4), dpi=120,
-                             gridspec_kw=dict(width_ratios=[1, len(settings), len(settings)]))
+    if settings:
+        fig, axes = plt.subplots(1, 3, figsize=(max(12.8, 2.6 * len(settings) + 4), 4.4),
+                                 dpi=120, gridspec_kw=dict(width_ratios=[1, len(settings),
+                                                                         len(settings)]))
+    else:  # no LiRA settings (config.modes empty): the identity panel alone
+        fig, ax = plt.subplots(figsize=(4.8, 4.4), dpi=120)
+        axes = [ax]
     ident = axes[0]
     for i, v in enumerate(versions):
         ident.bar(i - 0.2, v["identity_accuracy_retrained"], 0.4, color=f"C{i}", alpha=0.85)
@@ -314,7 +319,7 @@ def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]],
     ident.set_ylabel("identity top-1 on the masked audited videos")
     for ax, name, label in zip(axes[1:], ("auc", "test_accuracy"),
                                ("AUC (online LiRA, standard)", "test top-1 of the shadow models"),
-                               strict=True):
+                               strict=False):
         for i, version in enumerate(names):
             rows = {(r["mode"], r["epsilon"]): r for r in table if r["version"] == version}
             xs = x + (i - (len(names) - 1) / 2) * width
@@ -329,11 +334,12 @@ def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]],
         ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[1].fill_between([], [], [], color="gray", alpha=0.3, label="null AUC (95 % band)")
-    axes[1].set_ylim(0.3, 1.02)
-    axes[2].axhline(chance_accuracy, color="gray", ls=":", lw=1,
-                    label=f"chance ({chance_accuracy:.3f})")
-    axes[2].set_ylim(0, 1.02)
+    if settings:
+        axes[1].fill_between([], [], [], color="gray", alpha=0.3, label="null AUC (95 % band)")
+        axes[1].set_ylim(0.3, 1.02)
+        axes[2].axhline(chance_accuracy, color="gray", ls=":", lw=1,
+                        label=f"chance ({chance_accuracy:.3f})")
+        axes[2].set_ylim(0, 1.02)
     for ax in axes:
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
                   frameon=False)
