@@ -216,7 +216,8 @@ def markdown(config, report: dict) -> str:
         f"{', '.join(augmentations)} (`audit.shadows.augment`).",
         "",
         "Every figure is shown with its **null**: the mean and 95 % band of the same attack run "
-        f"on iid scores with the same inclusion ({metrics.NULL_DRAWS} draws, seed "
+        f"on iid scores with the same inclusion "
+        f"({metrics.null_draws_for(config.num_shadows * report['num_videos'])} draws, seed "
         f"{metrics.NULL_SEED}): a figure inside its band is what an attack that finds nothing "
         "scores. AUC is the standard (Mann–Whitney) AUC; TPRs are read on the empirical ROC; "
         "the AUC under the ROC's concave hull (jax_privacy) is shown last, labelled hull. "
