@@ -18,6 +18,12 @@ attack (it divides by two such σ) more than the offline one. Carlini et al. 202
 centre and several query augmentations per example (``scores [M, N, A]``, one Gaussian per
 augmentation, statistics averaged) are the paper's other options.
 
+**Online is not always the stronger attack.** With a shared σ the online statistic is, up to
+scale, (φ − (μ_in + μ_out)/2)·(μ_in − μ_out): it learns each example's direction of leakage from
+M/2 models per side. When the leak is small next to the spread of that estimate (8 + 8 models,
+a shift of a fraction of σ), the direction is often wrong and offline, which assumes members
+score higher, separates better (tested: 0.7 σ, 16 models).
+
 **Seed 004's offline rule caps per-example ASR near 0.75.** It guesses "member" iff φ > μ_out, so
 on the models that did not train on an example it is right only half the time however strong the
 leak, and with every example IN on half the models its expected per-example ASR is at most
