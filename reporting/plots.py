@@ -178,10 +178,10 @@ def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, title: str) -> Non
         ax.set_xlabel("ε (δ fixed)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(1.1, -0.14), ncol=4,
-                   frameon=False)
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.legend(handles, labels, fontsize=6.5, loc="lower center", ncol=4, frameon=False)
     fig.savefig(path)
     plt.close(fig)
 
