@@ -113,7 +113,7 @@ def _threshold_counts(out_sorted_desc: np.ndarray, fpr: float) -> float:
 
 def empirical_tpr_at_fpr(in_scores, out_scores, fprs=FPRS) -> tuple[float, ...]:
     """TPR at each FPR level on the empirical ROC: guess IN for scores ≥ the threshold whose
-    observed FPR is the largest not above the level (:func:`_threshold_counts`)."""
+    observed FPR is the largest not above the level (``_threshold_counts``)."""
     a, b = _split(in_scores, out_scores)
     out = np.sort(b)[::-1]
     return tuple(float(np.mean(a >= _threshold_counts(out, f))) for f in fprs)
