@@ -534,7 +534,7 @@ def test_docs_canary_table_is_recomputed_from_the_committed_audit():
     with open(guide("auditing")) as f:
         page = f.read()
     assert all("null_auc" not in r for r in report["rows"]), "re-run landed: update the page"
-    assert "AUC (hull)" in page and "awaits a re-run" in page
+    assert "| AUC (hull) |" in page and "table below awaits a re-run" in page
     keys = dict.fromkeys((r["mode"], r["epsilon"], r["region"]) for r in report["rows"])
     for mode, eps, region in keys:
         group = [r for r in report["rows"] if (r["mode"], r["epsilon"], r["region"]) == (mode, eps,
@@ -579,7 +579,7 @@ def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
     # attack with jax_privacy's hull AUC. The page labels the column "hull" and says the LiRA
     # part awaits a re-run; recomputed here from the rows themselves, not through
     # feature_masking.table (which reads the current format).
-    assert "AUC (hull)" in page and "awaits a re-run" in page
+    assert "| AUC (hull) |" in page and "LiRA tables below await a re-run" in page
     for r in (report, dp_report):
         for v in r["versions"]:
             assert all("attacks" not in x for x in v["rows"]), "re-run landed: update the page"
