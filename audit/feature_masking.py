@@ -36,6 +36,21 @@ trouble), and then the cells with the top-k % identity sensitivity are hidden in
 fallback). Cells with S = 0 cost nothing and are always kept. The *random control* hides as many
 cells per subject, drawn uniformly (seed 004 Fig. 5/6's random feature masking).
 
+**Class-wise masks** (``classwise``): seed 004's Alg. 1 as written, one mask per *utility* class
+y from S_y and U_y (the positive attributions averaged over class y's auxiliary videos), applied
+to every video of that action. Per-subject masks (``optimized``, ``random``) differ in shape
+from subject to subject, so the mask itself can identify the subject; a class-wise mask is the
+same for every subject of an action.
+
+**What the audit asks of the masks.** The identity model the masks were optimised against was
+fitted on *unmasked* videos; that it fails on masked ones says little. The audit's headline is
+a **retraining adversary**: an identity model refit on the auxiliary videos masked by the same
+rule, scored on the masked audited videos (``identity_accuracy_retrained``).
+
+**Explainer stability.** The first explainer runs at every seed of ``config.explain_seeds``; the
+report gives the Spearman rank agreement of the first two seeds' attributions, per subject map
+and per video (:func:`rank_agreement`).
+
 **Where the masks act** (:func:`run.views.hide_cells`, ``views``):
 ``"private"`` hides the chosen cells' *private* part only, i.e. they become additional hidden
 cells of the private view (public cells stay; for ``dp`` and ``nonprivate``, which see the whole
@@ -298,11 +313,13 @@ def audit(config) -> dict[str, Any]:
        subjects (module docstring, "Privacy").
     2. Identity and utility models fitted non-privately on the auxiliary split; every explainer
        of ``config.explainers`` attributes both on every auxiliary video.
-    3. Masks from the first explainer (:func:`keep_cells` per subject) and the random control.
-    4. Per version (original, optimised, random) and (mode, ε, seed): LiRA on shadow models
-       trained on the masked training split (:func:`audit.membership.attack_setting`), their
-       accuracy on the masked test split, and how well the fixed identity model still recognises
-       the training videos' subjects.
+    3. Masks from the first explainer (:func:`keep_cells` per subject; per action class for
+       ``classwise``, seed 004's Alg. 1 as written) and the random control.
+    4. Per version of ``config.versions``: the **retraining adversary** (an identity model refit
+       on the auxiliary split masked by the same rule, scored on the masked training split) and
+       the fixed identity model's accuracy there; then per (mode, ε, seed): LiRA on shadow
+       models trained on the masked training split
+       (:func:`audit.membership.attack_setting`) and their accuracy on the masked test split.
     """
     _check_config(config)
     z_count = config.input.num_subjects

@@ -8,9 +8,11 @@ models fitted on 256 auxiliary videos (16 per subject: with 4 the identity model
 videos instead of learning the emblems, 0.11 top-1 on held-out videos against 0.44 with 16);
 SHAP (permutation) and LIME attribute them over the 256 token cells; per subject the MILP keeps
 the cells of most utility while removing α = 0.5 of the identity sensitivity; the random control
-hides as many cells. Then LiRA (16 shadow models on halves of 64 videos) and test accuracy per
-version, non-private and MaskDP at ε = 1 and 8, three seeds. Sized for this 2-core CPU (the
-report gives the times).
+hides as many cells; class-wise masks (seed 004's Alg. 1) per action class. Per version, an
+identity model refit on the masked auxiliary videos (the retraining adversary), then LiRA (16
+shadow models on halves of 64 videos) and test accuracy, non-private and MaskDP at ε = 1 and 8,
+three seeds. SHAP runs at two explainer seeds (their rank agreement is reported). Sized for
+this 2-core CPU (the report gives the times); ``--config.modes="()"`` skips LiRA.
 """
 
 import ml_collections
