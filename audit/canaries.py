@@ -56,7 +56,8 @@ from run import model as run_model
 
 REGIONS = ("private", "public")
 SIGNIFICANCE = 0.05
-GUESS_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)  # of m: the one-run bound's numbers of guesses
+#: The one-run bound's numbers of IN guesses, as fractions of m, fixed in advance.
+GUESS_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -302,6 +302,7 @@ def rank_agreement(a: np.ndarray, b: np.ndarray) -> float:
 
 # --------------------------------------------------------------------------- the study
 
+#: The masked versions of the data the study can compare.
 VERSIONS = ("original", "optimized", "random", "classwise")
 
 
@@ -548,6 +549,7 @@ def _fit(config, data: dict[str, np.ndarray], *, trainable, frozen, apply_fn, to
     return jax.tree.map(lambda x: x[0], trained)
 
 
+#: The LiRA attacks the study's table shows.
 TABLE_ATTACKS = ("online", "offline_seed004")
 
 

@@ -87,9 +87,12 @@ def balanced_inclusion(rng: np.random.Generator, num_models: int,
     return ranks < num_models // 2
 
 
+#: How σ is fitted (:class:`Options`).
 VARIANCES = ("auto", "global", "per_example")
+#: The centre of a fit (:class:`Options`).
 ESTIMATORS = ("mean", "median")
-FIXED_VARIANCE_BELOW = 64  # shadow models; Carlini et al. 2022, Sec. VI-A
+#: Below this many shadow models ``"auto"`` fixes one global σ (Carlini et al. 2022, Sec. VI-A).
+FIXED_VARIANCE_BELOW = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +130,8 @@ class Options:
         return f"{variance} σ, {self.estimator}"
 
 
-SEED004 = Options(variance="per_example", estimator="mean")  # the seed's own fits
+#: Seed 004's own fits: each example's σ and mean.
+SEED004 = Options(variance="per_example", estimator="mean")
 
 
 def _loo_fit(scores: np.ndarray, side: np.ndarray, *, estimator: str = "mean",

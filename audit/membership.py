@@ -117,6 +117,7 @@ def attack_setting(config, *, mode: str, epsilon: float, seed: int, data: dict[s
     return row, trained
 
 
+#: The figures :func:`attack_table` summarises over seeds.
 FIGURES = ("asr_max", "asr_mean", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01",
            "epsilon_lower_bound", "auc_hull")
 
@@ -173,6 +174,7 @@ def with_null(entry: dict, name: str, digits: int = 3) -> str:
             f"[{null['low']:.2f}, {null['high']:.2f}])")
 
 
+#: How the tables name each attack of :func:`audit.metrics.lira_variants`.
 ATTACK_NAMES = {"offline_seed004": "offline, seed 004", "online_seed004": "online, seed 004",
                 "offline": "offline", "online": "online", "offline_aug": "offline, augmented",
                 "online_aug": "online, augmented"}

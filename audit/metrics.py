@@ -49,11 +49,16 @@ from audit import lira
 
 #: The false-positive rates at which the true-positive rate is reported (0.1 % and 1 %).
 FPRS = (0.001, 0.01)
-BOUND_FPRS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)  # the ε bound's pre-declared grid
+#: The ε lower bound's FPR levels, fixed before any data are seen (Bonferroni over them).
+BOUND_FPRS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5)
+#: Simulations per null (at most; :func:`null_draws_for`).
 NULL_DRAWS = 1000
+#: The nulls' random seed: a report's null bands are reproducible.
 NULL_SEED = 0
-NULL_BAND = (2.5, 97.5)  # percentiles
-ROC_FPRS = tuple(float(f) for f in np.logspace(-3, 0, 31))  # the log-log ROC plots' grid
+#: The null band's percentiles (a 95 % band).
+NULL_BAND = (2.5, 97.5)
+#: The FPR grid of the log-log ROC plots (``roc_tpr``).
+ROC_FPRS = tuple(float(f) for f in np.logspace(-3, 0, 31))
 
 
 def mean_std(values) -> tuple[float, float]:

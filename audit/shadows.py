@@ -323,8 +323,10 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *done)
 
 
+#: The query augmentations :func:`augment` knows.
 QUERY_AUGMENTATIONS = ("none", "hflip", "shift_x", "shift_y")
-SHIFT = 2  # pixels, as Carlini et al.'s CIFAR shifts (a quarter of a 4 x 4 patch here)
+#: Pixels of the shift augmentations, as Carlini et al.'s CIFAR shifts (half a 4-pixel cell).
+SHIFT = 2
 
 
 def augment(video: np.ndarray, name: str) -> np.ndarray:

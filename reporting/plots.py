@@ -136,6 +136,7 @@ def accuracy_vs_mixing_order(
     _save_accuracy_axes(fig, ax, path, title=title, chance=chance)
 
 
+#: The LiRA attacks the plots draw, with their line styles.
 PLOTTED_ATTACKS = (("online", "-"), ("offline_seed004", "--"))
 
 

@@ -606,6 +606,41 @@ def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
         np.testing.assert_array_equal(again.keep, keep[z])  # the committed masks, recomputed
 
 
+def feature_masking_adversary_rows(report: dict) -> list[str]:
+    """The guide's retraining-adversary rows: per version, what its masks hide and the identity
+    top-1 of a model refit on masked data and of the one fitted on unmasked data."""
+    return [f"| {v['version']} | {v['masks_by']} | {v['hidden_cells']:.1%} | "
+            f"{v['emblem_cells_hidden']:.1%} | **{v['identity_accuracy_retrained']:.2f}** | "
+            f"{v['identity_accuracy']:.2f} |" for v in report["versions"]]
+
+
+def test_docs_feature_masking_adversary_is_the_committed_run():
+    """docs/guides/auditing.md's retraining-adversary table and explainer stability are
+    docs/results/audit_feature_masking_adversary/report.json, every version is there (class-wise
+    masks included), and the committed masks keep the MILP's constraint."""
+    from audit import feature_masking
+
+    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking_adversary",
+                           "report.json")) as f:
+        report = json.load(f)
+    with open(guide("auditing")) as f:
+        page = f.read()
+    assert [v["version"] for v in report["versions"]] == list(feature_masking.VERSIONS)
+    for row in feature_masking_adversary_rows(report):
+        assert row in page, row
+    shap = report["explainers"]["shap"]
+    flat = " ".join(page.split())
+    assert (f"{shap['seed_agreement_identity']:.2f} for the identity maps and "
+            f"{shap['seed_agreement_utility']:.2f} for the utility maps") in flat
+    assert f"{shap['seed_agreement_identity_per_video']:.2f} per video" in flat
+    for name, by in (("", ""), ("_by_class", "_classwise")):
+        keep = np.array(report["keep"]["optimized"] if not by else report["keep_classwise"])
+        s = np.array(report["identity_sensitivity" + name])
+        for z, method in enumerate(report["mask_methods" + by]):
+            alpha = report["config"]["alpha"]
+            assert method != "milp" or keep[z] @ s[z] <= (1 - alpha) * s[z].sum() + 1e-9
+
+
 def _summaries(page: str) -> list[str]:
     """docs/benchmarks.md's summaries: the topic table, the DP overhead and compile time tables,
     and every "**Current figure**" paragraph."""
