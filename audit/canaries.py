@@ -113,7 +113,7 @@ def make_canaries(batch: dict[str, np.ndarray], *, region: str, num_classes: int
 
 def largest_certifiable_epsilon(num_canaries: int, *, significance: float = SIGNIFICANCE) -> float:
     """The ε lower bound of a perfect attack that guesses the m/2 IN canaries, all correct: the
-    largest ε with P[Binomial(m/2, e^ε/(1+e^ε)) = m/2] <= significance / |GUESS_FRACTIONS|
+    largest ε with P[Binomial(m/2, e^ε/(1+e^ε)) = m/2] <= significance / len(GUESS_FRACTIONS)
     (Steinke et al. 2023 with δ = 0 at :func:`one_run_bound`'s Bonferroni-corrected level), i.e.
     ε = logit((significance / 4)^(2/m)). 0 when even that certifies nothing (fewer than about
     11 canaries at 95 %)."""

@@ -323,7 +323,7 @@ def lira_attacks(scores: np.ndarray, inclusion: np.ndarray, *, delta: float,
     (:mod:`audit.lira`): seed 004's mean per-example ASR and ASR^M, :func:`attack_metrics`, and
     every figure's null band (:func:`lira_null`, the same attack on iid scores). ``options``:
     default :class:`audit.lira.Options` (global σ below 64 shadow models). ``null_draws``:
-    default :func:`null_draws` of the pair count."""
+    default :func:`null_draws_for` the pair count."""
     options = options or lira.Options()
     scores = np.asarray(scores, np.float64)
     if scores.ndim == 2:

@@ -344,7 +344,7 @@ def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]],
     for ax in axes:
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
                   frameon=False)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=12 if settings else 9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
