@@ -167,7 +167,7 @@ def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     assert classwise.shape == (len(synthetic.CLASS_NAMES), 256)
     for y, method in enumerate(report["mask_methods_classwise"]):
         if method == "milp":
-            assert classwise[y] @ s_y[y] <= (1 - config.alpha) * s_y[y].sum() + 1e-9
+            assert classwise[y] @ s_y[y] <= (1 - config.alpha + 1e-6) * s_y[y].sum()  # HiGHS tol.
     by = {v["version"]: v for v in report["versions"]}
     assert by["classwise"]["masks_by"] == "label" and by["optimized"]["masks_by"] == "subject"
     assert all(0 <= v["identity_accuracy_retrained"] <= 1 for v in report["versions"])

@@ -637,8 +637,8 @@ def test_docs_feature_masking_adversary_is_the_committed_run():
         keep = np.array(report["keep"]["optimized"] if not by else report["keep_classwise"])
         s = np.array(report["identity_sensitivity" + name])
         for z, method in enumerate(report["mask_methods" + by]):
-            alpha = report["config"]["alpha"]
-            assert method != "milp" or keep[z] @ s[z] <= (1 - alpha) * s[z].sum() + 1e-9
+            alpha = report["config"]["alpha"]  # HiGHS's feasibility tolerance: 1e-6 relative
+            assert method != "milp" or keep[z] @ s[z] <= (1 - alpha + 1e-6) * s[z].sum()
 
 
 def _summaries(page: str) -> list[str]:
