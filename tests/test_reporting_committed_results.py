@@ -301,22 +301,44 @@ def test_docs_quotes_the_coupled_audit():
 
 
 def test_docs_quotes_the_dpcda_lira_audit():
+    """docs/guides/dpcda.md's LiRA sentences are the committed report's figures, and what they
+    say about the null bands holds: inside at ε = 1, seed 004's offline AUC just above at 5 and
+    10, every attack above without noise; no lower bound above the accountant's ε."""
     with open(os.path.join(ROOT, "docs", "results", "audit_dpcda", "report.json")) as f:
         report = json.load(f)
     with open(guide("dpcda")) as f:
         page = " ".join(f.read().split())  # the page wraps lines
-    finite = [r for r in report["rows"] if math.isfinite(r["epsilon"])]
-    clear = next(r for r in report["rows"] if not math.isfinite(r["epsilon"]))
-    aucs = [a["auc"] for r in finite for a in r["attacks"].values()]
-    bound = max(a["epsilon_lower_bound"] for r in finite for a in r["attacks"].values())
-    band = finite[0]["attacks"]["online"]["null"]["auc"]
-    assert f"AUC {min(aucs):.3f}–{max(aucs):.3f} (null band {band['low']:.3f}–" \
-           f"{band['high']:.3f}) and an ε lower bound of {bound:.2f}" in page
-    off = clear["attacks"]["offline_seed004"]
+    rows = {r["epsilon"]: r["attacks"] for r in report["rows"]}
+
+    def inside(a):
+        return a["null"]["auc"]["low"] <= a["auc"] <= a["null"]["auc"]["high"]
+
+    first = rows[1.0].values()
+    assert all(inside(a) for a in first)
+    aucs = [a["auc"] for a in first]
+    assert f"every attack's AUC ({min(aucs):.3f}–{max(aucs):.3f}) lies inside its null band" in page
+    off5, off10 = rows[5.0]["offline_seed004"], rows[10.0]["offline_seed004"]
+    assert not inside(off5) and not inside(off10)
+    assert (f"offline AUC {off5['auc']:.3f} at ε = 5 and {off10['auc']:.3f} at ε = 10, just above "
+            f"its band's {off5['null']['auc']['high']:.3f}") in page
+    finite = [a for e, attacks in rows.items() if math.isfinite(e) for a in attacks.values()]
+    bound = max(a["epsilon_lower_bound"] for a in finite)
+    assert f"an ε lower bound of {bound:.2f} for every attack" in page
+    clear = rows[math.inf]
+    assert not any(inside(a) for a in clear.values())
+    off = clear["offline_seed004"]
     assert f"offline AUC {off['auc']:.3f} and ε ≥ {off['epsilon_lower_bound']:.2f}" in page
+    glob = clear["offline"]
+    assert f"ε ≥ {glob['epsilon_lower_bound']:.2f} with a global σ" in page
     assert f"({report['chance_asr_max']:.3f}," in page
-    for r in finite:  # the attack's lower bound never exceeds the accountant's upper bound
-        assert all(a["epsilon_lower_bound"] <= r["epsilon"] for a in r["attacks"].values())
+    for attacks in rows.values():  # "every attack's ASR^M sits inside its null band"
+        assert all(a["null"]["asr_max"]["low"] <= a["asr_max"] <= a["null"]["asr_max"]["high"]
+                   for a in attacks.values())
+    on = clear["online_seed004"]
+    assert (f"online {on['asr_max']:.3f} without noise (band {on['null']['asr_max']['low']:.2f}–"
+            f"{on['null']['asr_max']['high']:.2f})") in page
+    for e, attacks in rows.items():  # no lower bound exceeds the accountant's upper bound
+        assert all(a["epsilon_lower_bound"] <= e for a in attacks.values())
 
 
 def test_docs_anonymisation_table_is_the_committed_summary():
