@@ -544,29 +544,33 @@ def test_docs_quotes_the_h100_suite_files():
     assert f"**{round(decord / store)}× less CPU per clip**" in clip_store
 
 
+def canary_page_rows(report: dict) -> list[str]:
+    """The guide's canary rows (audit.canaries.table): the one-run bound, the standard AUC and its
+    null mean and 95 % band, and the hull's AUC."""
+    from audit import canaries
+
+    rows = []
+    for e in canaries.table(report):
+        eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
+        up = "∞" if math.isinf(e["upper_bound"]) else f"{e['upper_bound']:g}"
+        lb, auc, null = e["epsilon_lower_bound"], e["auc"], e["null_auc"]
+        rows.append(f"| {e['mode']} | {eps} | {e['region']} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
+                    f"{auc[0]:.2f} ± {auc[1]:.2f} | {null['mean']:.2f} [{null['low']:.2f}, "
+                    f"{null['high']:.2f}] | {e['auc_hull'][0]:.2f} |")
+    return rows
+
+
 def test_docs_canary_table_is_recomputed_from_the_committed_audit():
-    """docs/guides/auditing.md's canary rows are docs/results/audit_canaries/report.json, and no
-    run's lower bound exceeds what its setting promises. The committed report predates the
-    standard AUC and the fixed-grid one-run bound: its "auc" is jax_privacy's hull area and its
-    bound took Bonferroni over the hull's vertices, so the page labels them so and says the
-    audit awaits a re-run; the rows are recomputed here from the report's own rows (mean ±
-    sample std over seeds), not through audit.canaries.table, which reads the current format."""
+    """docs/guides/auditing.md's canary rows are docs/results/audit_canaries/report.json through
+    audit.canaries.table, the cap is the report's, and no run's lower bound exceeds what its
+    setting promises."""
     with open(os.path.join(ROOT, "docs", "results", "audit_canaries", "report.json")) as f:
         report = json.load(f)
     with open(guide("auditing")) as f:
         page = f.read()
-    assert all("null_auc" not in r for r in report["rows"]), "re-run landed: update the page"
-    assert "| AUC (hull) |" in page and "table below awaits a re-run" in page
-    keys = dict.fromkeys((r["mode"], r["epsilon"], r["region"]) for r in report["rows"])
-    for mode, eps, region in keys:
-        group = [r for r in report["rows"] if (r["mode"], r["epsilon"], r["region"]) == (mode, eps,
-                                                                                       region)]
-        lb, auc = (np.array([r[k] for r in group]) for k in ("epsilon_lower_bound", "auc"))
-        shown = "∞" if math.isinf(eps) else f"{eps:g}"
-        up = "∞" if math.isinf(group[0]["upper_bound"]) else f"{group[0]['upper_bound']:g}"
-        row = (f"| {mode} | {shown} | {region} | {up} | {lb.mean():.2f} ± {lb.std(ddof=1):.2f} | "
-               f"{auc.mean():.2f} ± {auc.std(ddof=1):.2f} |")
+    for row in canary_page_rows(report):
         assert row in page, row
+    assert f"no bound can exceed {report['cap']:.2f}" in " ".join(page.split())
     finite = [r for r in report["rows"] if math.isfinite(r["upper_bound"])]
     assert len(finite) == 18 and all(r["epsilon_lower_bound"] <= r["upper_bound"]
                                      for r in finite)
