@@ -131,7 +131,7 @@ def one_run_bound(score: np.ndarray, coin: np.ndarray, *, delta: float,
     try:
         from jax_privacy import auditing
     except ImportError as err:
-        raise ImportError("the canary audit needs jax-privacy: pip install -r requirements.txt"
+        raise ImportError("the canary audit needs jax-privacy: pip install -e '.[audit]'"
                           ) from err
     score, coin = np.asarray(score, np.float64), np.asarray(coin, bool)
     auditor = auditing.CanaryScoreAuditor(score[coin], score[~coin])

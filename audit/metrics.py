@@ -71,7 +71,7 @@ def _auditing():
     try:
         from jax_privacy import auditing
     except ImportError as err:
-        raise ImportError("audit metrics need jax-privacy: pip install -r requirements.txt"
+        raise ImportError("audit metrics need jax-privacy: pip install -e '.[audit]'"
                           ) from err
     return auditing
 
