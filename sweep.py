@@ -9,7 +9,8 @@ report exists is skipped, so an interrupted sweep continues where it stopped. At
 * ``results.csv``: one row per run;
 * ``results.md``: the papers' table (rows = mode, columns = ε, mean ± std over seeds);
 * ``accuracy_vs_epsilon.png``: accuracy vs ε (log x), non-private as a line;
-* ``per_class.png``: per-class accuracy of each mode at ``sweep.per_class_epsilon``.
+* ``per_class.png``: per-class accuracy of each mode at ``sweep.per_class_epsilon`` (when some
+  one-clip, full-view run qualifies).
 
 With ``privacy.randomness = "seeded"`` (configs/sweep_synthetic.py) the runs of one seed at
 different ε draw the same batches and the same noise vectors (scaled by each run's σ), so their
@@ -96,12 +97,14 @@ def _override(config: ml_collections.ConfigDict, key: str, value, *, variant: st
     node[leaf] = type(node[leaf])(value) if isinstance(node[leaf], float | int) else value
 
 
-def _per_class_plot(config: ml_collections.ConfigDict, reports: list[dict], path: str) -> None:
-    """Per-class accuracy of each mode at ``sweep.per_class_epsilon`` (one clip, full view)."""
-    s, dataset = config.sweep, config.base.input.dataset
-    eps = s.per_class_epsilon
+def _per_class_accuracies(config: ml_collections.ConfigDict,
+                          reports: list[dict]) -> dict[str, list[float]]:
+    """Mode -> per-class accuracy (mean over seeds) of the one-clip, full-view runs at
+    ``sweep.per_class_epsilon``; empty when the sweep has no such run (e.g. a context ablation
+    of one-view runs only), and then there is no per-class plot."""
+    eps = config.sweep.per_class_epsilon
     per_mode = {}
-    for mode in s.modes:
+    for mode in config.sweep.modes:
         chosen = [r for r in reports if r["config"]["mode"] == mode
                   and r["config"]["input"]["clips_per_video"] == 1
                   and r["config"].get("view", "full") == "full"
@@ -113,11 +116,18 @@ def _per_class_plot(config: ml_collections.ConfigDict, reports: list[dict], path
                 per_mode[mode] = np.nanmean(
                     [[np.nan if a is None else a for a in r["metrics"]["per_class_accuracy"]]
                      for r in chosen], axis=0).tolist()
+    return per_mode
+
+
+def _per_class_plot(config: ml_collections.ConfigDict, reports: list[dict],
+                    per_mode: dict[str, list[float]], path: str) -> None:
+    """Per-class accuracy of each mode in ``per_mode`` (:func:`_per_class_accuracies`)."""
     # Exact class counts are private in dp mode (dp reports leave them out): take them from a
     # maskdp or nonprivate run of the same training split, else show none.
     counts = next((r["train_class_counts"] for r in reports if "train_class_counts" in r), None)
     plots.per_class(per_mode, reports[0]["class_names"], counts, path,
-                    title=f"Per-class accuracy at ε = {eps:g} ({dataset})")
+                    title=f"Per-class accuracy at ε = {config.sweep.per_class_epsilon:g} "
+                          f"({config.base.input.dataset})")
 
 
 def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, str]:
@@ -130,7 +140,8 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     # Variants are different trainings: their runs are tabled per variant only, never pooled
     # into the ε table or the per-class plot.
     variants = bool(s.variants)
-    names = ["results.csv", "results.md"] + ([] if variants else ["per_class.png"])
+    per_mode = {} if variants else _per_class_accuracies(config, reports)
+    names = ["results.csv", "results.md"] + (["per_class.png"] if per_mode else [])
     if len(s.epsilons) > 1:
         names.append("accuracy_vs_epsilon.png")
     if len(set(s.clips) | {1}) > 1:
@@ -152,7 +163,7 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
             title=f"Multi-clip training on {dataset} ({config.base.model.name})",
         )
     if "per_class.png" in paths:
-        _per_class_plot(config, reports, paths["per_class.png"])
+        _per_class_plot(config, reports, per_mode, paths["per_class.png"])
     with open(paths["results.md"], "w") as f:
         f.write(f"# {config.title}: {dataset}\n\n")
         f.write(f"δ = {delta:g}, adjacency `{config.base.privacy.adjacency}`, "

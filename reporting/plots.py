@@ -363,6 +363,9 @@ def per_class(
         None when only dp runs are plotted (labels are private in dp mode): the panel says so.
     """
     modes = [m for m in MODE_ORDER if m in accuracies]
+    if not modes:
+        raise ValueError("per_class: no mode has per-class accuracies to plot (the caller "
+                         "leaves the plot out when no run qualifies).")
     x = np.arange(len(class_names))
     width = 0.8 / len(modes)
     fig, (top, ax) = plt.subplots(2, 1, figsize=(max(6.4, 0.6 * len(class_names)), 5.2), dpi=120,

@@ -237,3 +237,24 @@ def test_per_class_plot_takes_counts_from_a_non_dp_run(tmp_path, monkeypatch, mo
     paths = sweep.write_outputs(config, str(tmp_path))
     assert seen == [[10, 5] if len(modes) > 1 else None]
     assert os.path.getsize(paths["per_class.png"]) > 0
+
+
+def test_sweep_without_a_full_view_run_writes_its_table_and_no_per_class_plot(tmp_path):
+    """A context ablation of one-view runs only (no full view) used to divide by zero in the
+    per-class plot after the runs had finished; its table is written and the plot left out."""
+    from configs import sweep_context
+
+    for seed in range(2):
+        for view, top1 in (("public", 0.5), ("private", 0.6)):
+            _fake_run(tmp_path, "nonprivate", math.inf, seed, top1 + 0.01 * seed, [0.5, 0.5],
+                      view=view)
+    config = sweep_context.get_config()
+    config.sweep.views = ("public", "private")
+    paths = sweep.write_outputs(config, str(tmp_path))
+    assert "per_class.png" not in paths
+    assert not os.path.exists(os.path.join(tmp_path, "per_class.png"))
+    with open(paths["results.md"]) as f:
+        md = f.read()
+    assert "| Avatar only | `public` | 50.5 ± 0.7 |" in md and "per_class.png" not in md
+    with pytest.raises(ValueError, match="no mode has per-class accuracies"):
+        sweep.plots.per_class({}, ["a", "b"], None, str(tmp_path / "x.png"), title="t")
