@@ -115,6 +115,9 @@ def model() -> ml_collections.ConfigDict:
         finetune="full",          # full | selective | norms | linear | adapters
         num_last_blocks=2,        # k for `selective`
         init_from="",             # orbax checkpoint written by `python -m models.convert`
+        # A frozen-backbone strategy (every finetune but `full`) on a pretrained preset
+        # (models.PRETRAINED) without init_from is refused unless this is True.
+        allow_random_init=False,
         # auto | float32 | bfloat16 (mixed precision: products in bf16; parameters, norms,
         # softmax, residual stream, logits and gradients, so clipping and noise, in float32).
         # auto: bfloat16 on a GPU or TPU, float32 on the CPU (run.model.compute_dtype_name).

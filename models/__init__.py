@@ -6,9 +6,9 @@ import flax.linen as nn
 
 from models import convert, finetune, ghost_rules
 from models.mvit import MViT
-from models.presets import PRESETS
+from models.presets import PRESETS, PRETRAINED
 
-__all__ = ["PRESETS", "MViT", "convert", "finetune", "get_model", "ghost_rules"]
+__all__ = ["PRESETS", "PRETRAINED", "MViT", "convert", "finetune", "get_model", "ghost_rules"]
 
 
 def get_model(name: str, *, num_classes: int, **overrides) -> nn.Module:

@@ -57,6 +57,11 @@ def _cpu_preset(width: int) -> dict:
     )
 
 
+#: The presets the papers fine-tune from Kinetics-400 weights (``python -m models.convert``): with
+#: a frozen backbone and no ``model.init_from`` their runs would train a random network's last
+#: layers, so ``run.config.check_config`` refuses that.
+PRETRAINED = ("mvit_v2_s", "mvit_v1_b")
+
 #: Architecture of each model preset, by name (``config.model.name``).
 PRESETS: dict[str, dict] = {
     # The papers' network (34.5M parameters with the 400-class Kinetics head), 16 x 224^2 clips.

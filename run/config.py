@@ -108,6 +108,13 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
     _choice("model.compute_dtype", m.compute_dtype, run_model.COMPUTE_DTYPE_CHOICES)
     preset = models.PRESETS[m.name]
+    if (m.finetune != "full" and m.name in models.PRETRAINED and not m.init_from
+            and not m.allow_random_init):
+        _fail("model.init_from",
+              f"is empty, so model.finetune={m.finetune!r} would freeze a randomly initialised "
+              f"{m.name!r} and train only its last layers; give the checkpoint of "
+              "`python -m models.convert` (the papers fine-tune from Kinetics-400 weights), or "
+              "set --config.model.allow_random_init=True to train from scratch anyway.")
     if m.finetune == "selective":
         blocks = len(preset["blocks"])
         if not 0 <= m.num_last_blocks <= blocks:

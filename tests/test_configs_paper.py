@@ -82,6 +82,10 @@ def _check_multiclip(config):
     doc = " ".join(ucf101_multiclip.__doc__.split())
     for quote in SEED_003:
         assert " ".join(quote.split()) in doc, quote
+    # Its frozen backbone needs the converted Kinetics-400 weights (the docstring's command).
+    with pytest.raises(ValueError, match=r"--config\.model\.init_from is empty"):
+        run_config.check_config(config)
+    config.model.init_from = "/ckpt/mvit_v1_b_k400"
     run_config.check_config(config)
 
 

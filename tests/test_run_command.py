@@ -67,6 +67,21 @@ ROWS = [
     Row("train-batch-over-physical-devices", train.cli, [*TINY, "--config.batch_size=0"],
         "--config.batch_size must be an integer >= 1"),
     Row("train-model", train.cli, [*TINY, "--config.model.name=resnet"], "--config.model.name"),
+    # A frozen backbone of a pretrained preset needs its converted weights or an explicit opt-in
+    # (with the opt-in the next check, the paper model's clip size, is what stops this run).
+    *[Row(f"train-frozen-{strategy}-random-{name}", train.cli,
+          [*TINY, f"--config.model.name={name}", f"--config.model.finetune={strategy}"],
+          f"--config.model.init_from is empty, so model.finetune='{strategy}' would freeze a "
+          f"randomly initialised '{name}'")
+      for name, strategy in (("mvit_v2_s", "selective"), ("mvit_v2_s", "norms"),
+                             ("mvit_v1_b", "norms"), ("mvit_v1_b", "linear"))],
+    Row("train-frozen-random-allowed", train.cli,
+        [*TINY, "--config.model.name=mvit_v2_s", "--config.model.finetune=norms",
+         "--config.model.allow_random_init=True"], "'mvit_v2_s' is built for clips"),
+    Row("sweep-frozen-random", sweep.cli,
+        [f"--config={SWEEP}", "--config.base.model.name=mvit_v1_b",
+         "--config.base.model.finetune=selective"],
+        "--config.model.init_from is empty, so model.finetune='selective'"),
     Row("train-view-in-dp", train.cli, [*TINY, "--config.mode=dp", "--config.view=public"],
         "--config.view must be 'full' in mode 'dp'"),
     # train.py: values that need the data
