@@ -160,14 +160,15 @@ def load_data(config: ml_collections.ConfigDict):
     For ``maskdp``, videos with no private or no public cells are reported (what DP then means
     for them).
     """
-    train_ds, test_ds = run_datasets.get_datasets(config.input, mode=config.mode)
+    train_ds, test_ds = run_datasets.get_datasets(config.input, mode=config.mode,
+                                                  view=config.view)
     if mdp.Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
             f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
             "Provide mask files (docs/guides/own_videos.md) or run "
             "--config.mode=dp / nonprivate."
         )
-    if config.view != "full" and not train_ds.has_masks:
+    if config.view in views.CELL_VIEWS and not train_ds.has_masks:
         raise ValueError(
             f"--config.view={config.view!r} needs per-video masks, but dataset "
             f"{train_ds.name!r} has none. Provide mask files (docs/guides/own_videos.md) "
@@ -182,7 +183,7 @@ def load_data(config: ml_collections.ConfigDict):
                                                                      patch_stride=stride)
         if why:
             warnings.warn(why, stacklevel=1)
-    elif config.view != "full":
+    elif config.view in views.CELL_VIEWS:
         data.check_masks(train_ds)
     return train_ds, test_ds
 

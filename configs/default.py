@@ -35,8 +35,9 @@ def get_config() -> ml_collections.ConfigDict:
     # Hidden cells of each view: a fixed ±1 texture around this value (0 = mid-grey);
     # maskdp_jax.tokenizer.hidden_fill says why not a constant.
     config.fill_value = 0.0
-    # What a nonprivate run trains and is tested on: full | public (avatar only) | private
-    # (background only); the context ablation of seed 000 Table 3 (run/views.py).
+    # What a nonprivate run trains and is tested on: full | public (avatar only) | background
+    # (the inpainted room without the avatar) | private (the avatar's cells filled); the context
+    # ablation of seed 000 Table 3 (run/views.py).
     config.view = "full"
     # Feature masking (seed 004 Alg. 1): the report.json of `python -m audit
     # --config=configs/audit_feature_masking.py`; its per-subject masks hide cells of every
@@ -148,6 +149,10 @@ def synthetic_input() -> ml_collections.ConfigDict:
         size=32,
         num_subjects=0,           # > 0: subjects with an emblem on the background
         data_seed=0,              # the generator's seed (public)
+        # constant: the label shows in every frame | segment: only during cue_frames frames of
+        # each video, so clips of a video differ (data/synthetic.py; configs/sweep_multiclip.py)
+        cue="constant",
+        cue_frames=4,
         **clip_keys(),
     ))
 
@@ -163,6 +168,9 @@ def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_colle
     return ml_collections.ConfigDict(dict(
         dataset=dataset,
         data_dir="",            # video root (required)
+        # Inpainted background videos in data_dir's layout (`python -m anonymize
+        # --background_dir`), read instead of data_dir by --config.view=background (Table 3).
+        background_dir="",
         split_dir="",           # split files; default: data_dir
         mask_dir="",            # masks mirroring the video paths; "" = no masks (dp/nonprivate)
         split=split,            # official split (UCF-101, HMDB-51)

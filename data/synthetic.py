@@ -29,6 +29,23 @@ region only and carries no class signal. A subject's emblem is the same in every
 ``subject_seed``), so an identity model fitted on one split recognises the subjects of another.
 Without subjects the pixels are exactly those of earlier releases (committed results rely on it).
 
+**Where the cue is in time** (``cue``). ``"constant"`` (default): the avatar moves and the stripes
+show in every frame, so every clip of a video carries the same information (and the pixels are
+exactly those of earlier releases, which committed results rely on). ``"segment"``: the label is
+shown only during one window of ``cue_frames`` frames at a random place in the video (seed 003's
+premise that clips of one video differ over time): there the avatar moves one pixel per frame and
+the stripes have the label's orientation; before it the avatar stands at its start, after it at its
+end, and the background shows both orientations at once (a plaid: no context). A clip that misses
+the window carries no class signal, one that overlaps it part of it, so K clips of a video see more
+of the cue than one. The window lies in frames ``[clip_frames // 2, frames - clip_frames // 2)``,
+where the evenly spread evaluation views (``eval_clips``) see it.
+
+**The room without the avatar** (``background=True``): the split's frames are replaced by the
+background the avatar hides, rendered with the same draws (stripes, colours, brightness, pixel
+noise) as the anonymised frames: the embedded counterpart of the anonymiser's inpainted background
+(seed 001 Table 3, "Inpainted Background"; :mod:`anonymize` writes it for real videos). The masks
+stay the avatar's.
+
 Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
 from them (random offsets for training, the centre for evaluation) and normalised to
 ``(x / 255 - 0.5) / 0.25`` so that 0, the centre of the tokeniser's fill, is mid-grey.
@@ -54,24 +71,45 @@ PIXEL_MEAN, PIXEL_STD = 0.5, 0.25
 PIXEL_NORM = clips.PixelNorm((PIXEL_MEAN,), (PIXEL_STD,))  # 0 at mid-grey
 
 
+CUES = ("constant", "segment")
+
+
 @functools.lru_cache(maxsize=4)
-def _generate(num_videos: int, *, frames: int, size: int, seed: int):
-    """``(frames uint8 [N, F, S, S, 3], masks uint8 [N, F, S, S], labels int32 [N])``, read-only.
+def _generate(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "constant",
+              cue_frames: int = 0, clip_frames: int = 0, background: bool = False):
+    """``(frames uint8 [N, F, S, S, 3], masks uint8 [N, F, S, S], labels int32 [N])``, read-only;
+    ``frames`` is the room without the avatar when ``background`` (module docstring).
 
     A pure function of its arguments, cached: runs of a sweep in one process share the splits
     (generation takes seconds; the arrays are read-only so no run can alter another's data).
     """
-    frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed)
+    frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed, cue=cue,
+                                     cue_frames=cue_frames, clip_frames=clip_frames,
+                                     background=background)
     for array in (frames_u8, masks, labels):
         array.flags.writeable = False
     return frames_u8, masks, labels
 
 
-def _draw(num_videos: int, *, frames: int, size: int, seed: int):
+def _draw(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "constant",
+          cue_frames: int = 0, clip_frames: int = 0, background: bool = False):
     rng = np.random.default_rng(seed)
     labels = np.arange(num_videos) % len(CLASS_NAMES)
     rng.shuffle(labels)
     motion, context = labels % len(MOTIONS), labels // len(MOTIONS)
+    if cue == "segment":
+        # Its own stream, so the constant-cue pixels stay those of earlier releases.
+        first = clip_frames // 2
+        start = np.random.default_rng([seed, 1]).integers(
+            first, frames - first - cue_frames + 1, num_videos)
+        # Pixels the avatar has moved by frame f (it moves only inside the window
+        # [start, start + cue_frames)), and whether frame f shows the context.
+        f = np.arange(frames)[None] - start[:, None]
+        moved = np.clip(f, 0, cue_frames - 1)
+        shown = (f >= 0) & (f < cue_frames)
+    else:
+        moved = np.broadcast_to(np.arange(frames)[None], (num_videos, frames))
+        shown = np.ones((num_videos, frames), bool)
 
     t = np.arange(frames, dtype=np.float32)[None, :, None, None]
     y = np.arange(size)[None, None, :, None]
@@ -84,15 +122,22 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int):
     period = uniform(4.0, 8.0, num_videos)[:, None, None, None]
     phase = uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
     drift = uniform(-0.3, 0.3, num_videos)[:, None, None, None]
-    coord = np.where(context[:, None, None, None] == 0, y, x).astype(np.float32)
-    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (coord + drift * t) / period + phase)
+    def wave(coord):
+        return 0.5 + 0.5 * np.sin(2 * np.pi * (coord.astype(np.float32) + drift * t) / period
+                                  + phase)
+
+    coord = np.where(context[:, None, None, None] == 0, y, x)
+    stripes = wave(coord)
+    if cue == "segment":  # outside the window both orientations at once: no context
+        plaid = 0.5 * (wave(y) + wave(x))
+        stripes = np.where(shown[:, :, None, None], stripes, plaid)
     color_a = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
     color_b = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
     video = color_a + (color_b - color_a) * stripes[..., None]
 
     # Avatar: a box with checked clothing moving one pixel per frame, kept inside the frame.
     box = rng.integers(3 * size // 8, size // 2 + 1, num_videos)
-    travel = frames - 1
+    travel = int(moved.max())
     dy, dx = np.array([_VELOCITY[int(m)] for m in motion]).T
     lo_y = np.where(dy < 0, travel, 0)
     hi_y = size - box - np.where(dy > 0, travel, 0)
@@ -100,8 +145,8 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int):
     hi_x = size - box - np.where(dx > 0, travel, 0)
     y0 = rng.integers(lo_y, hi_y + 1)
     x0 = rng.integers(lo_x, hi_x + 1)
-    top = (y0[:, None] + dy[:, None] * np.arange(frames))[:, :, None, None]
-    left = (x0[:, None] + dx[:, None] * np.arange(frames))[:, :, None, None]
+    top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
+    left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
     b = box[:, None, None, None]
     inside = (y >= top) & (y < top + b) & (x >= left) & (x < left + b)
     avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
@@ -109,7 +154,8 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int):
     check = rng.integers(2, 4, num_videos)[:, None, None, None]
     checked = ((y - top) // check + (x - left) // check) % 2 == 0
     texture = np.where(checked, np.float32(0.45), np.float32(1.0))[..., None] * avatar_color
-    video = np.where(inside[..., None], texture, video)
+    if not background:
+        video = np.where(inside[..., None], texture, video)
 
     brightness = uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
     video = video * brightness + rng.standard_normal(video.shape, np.float32) * np.float32(0.05)
@@ -279,10 +325,27 @@ def _with_subjects(num_videos: int, *, frames: int, size: int, seed: int, num_su
 def make_splits(
     *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
     seed: int = 0, clip_sampling: str = "uniform", num_subjects: int = 0, subject_seed: int = 0,
+    cue: str = "constant", cue_frames: int = 4, background: bool = False,
 ) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
     """Generate the train and test splits (different seeds, same distribution); ``clip_sampling``
     places the training clips (the test split's evaluation views are fixed). ``num_subjects > 0``
-    gives every video a subject whose emblem is painted on its background (module docstring)."""
+    gives every video a subject whose emblem is painted on its background; ``cue="segment"`` shows
+    the label only during ``cue_frames`` frames of each video; ``background=True`` gives the room
+    without the avatar (module docstring)."""
+    if cue not in CUES:
+        raise ValueError(f"cue must be one of {CUES}; got {cue!r}.")
+    if cue == "segment" and not 2 <= cue_frames <= frames - 2 * (clip_frames // 2):
+        raise ValueError(
+            f"cue='segment' needs 2 <= cue_frames <= frames - 2 * (clip_frames // 2) = "
+            f"{frames - 2 * (clip_frames // 2)} (the window lies where the evaluation views see "
+            f"it); got cue_frames={cue_frames}, frames={frames}, clip_frames={clip_frames}.")
+    if num_subjects and cue != "constant":
+        raise ValueError("subjects are drawn on the constant-cue videos only; use cue='constant'.")
+    if background and num_subjects:
+        raise ValueError("background=True renders the room without the avatar; subjects' "
+                         "emblems are not drawn on it: use num_subjects=0.")
+    drawn = dict(cue=cue, cue_frames=cue_frames if cue == "segment" else 0,
+                 clip_frames=clip_frames if cue == "segment" else 0, background=background)
     if min(num_train, num_test) < len(CLASS_NAMES):
         raise ValueError(
             f"need at least {len(CLASS_NAMES)} videos per split (one per class); "
@@ -295,7 +358,7 @@ def make_splits(
     def split(n, split_seed, **kwargs):
         if not num_subjects:
             return SyntheticMaskedActions(
-                *_generate(n, frames=frames, size=size, seed=split_seed), **kwargs)
+                *_generate(n, frames=frames, size=size, seed=split_seed, **drawn), **kwargs)
         *arrays, subjects = _with_subjects(n, frames=frames, size=size, seed=split_seed,
                                            num_subjects=num_subjects, subject_seed=subject_seed)
         return SyntheticMaskedActions(*arrays, subjects=subjects, **kwargs)

@@ -115,8 +115,10 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
 
 
 
-# The rows of seed 000's Table 3 (context ablation) that a view of our masked videos reproduces.
-VIEW_ROWS = {"public": "Avatar only", "private": "Background only", "full": "Anonymized (both)"}
+# The rows of seed 000's Table 3 (context ablation) that a view of our videos reproduces, and the
+# private view, which is no row of it (the avatar's filled cells keep its silhouette visible).
+VIEW_ROWS = {"public": "Avatar only", "background": "Background only (inpainted)",
+             "full": "Anonymized (both)", "private": "private view (not in Table 3)"}
 
 
 def view_table(table_rows: list[dict[str, Any]]) -> str:

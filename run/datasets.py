@@ -28,16 +28,17 @@ DATASETS = ("synthetic", *FOLDER_DATASETS, "tfds_ucf101")
 
 
 def get_datasets(
-    config: ml_collections.ConfigDict, *, mode: str | None = None
+    config: ml_collections.ConfigDict, *, mode: str | None = None, view: str = "full"
 ) -> tuple[data.Dataset, data.Dataset]:
     """``(train, test)`` splits for ``config.dataset`` (``config`` is ``config.input``; ``mode``
-    guards augmentation).
+    guards augmentation; ``view="background"`` gives the videos with the person removed: the
+    embedded generator renders the room, a folder dataset reads ``input.background_dir``).
 
     Raises:
       ValueError: unknown dataset, or a split that is empty or whose labels are not valid class
         indices (:func:`data.check_splits`).
     """
-    train, test = _build_splits(config, mode=mode)
+    train, test = _build_splits(config, mode=mode, view=view)
     data.check_splits(train, test)
     return train, test
 
@@ -77,9 +78,10 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
     )
 
 
-def _layout(config: ml_collections.ConfigDict, subset: str) -> layouts.Layout:
-    name, video_dir = config.dataset, config.data_dir
-    split_dir = config.split_dir or video_dir
+def _layout(config: ml_collections.ConfigDict, subset: str, *, video_dir: str) -> layouts.Layout:
+    name = config.dataset
+    # Split files next to the original videos also name the background videos (same keys).
+    split_dir = config.split_dir or config.data_dir
     if not video_dir:
         raise ValueError(f"dataset {name!r} needs --config.input.data_dir=<video root>.")
     if name == "ucf101":
@@ -141,10 +143,25 @@ def describe_split(train: data.Dataset, test: data.Dataset, workdir: str) -> str
 
 
 def _build_splits(
-    config: ml_collections.ConfigDict, *, mode: str | None, use_store: bool = True
+    config: ml_collections.ConfigDict, *, mode: str | None, use_store: bool = True,
+    view: str = "full",
 ) -> tuple[data.Dataset, data.Dataset]:
     # Only the video inputs (configs/default.py: video_input) have a store_dir.
     store_dir = config.store_dir if use_store and "store_dir" in config else ""
+    background = view == "background"
+    if background and config.dataset not in ("synthetic", *FOLDER_DATASETS):
+        raise ValueError(f"--config.view=background needs the videos with the person removed; "
+                         f"dataset {config.dataset!r} has none. Anonymise the raw videos with "
+                         "`python -m anonymize ... --background_dir=DIR` and train on the folder "
+                         "layout with --config.input.background_dir=DIR.")
+    if background and config.dataset != "synthetic":
+        if not config.background_dir:
+            raise ValueError("--config.view=background reads the inpainted background videos: "
+                             "set --config.input.background_dir to the --background_dir of "
+                             "`python -m anonymize`.")
+        if store_dir:
+            raise ValueError("--config.view=background decodes input.background_dir; the clip "
+                             "store holds input.data_dir's clips: leave input.store_dir empty.")
     if store_dir and config.dataset not in FOLDER_DATASETS:
         raise ValueError(f"input.store_dir is for the folder datasets {FOLDER_DATASETS}; "
                          f"input.dataset is {config.dataset!r}: leave input.store_dir empty.")
@@ -153,6 +170,7 @@ def _build_splits(
             num_train=config.num_train, num_test=config.num_test, frames=config.frames,
             clip_frames=config.clip_frames, size=config.size, seed=config.data_seed,
             clip_sampling=config.clip_sampling, num_subjects=config.num_subjects,
+            cue=config.cue, cue_frames=config.cue_frames, background=background,
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)
@@ -164,7 +182,9 @@ def _build_splits(
                 "guarantee, and no measure of generalisation). Use a held-out subset "
                 "(e.g. 'test')."
             )
-        train, test = (_layout(config, subset) for subset in ("train", test_subset))
+        video_dir = config.background_dir if background else config.data_dir
+        train, test = (_layout(config, subset, video_dir=video_dir)
+                       for subset in ("train", test_subset))
         check_held_out(train, test, name=config.dataset)
         return tuple(VideoDataset(layout, options, name=f"{config.dataset}/{subset}",
                                   store_dir=os.path.join(store_dir, subset) if store_dir else "")

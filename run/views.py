@@ -5,8 +5,16 @@ avatar alone ("Avatar Only"), the background with the person removed ("Backgroun
 both ("Anonymized"). ``config.view`` selects this for ``nonprivate`` runs:
 
 * ``full``: the whole clip (every mode's default);
-* ``public``: the public view, i.e. the public token cells (the avatar), every other cell filled;
-* ``private``: the private view, i.e. the private token cells (the background), public cells filled.
+* ``public``: the public view, i.e. the public token cells (the avatar), every other cell filled
+  (Table 3's "Avatar Only");
+* ``background``: the background with the person removed, as the papers define "Background
+  Only" (seed 001: "Inpainted Background"): not cells of the anonymised clip but videos of their
+  own, the room the avatar hides included. The embedded generator renders it
+  (:mod:`data.synthetic`), a folder dataset reads it from ``input.background_dir`` (written by
+  ``python -m anonymize --background_dir``); :func:`run.datasets.get_datasets` loads it, so
+  :func:`select_view` leaves it as it is;
+* ``private``: the private view, i.e. the private token cells, public cells filled. Not Table 3's
+  background row: the avatar's filled cells keep its silhouette and motion visible.
 
 The views are the training tokeniser's (:meth:`maskdp_jax.tokenizer.Tokenizer.views`: the same
 cells, erosion and fill value that ``maskdp`` trains on), applied to the training *and* the test
@@ -37,7 +45,9 @@ import numpy as np
 import data
 from maskdp_jax import tokenizer
 
-VIEWS = ("full", "public", "private")
+VIEWS = ("full", "public", "background", "private")
+# Views that are cells of the anonymised clip (the tokeniser's), made here from the masks.
+CELL_VIEWS = ("public", "private")
 HIDE_VIEWS = ("private", "both")  # where hide_cells hides the chosen cells
 
 
@@ -114,8 +124,8 @@ class ViewDataset(_Wrapped):
     """
 
     def __init__(self, dataset: data.Dataset, *, view: str, tokens: tokenizer.Tokenizer):
-        if view not in VIEWS[1:]:
-            raise ValueError(f"view must be one of {VIEWS[1:]} to wrap a dataset; got {view!r}.")
+        if view not in CELL_VIEWS:
+            raise ValueError(f"view must be one of {CELL_VIEWS} to wrap a dataset; got {view!r}.")
         if not dataset.has_masks:
             raise ValueError(
                 f"view {view!r} needs per-video masks, but dataset {dataset.name!r} has none "
@@ -132,8 +142,9 @@ class ViewDataset(_Wrapped):
 def select_view(
     train: data.Dataset, test: data.Dataset, *, view: str, tokens: tokenizer.Tokenizer
 ) -> tuple[data.Dataset, data.Dataset]:
-    """``(train, test)`` showing ``view`` (unchanged for ``"full"``)."""
-    if view == "full":
+    """``(train, test)`` showing ``view`` (unchanged for ``"full"`` and for ``"background"``,
+    whose splits :func:`run.datasets.get_datasets` loaded as the background videos)."""
+    if view not in CELL_VIEWS:
         return train, test
     return (ViewDataset(train, view=view, tokens=tokens),
             ViewDataset(test, view=view, tokens=tokens))

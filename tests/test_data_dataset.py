@@ -84,3 +84,28 @@ def test_tfds_ucf101_is_a_dataset_without_masks(monkeypatch):
     with pytest.raises(ValueError, match="has no masks"):
         ds.get_masks(np.array([0]))
     _assert_raw_pixels_normalise_to_the_batch(ds, np.array([2, 0]), seed=[1])
+
+
+def test_segment_cue_shows_the_label_in_one_window_only():
+    """cue='segment': the avatar moves and the stripes show only inside one window of
+    cue_frames frames, placed where the evaluation views see it, so clips of a video differ;
+    outside it the avatar stands still. The constant cue keeps every frame informative."""
+    frames, clip, cue = 24, 8, 4
+    train, _ = synthetic.make_splits(num_train=32, num_test=8, frames=frames, clip_frames=clip,
+                                     cue="segment", cue_frames=cue)
+    for i in range(len(train)):
+        mask = train.masks[i].astype(bool)
+        corner = np.array([np.argwhere(m).min(axis=0) for m in mask])  # (top, left) per frame
+        moving = np.flatnonzero(np.any(np.diff(corner, axis=0) != 0, axis=1))
+        assert len(moving) == cue - 1  # one pixel per frame inside the window only
+        start = moving[0]
+        assert np.array_equal(moving, np.arange(start, start + cue - 1))
+        assert clip // 2 <= start and start + cue <= frames - clip // 2
+    constant, _ = synthetic.make_splits(num_train=8, num_test=8, frames=16, clip_frames=clip)
+    corner = np.array([np.argwhere(m).min(axis=0) for m in constant.masks[0].astype(bool)])
+    assert np.all(np.any(np.diff(corner, axis=0) != 0, axis=1))
+    with pytest.raises(ValueError, match="cue must be one of"):
+        synthetic.make_splits(num_train=8, num_test=8, cue="sometimes")
+    with pytest.raises(ValueError, match="needs 2 <= cue_frames"):
+        synthetic.make_splits(num_train=8, num_test=8, frames=16, clip_frames=8,
+                              cue="segment", cue_frames=12)

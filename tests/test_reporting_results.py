@@ -104,11 +104,12 @@ def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
             top1 = 0.3 + 0.05 * k + 0.01 * seed
             truth.setdefault(k, []).append(top1)
             _fake_run(tmp_path, "dp", 1.0, seed, top1, [top1, top1], clips=k)
-        for view, top1 in (("full", 0.8), ("public", 0.5), ("private", 0.6)):
+        for view, top1 in (("full", 0.8), ("public", 0.5), ("background", 0.6),
+                           ("private", 0.7)):
             _fake_run(tmp_path, "nonprivate", math.inf, seed, top1 + 0.01 * seed, [0.5, 0.5],
                       view=view)
     config = sweep_multiclip.get_config()
-    config.sweep.views = sweep_context.get_config().sweep.views
+    config.sweep.views = (*sweep_context.get_config().sweep.views, "private")
     paths = sweep.write_outputs(config, str(tmp_path))
     assert "accuracy_vs_clips.png" in paths and "accuracy_vs_epsilon.png" not in paths
     for path in paths.values():
@@ -120,7 +121,8 @@ def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
         assert f"| dp | {k} | {cell}" in md
     assert "| nonprivate | 1 | 81.0 ± 1.0 | 81.0 ± 1.0 |" in md  # the full view only
     assert "| Avatar only | `public` | 51.0 ± 1.0 | 51.0 ± 1.0 | 3 |" in md
-    assert "| Background only | `private` | 61.0 ± 1.0 | 61.0 ± 1.0 | 3 |" in md
+    assert "| Background only (inpainted) | `background` | 61.0 ± 1.0 | 61.0 ± 1.0 | 3 |" in md
+    assert "| private view (not in Table 3) | `private` | 71.0 ± 1.0 |" in md
     assert "| Anonymized (both) | `full` | 81.0 ± 1.0 |" in md
     assert "![accuracy vs clips per video](accuracy_vs_clips.png)" in md
 
@@ -134,9 +136,9 @@ def test_multiclip_and_context_grids():
     assert {c.privacy.target_epsilon for c in runs.values()} == {1.0}
     runs = dict(sweep.grid(sweep_context.get_config()))
     assert sorted(runs) == sorted(f"nonprivate_epsinf_k1_seed{s}{v}" for s in range(3)
-                                  for v in ("", "_public", "_private"))
+                                  for v in ("", "_public", "_background"))
     assert {(c.mode, c.view) for c in runs.values()} == {
-        ("nonprivate", "full"), ("nonprivate", "public"), ("nonprivate", "private")}
+        ("nonprivate", "full"), ("nonprivate", "public"), ("nonprivate", "background")}
 
 
 def test_variants_repeat_the_grid_with_the_named_keys_changed_and_get_a_table(tmp_path):
@@ -245,11 +247,11 @@ def test_sweep_without_a_full_view_run_writes_its_table_and_no_per_class_plot(tm
     from configs import sweep_context
 
     for seed in range(2):
-        for view, top1 in (("public", 0.5), ("private", 0.6)):
+        for view, top1 in (("public", 0.5), ("background", 0.6)):
             _fake_run(tmp_path, "nonprivate", math.inf, seed, top1 + 0.01 * seed, [0.5, 0.5],
                       view=view)
     config = sweep_context.get_config()
-    config.sweep.views = ("public", "private")
+    config.sweep.views = ("public", "background")
     paths = sweep.write_outputs(config, str(tmp_path))
     assert "per_class.png" not in paths
     assert not os.path.exists(os.path.join(tmp_path, "per_class.png"))

@@ -61,7 +61,9 @@ def test_view_dataset_needs_masks_and_a_view(split):
 
 
 def test_context_ablation_rows():
-    assert {context_ablation.get_config(r).view for r in context_ablation.ROWS} == set(views.VIEWS)
+    # Table 3's rows: avatar only, the inpainted background (not the private view), both.
+    assert {context_ablation.get_config(r).view for r in context_ablation.ROWS} == {
+        "public", "background", "full"}
     for row in context_ablation.ROWS:
         c = context_ablation.get_config(row)
         assert c.mode == "nonprivate" and c.num_epochs == default.get_config().num_epochs
@@ -231,3 +233,30 @@ def test_hide_private_keeps_the_public_view_bit_identical():
     views_after = HIDE.views(out, mask)
     np.testing.assert_array_equal(np.asarray(views_after.public), np.asarray(views_before.public))
     assert np.all(np.asarray(views_after.private) == HIDE.fill(video.shape[-4:]))
+
+
+def test_background_view_is_the_room_without_the_avatar():
+    """view=background (Table 3's "Background Only", seed 001's "Inpainted Background"): the
+    embedded splits show the room the avatar hides, pixel for pixel the anonymised video wherever
+    the avatar is not, with no trace of the avatar; labels and masks unchanged; select_view
+    leaves them as loaded. A folder dataset without input.background_dir is refused."""
+    from run import datasets as run_datasets
+
+    config = default.get_config()
+    config.input.num_train, config.input.num_test = 16, 8
+    full, _ = run_datasets.get_datasets(config.input, view="full")
+    room, room_test = run_datasets.get_datasets(config.input, view="background")
+    outside = full.masks == 0
+    assert np.array_equal(room.frames[outside], full.frames[outside])
+    assert np.mean(room.frames[~outside] != full.frames[~outside]) > 0.9  # the avatar is gone
+    assert np.array_equal(room.labels, full.labels) and np.array_equal(room.masks, full.masks)
+    # The room behind the avatar continues the background: its stripes, not a uniform hole.
+    frame = room.frames[0, 0].astype(float)
+    hidden = full.masks[0, 0] > 0
+    assert frame[hidden].std() > 10
+    assert views.select_view(room, room_test, view="background", tokens=None) == (room, room_test)
+    folder = default.get_config()
+    folder.input = default.video_input(dataset="folder")
+    folder.input.data_dir = "/nonexistent"
+    with pytest.raises(ValueError, match="set --config.input.background_dir"):
+        run_datasets.get_datasets(folder.input, view="background")
