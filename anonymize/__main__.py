@@ -1,4 +1,5 @@
-r"""``python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR [--config=...]``:
+r"""``python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR [--config=...]
+[--background_dir=BG_DIR] [--person_dir=PERSON_DIR]``:
 anonymise every video under ``VIDEO_DIR`` (package docstring; settings in
 ``configs/anonymize.py``, overridable with ``--config.<key>=...``).
 
@@ -37,6 +38,11 @@ flags.DEFINE_bool("overwrite", False, "Redo videos whose outputs exist.")
 flags.DEFINE_string("preview_dir", "", "Also write a PNG strip per video here: source, "
                     "anonymised, public mask.")
 flags.DEFINE_bool("skip_bad", False, "Leave unreadable source videos out (listed in the summary).")
+flags.DEFINE_string("background_dir", "", "Also write the inpainted backgrounds (person removed, "
+                    "no avatar; private) here, same relative paths: Table 3's background row "
+                    "(train.py --config.view=background --config.input.background_dir=...).")
+flags.DEFINE_string("person_dir", "", "Also write the person masks (npz, 1 = person) here: the "
+                    "public masks of MaskDP on the source videos (seed 000's Real World MaskDP).")
 flags.mark_flags_as_required(["src", "dst", "mask_dir"])
 
 
@@ -49,7 +55,9 @@ def main(argv) -> int:
         stages, options = pipeline.build_stages(f.config)
         summary = pipeline.anonymize_folder(f.src, f.dst, f.mask_dir, stages, options,
                                             overwrite=f.overwrite, skip_bad=f.skip_bad,
-                                            preview_dir=f.preview_dir)
+                                            preview_dir=f.preview_dir,
+                                            background_dir=f.background_dir,
+                                            person_dir=f.person_dir)
     except (InputError, BadVideoError) as err:  # bad input; anything else is a bug
         print(f"error: {err}", file=sys.stderr)
         return 2

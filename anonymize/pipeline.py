@@ -13,6 +13,16 @@ Output, for each source video ``<src>/<key>``:
 * ``<dst>/summary.json``: every video's summary (public fraction, frames without a person, what
   the segmenter read) and the settings.
 
+Optional outputs, for the papers' other rows (configs point at them):
+
+* ``<background_dir>/<key>`` (``background_dir``): the *inpainted background*, the video with the
+  person removed and no avatar (seed 001 Table 3, "Inpainted Background"; ``--config.view=
+  background`` with ``--config.input.background_dir``). Every pixel of it is private (the room).
+* ``<person_dir>/<key stem>.npz`` (``person_dir``): the cleaned person mask, uint8 ``[T, H, W]``
+  under ``mask``, 1 = person. As a training ``mask_dir`` over the *source* videos it makes the
+  person public and the rest private: seed 000's "Real World MaskDP" rows, which protect only
+  the background of unanonymised videos (the person is then not protected at all).
+
 Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
 frame are measured). Files are written to a temporary name and renamed, so an interrupted run
 leaves no half file; a second run skips videos whose outputs exist and were made from the same
@@ -113,13 +123,16 @@ class Options:
 @dataclasses.dataclass(frozen=True)
 class Result:
     """One anonymised video: ``video`` uint8 ``[T, H, W, 3]``, ``public`` bool ``[T, H, W]``
-    (True = public), the cleaned ``person`` mask, the ``avatar_region`` and the ``summary``."""
+    (True = public), the cleaned ``person`` mask, the ``avatar_region``, the ``summary`` and,
+    when asked for, the inpainted ``background`` (uint8 ``[T, H, W, 3]``: the person removed, no
+    avatar; private)."""
 
     video: np.ndarray
     public: np.ndarray
     person: np.ndarray
     avatar_region: np.ndarray
     summary: dict
+    background: np.ndarray | None = None
 
 
 class NoPersonError(InputError):
@@ -127,7 +140,7 @@ class NoPersonError(InputError):
 
 
 def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options, *,
-                    in_place: bool = False) -> Result:
+                    in_place: bool = False, with_background: bool = False) -> Result:
     """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``); see the package docstring for what
     the returned public mask means.
 
@@ -144,7 +157,7 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     memory"); decoding briefly holds two copies of the frames (:func:`data.decode.read_video`
     stacks decoded frames), and the encoder its own buffers. A cleanup without a
     ``temporal_radius`` attribute is run on the whole video at once (its float32 alpha: 4 bytes
-    more).
+    more). ``with_background`` also keeps the inpainted background (3 bytes more).
 
     Raises:
       NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
@@ -212,6 +225,7 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     margin = options.codec_margin if options.store == "h264" else 0
     out = video if in_place else np.empty_like(video)
     public = np.empty_like(q)
+    inpainted = np.empty_like(video) if with_background else None
     for lo, hi in spans:
         q_c = cleaned[lo:hi]
         alpha = (whole_alpha[lo:hi] if whole_alpha is not None
@@ -224,6 +238,8 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
                              f"{frames.shape}.")
         background = alpha[..., None] * removed + (1 - alpha[..., None]) * frames
         del removed
+        if inpainted is not None:
+            inpainted[lo:hi] = np.clip(np.rint(background), 0, 255).astype(np.uint8)
         avatar = render(lo, hi)
         if not np.array_equal(avatar.region, region[lo:hi]):
             raise InputError(f"{key}: the renderer returned another region for the same input: "
@@ -251,7 +267,7 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         "refiner_reads": stages.refiner.reads,
         "store": options.store,
     }
-    return Result(out, public, cleaned, region, summary)
+    return Result(out, public, cleaned, region, summary, inpainted)
 
 
 def _clean_chunk(cleanup_stage: Cleanup, q: np.ndarray, lo: int, hi: int, radius: int):
@@ -356,7 +372,8 @@ def source_signature(path: str) -> dict:
 
 def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
                      overwrite: bool = False, skip_bad: bool = False, preview_dir: str = "",
-                     progress: bool = True) -> dict:
+                     progress: bool = True, background_dir: str = "",
+                     person_dir: str = "") -> dict:
     """Anonymise every video under ``src`` (module docstring for what is written).
 
     Every source video is probed first: an unreadable one stops the run before anything is
@@ -369,7 +386,8 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
       the summary written to ``<dst>/summary.json``.
     """
     keys = find_videos(src)
-    _check_output_dirs(src, dst, mask_dir, stages)
+    _check_output_dirs(src, dst, mask_dir, stages, background_dir=background_dir,
+                       person_dir=person_dir)
     stems: dict[str, str] = {}
     for key in keys:
         stem = os.path.splitext(key)[0]
@@ -412,8 +430,13 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         out_path = os.path.join(dst, key)
         source = os.path.join(src, key)
         signature = source_signature(source)
+        extra = {}  # the optional outputs asked for: what -> path
+        if background_dir:
+            extra["background"] = os.path.join(background_dir, key)
+        if person_dir:
+            extra["person"] = os.path.splitext(os.path.join(person_dir, key))[0] + ".npz"
         if not overwrite and all(os.path.isfile(p) for p in
-                                 (out_path, stem + ".npz", stem + ".json")):
+                                 (out_path, stem + ".npz", stem + ".json", *extra.values())):
             with open(stem + ".json") as f:
                 done = json.load(f)
             if done.get("settings") != settings:
@@ -430,12 +453,18 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                   flush=True)
         frames = read_video(source)
         shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
-        result = anonymize_video(frames, key, stages, options, in_place=True)
+        result = anonymize_video(frames, key, stages, options, in_place=True,
+                                 with_background="background" in extra)
         del frames  # result.video is the same array, overwritten chunk by chunk
         result.summary["settings"] = settings
         result.summary["source"] = signature
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
         _save(stem + ".npz", _npz(result.public))
+        if "background" in extra:
+            write_video(extra["background"], result.background, store=options.store,
+                        fps=_fps(source))
+        if "person" in extra:
+            _save(extra["person"], _npz(result.person))
         _save(stem + ".json", _json(result.summary))
         if preview_dir:
             png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
@@ -460,13 +489,24 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
     return summary
 
 
-def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages) -> None:
+def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages, *,
+                       background_dir: str = "", person_dir: str = "") -> None:
     src_real = os.path.realpath(src)
-    for out_dir, name in ((dst, "dst"), (mask_dir, "mask_dir")):
+    outputs = [(d, n) for d, n in ((dst, "dst"), (mask_dir, "mask_dir"),
+                                   (background_dir, "background_dir"),
+                                   (person_dir, "person_dir")) if d]
+    for out_dir, name in outputs:
         real = os.path.realpath(out_dir)
         if real == src_real or real.startswith(src_real + os.sep):
             raise InputError(f"{name} ({out_dir}) must lie outside the source directory {src}: "
                              "the source videos would be overwritten or read back as sources.")
+    for i, (a, name_a) in enumerate(outputs[1:], start=1):
+        for b, name_b in outputs[:i]:
+            if name_a in ("background_dir", "person_dir") and (
+                    os.path.realpath(a) == os.path.realpath(b)):
+                raise InputError(f"{name_a} ({a}) must differ from {name_b}: a person mask would "
+                                 "be read as a public mask, or a background as the anonymised "
+                                 "video.")
     files_dir = getattr(stages.segmenter, "mask_dir", "")
     if files_dir and os.path.realpath(files_dir) == os.path.realpath(mask_dir):
         raise InputError(f"mask_dir must differ from the person-mask folder {files_dir}: "

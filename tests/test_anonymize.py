@@ -723,3 +723,34 @@ def test_resume_redoes_a_replaced_source_and_ignores_output_irrelevant_flags(tmp
     written = pipeline.read_video(out)
     np.testing.assert_array_equal(written[:, :20], new_source[:, :20])
     assert (written[:, :20] != video[:, :20]).mean() > 0.5
+
+
+def test_folder_also_writes_the_inpainted_background_and_the_person_masks(tmp_path):
+    """--background_dir: the source with the person removed and no avatar (Table 3's background
+    row), equal to the source away from the person; --person_dir: the cleaned person masks
+    (1 = person, covering the given person but for the cleanup's edges). Either folder equal to
+    mask_dir is refused."""
+    video, person = scene()
+    room = video[0].copy()
+    room[person[0]] = video[-1][person[0]]  # the person has left these pixels by the last frame
+    src, dst, masks, persons, bg, pm = (str(tmp_path / d) for d in
+                                        ("src", "dst", "masks", "persons", "bg", "pm"))
+    pipeline.write_video(os.path.join(src, "c", "v.mkv"), video, store="lossless")
+    os.makedirs(os.path.join(persons, "c"))
+    np.savez_compressed(os.path.join(persons, "c", "v.npz"), mask=person.astype(np.uint8))
+    files = pipeline.Stages(segmenter=segment.MaskFiles(persons))
+    with pytest.raises(ValueError, match="person_dir .* must differ from mask_dir"):
+        pipeline.anonymize_folder(src, dst, masks, files, pipeline.Options(), person_dir=masks,
+                                  progress=False)
+    pipeline.anonymize_folder(src, dst, masks, files, pipeline.Options(), background_dir=bg,
+                              person_dir=pm, progress=False)
+    background = pipeline.read_video(os.path.join(bg, "c", "v.mkv"))
+    written, _ = decode.load_mask(os.path.join(pm, "c", "v.npz"))
+    assert written.shape == person.shape and written[person].mean() > 0.95
+    away = ~written.astype(bool)
+    assert np.array_equal(background[away], video[away])  # only the person's pixels change
+    dark = video[person].astype(float).mean()  # the person's colour is gone from its place
+    assert abs(background[person].astype(float).mean() - room[None].repeat(len(video), 0)
+               [person].astype(float).mean()) < 0.25 * abs(dark - room.mean())
+    anonymised = pipeline.read_video(os.path.join(dst, "c", "v.mkv"))
+    assert not np.array_equal(anonymised, background)  # the avatar is in the anonymised video
