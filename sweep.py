@@ -24,6 +24,7 @@ import copy
 import math
 import multiprocessing
 import os
+import shlex
 import sys
 import warnings
 
@@ -164,13 +165,18 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
         )
     if "per_class.png" in paths:
         _per_class_plot(config, reports, per_mode, paths["per_class.png"])
+    recorded = results.recorded_command(workdir)
+    if recorded:
+        produced = (f"Produced by `{recorded['command']}` at commit `{recorded['commit']}` "
+                    "(the last command that trained runs here).")
+    else:
+        produced = (f"Produced by `python sweep.py --config={config.config_path} "
+                    f"--workdir={workdir}` (its command line and commit were not recorded).")
     with open(paths["results.md"], "w") as f:
         f.write(f"# {config.title}: {dataset}\n\n")
         f.write(f"δ = {delta:g}, adjacency `{config.base.privacy.adjacency}`, "
                 f"sampling `{config.base.sampling}`, model `{config.base.model.name}`, "
-                f"{len(reports)} runs. Produced by `python sweep.py "
-                f"--config={config.config_path} "
-                f"--workdir={workdir}`.\n\n")
+                f"{len(reports)} runs. {produced}\n\n")
         if not variants and any(r["view"] == "full" for r in table_rows):
             f.write(results.markdown_table(table_rows) + "\n\n")
         if variants:
@@ -273,14 +279,17 @@ def check_runs(runs: list[tuple[str, ml_collections.ConfigDict]]) -> None:
             raise ValueError(f"run {name}: {err}") from err
 
 
-def run_command(f: flags.FlagValues) -> int:
-    """The sweep the parsed flags ``f`` name; the exit status (75: a run was preempted)."""
+def run_command(f: flags.FlagValues, argv=("sweep.py",)) -> int:
+    """The sweep the parsed flags ``f`` name; the exit status (75: a run was preempted).
+    ``argv``, the command line, is recorded with the commit in the workdir
+    (:func:`reporting.results.record_command`) when runs are trained."""
     config, workdir = f.config, f.workdir
     logging.set_verbosity(logging.WARNING)  # as train.py: no per-checkpoint INFO lines from orbax
     if not f.only_report:
         runs = grid(config)
         check_runs(runs)
         os.makedirs(workdir, exist_ok=True)
+        results.record_command(workdir, "python " + shlex.join(["sweep.py", *argv[1:]]))
         todo = [(n, c) for n, c in runs
                 if not os.path.isfile(os.path.join(workdir, n, "report.json"))]
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
@@ -313,7 +322,7 @@ def define_flags(fv: flags.FlagValues, argv) -> None:
 def cli(argv) -> int:
     """``python sweep.py ...`` as a function of the command line: its exit status (0 done,
     2 bad input with ``error: <reason>`` on stderr and nothing written, 75 preempted)."""
-    return command.run(argv, define=define_flags, work=run_command)
+    return command.run(argv, define=define_flags, work=lambda f: run_command(f, argv))
 
 
 if __name__ == "__main__":

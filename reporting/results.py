@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import subprocess
 from collections import defaultdict
 from typing import Any
 
@@ -18,6 +19,39 @@ import numpy as np
 from maskdp_jax.plan import Mode
 
 MODE_ORDER = ("nonprivate", "dp", "maskdp")
+COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, and its commit
+
+
+def code_commit() -> str:
+    """The git commit of this checkout (12 hex digits), ``"... with uncommitted changes"`` when
+    tracked files differ from it, or a sentence saying it is unknown (no git, not a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout, or git is missing)"
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+def record_command(workdir: str, command: str) -> None:
+    """Write ``<workdir>/sweep_command.json``: the command line that trains the runs (with every
+    override, so that it can be rerun) and :func:`code_commit`."""
+    with open(os.path.join(workdir, COMMAND_FILE), "w") as f:
+        json.dump({"command": command, "commit": code_commit()}, f, indent=1)
+        f.write("\n")
+
+
+def recorded_command(workdir: str) -> dict[str, str] | None:
+    """What :func:`record_command` wrote under ``workdir``, or None."""
+    path = os.path.join(workdir, COMMAND_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def load_reports(root: str) -> list[dict[str, Any]]:

@@ -260,3 +260,21 @@ def test_sweep_without_a_full_view_run_writes_its_table_and_no_per_class_plot(tm
     assert "| Avatar only | `public` | 50.5 ± 0.7 |" in md and "per_class.png" not in md
     with pytest.raises(ValueError, match="no mode has per-class accuracies"):
         sweep.plots.per_class({}, ["a", "b"], None, str(tmp_path / "x.png"), title="t")
+
+
+def test_results_name_the_recorded_command_and_commit(tmp_path):
+    """A sweep that trains records its whole command line and the commit (results.md shows both,
+    so a results directory says how to rerun it); without a record it says so."""
+    for seed in range(2):
+        _fake_run(tmp_path, "nonprivate", math.inf, seed, 0.5, [0.5, 0.5])
+    config = sweep_synthetic.get_config()
+    config.sweep.modes, config.sweep.epsilons = ("nonprivate",), ()
+    with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
+        assert "its command line and commit were not recorded" in f.read()
+    commit = results.code_commit()
+    assert len(commit.split()[0]) == 12 and int(commit.split()[0], 16) >= 0
+    command = "python sweep.py --config=configs/sweep_synthetic.py --config.base.num_epochs=16"
+    results.record_command(str(tmp_path), command)
+    with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
+        md = f.read()
+    assert f"Produced by `{command}` at commit `{commit}`" in md
