@@ -15,6 +15,20 @@ two and four times the compute. The same holds on UCF-101 (a 186-frame video hol
 of 16 x 4 frames), yet the paper's accuracy keeps rising up to K = 8 (Fig. 3a), which only
 overlapping clips can explain; uniform offsets are therefore the reading that reproduces its
 experiment. Results: docs/results/multiclip/.
+
+**Why this sweep cannot show seed 003's effect, and what was measured instead.** On these
+constant-cue videos every clip shows the whole label, so K clips add no information by
+construction, and DP is at chance at ε = 1 for every K (docs/results/multiclip). The embedded
+generator can now make videos whose clips differ (``--config.base.input.cue=segment``: the label
+shows only during ``cue_frames`` frames of a longer video, data/synthetic.py). A short search for
+an operating point where DP learns on them, on mvit_cpu trained from scratch (24-frame videos,
+N = 1024, B = 64, 3 evaluation clips, one seed each): non-private training needs 16 epochs to
+leave chance (with an 8-frame cue); DP stayed at chance at ε = 8 with full, ``norms`` and
+``linear`` fine-tuning at 8 epochs and with full fine-tuning at 16 epochs. From scratch the
+private gradient is too weak at any ε this CPU budget allows; the papers' operating point is a
+publicly pre-trained backbone with a few trainable parameters, which for the embedded data
+means pre-training on public embedded videos (another ``data_seed``) and fine-tuning ``norms``
+privately: not built yet, so this sweep stays on the constant-cue data it was run on.
 """
 
 import ml_collections

@@ -297,7 +297,8 @@ def restore_params(path: str, *, like: Any) -> Any:
         ``.npz`` checkpoint file.
       like: the model's parameters, as :func:`import_template` gives them (or a full
         ``model.init``). Adapters, absent from checkpoints, keep these values; for a checkpoint
-        file, so does a head for a different number of classes.
+        file, so does a head for a different number of classes, and so does the head for an
+        orbax checkpoint exported without one (``python -m run.checkpoint --drop_head``).
 
     Returns:
       A parameter tree with the structure and shapes of ``like``.
@@ -326,8 +327,8 @@ def restore_params(path: str, *, like: Any) -> Any:
                 errors.append(f"{_path_str(p)}: checkpoint {tuple(value.shape)}, model "
                               f"{tuple(target.shape)}{hint}")
             out[p] = jnp.asarray(value, target.dtype)
-        elif "adapter" in p:
-            out[p] = target
+        elif "adapter" in p or (p[0] == "head" and restored["info"].get("head") == "dropped"):
+            out[p] = target  # not in the checkpoint by design: the model's fresh values
         else:
             errors.append(f"{_path_str(p)}: missing from the checkpoint")
     errors += [f"{_path_str(p)}: in the checkpoint but not in the model" for p in flat]

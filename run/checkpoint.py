@@ -264,3 +264,58 @@ def read_latest_meta(workdir: str) -> dict | None:
         return ckpt.latest_meta()
     finally:
         ckpt.close()
+
+
+def export_params(workdir: str, dst: str, *, drop_head: bool = False) -> int:
+    """Write the parameters of ``workdir``'s newest checkpoint as a ``model.init_from``
+    checkpoint at ``dst`` (:func:`models.convert.save_params`); the number of parameters.
+    ``drop_head``: leave the classifier (``head``) out, so a run starting from it learns a fresh
+    one (as from Kinetics weights for another label set).
+
+    Only the parameters leave: never the optimiser state or the meta (which holds the noise
+    secret). They are what the run's report publishes anyway (the final model), under the run's
+    guarantee. The use here is public pre-training: a non-private run on public data whose
+    weights another run fine-tunes privately, as the papers fine-tune Kinetics-400 weights.
+
+    Raises:
+      FileNotFoundError: the workdir has no checkpoint.
+      FileExistsError: ``dst`` exists.
+    """
+    from maskdp_jax import partition
+    from models import convert
+
+    if os.path.exists(dst):
+        raise FileExistsError(f"{dst!r} already exists; choose a new --dst.")
+    ckpt = Checkpointer(workdir, keep=1)
+    try:
+        latest = ckpt.read_latest()
+    finally:
+        ckpt.close()
+    if latest is None:
+        raise FileNotFoundError(f"{workdir!r} has no checkpoint to export (a run writes them in "
+                                f"{checkpoint_directory(workdir)}).")
+    step, state, meta = latest
+    params = partition.merge(state["trainable"], state["frozen"])
+    if drop_head:
+        params = {k: v for k, v in params.items() if k != "head"}
+    model = dict(meta["config"]["model"])
+    convert.save_params(dst, params, info={"source": os.path.abspath(workdir), "step": step,
+                                           "preset": model["name"],
+                                           "head": "dropped" if drop_head else "kept"})
+    return sum(int(getattr(x, "size", 1)) for x in jax.tree.leaves(params))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m run.checkpoint",
+        description="Export a run's final parameters as a model.init_from checkpoint.")
+    parser.add_argument("--workdir", required=True, help="the run's --workdir")
+    parser.add_argument("--dst", required=True, help="orbax checkpoint directory to create")
+    parser.add_argument("--drop_head", action="store_true",
+                        help="leave the classifier out: a run from it learns a fresh head")
+    args = parser.parse_args()
+    n = export_params(args.workdir, args.dst, drop_head=args.drop_head)
+    print(f"Wrote {n:,} parameters to {args.dst}: --config.model.init_from="
+          f"{os.path.abspath(args.dst)}")

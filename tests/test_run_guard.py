@@ -432,3 +432,42 @@ def test_a_deleted_journal_is_rebuilt_from_the_checkpoint_ledger(tmp_path, no_mo
         assert journal.read_ledger_journal(str(tmp_path)).steps == 3
     finally:
         g.close()
+
+
+def test_export_params_writes_the_final_parameters_and_nothing_else(tmp_path):
+    """python -m run.checkpoint --workdir --dst: the newest checkpoint's parameters (trainable
+    and frozen merged) become an init_from checkpoint that models.convert.restore_params reads
+    back equal; the meta (the noise secret) and the optimiser state do not leave."""
+    from models import convert
+
+    trainable = {"head": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3)}}
+    frozen = {"embed": {"kernel": np.full((3, 2), 7.0, np.float32)}}
+    ckpt = checkpoint.Checkpointer(str(tmp_path / "run"), keep=2)
+    for step in (1, 2):  # the newest is exported
+        state = {"trainable": jax.tree.map(lambda x, s=step: x + s, trainable), "frozen": frozen,
+                 "opt_state": {"mu": np.ones(3, np.float32)}, "step": np.int32(step)}
+        ckpt.save(state, step=step, meta={"step": step, "config": {"model": {"name": "tiny"}},
+                                          "noise_key": "SECRET"})
+    ckpt.close()
+    assert checkpoint.export_params(str(tmp_path / "run"), str(tmp_path / "init")) == 12
+    like = {"head": {"kernel": np.zeros((2, 3), np.float32)},
+            "embed": {"kernel": np.zeros((3, 2), np.float32)}}
+    restored = convert.restore_params(str(tmp_path / "init"), like=like)
+    np.testing.assert_array_equal(restored["head"]["kernel"], trainable["head"]["kernel"] + 2)
+    np.testing.assert_array_equal(restored["embed"]["kernel"], frozen["embed"]["kernel"])
+    exported = "".join(open(os.path.join(d, f), errors="ignore").read()
+                       for d, _, fs in os.walk(tmp_path / "init") for f in fs)
+    assert "SECRET" not in exported and "mu" not in exported
+    with pytest.raises(FileExistsError):
+        checkpoint.export_params(str(tmp_path / "run"), str(tmp_path / "init"))
+    with pytest.raises(FileNotFoundError, match="has no checkpoint"):
+        checkpoint.export_params(str(tmp_path / "empty"), str(tmp_path / "init2"))
+    # Without the head: a model restored from it keeps its own fresh head.
+    checkpoint.export_params(str(tmp_path / "run"), str(tmp_path / "nohead"), drop_head=True)
+    fresh = {"head": {"kernel": np.full((2, 3), -1.0, np.float32)}, "embed": like["embed"]}
+    restored = convert.restore_params(str(tmp_path / "nohead"), like=fresh)
+    np.testing.assert_array_equal(restored["head"]["kernel"], fresh["head"]["kernel"])
+    np.testing.assert_array_equal(restored["embed"]["kernel"], frozen["embed"]["kernel"])
+    with pytest.raises(convert.ConversionError, match="missing from the checkpoint"):
+        convert.restore_params(str(tmp_path / "nohead"),
+                               like={**fresh, "extra": {"kernel": np.zeros(1, np.float32)}})
