@@ -135,7 +135,7 @@ def test_context_ablation_table_is_recomputed_from_its_reports():
     reports = _load(CONTEXT_RUNS)
     expected = {name for name, _ in sweep.grid(sweep_context.get_config())}
     assert {r["run"] for r in reports} == expected
-    assert {r["config"]["view"] for r in reports} == {"full", "public", "private"}
+    assert {r["config"]["view"] for r in reports} == {"full", "public", "background"}
     assert all(r["config"]["mode"] == "nonprivate" and r["config"]["num_epochs"] == 16.0
                for r in reports)
     table = results.view_table(results.rows(reports))
@@ -176,11 +176,12 @@ def test_docs_quotes_the_spread_of_fresh_default_runs():
         c = r["config"]
         assert (c["mode"], c["privacy"]["randomness"], c["num_epochs"]) == (
             "maskdp", "secret", config.num_epochs)
-        # compute_dtype came later; runs without it computed in float32, what today's default
-        # ("auto") is on the CPU these runs ran on.
+        # compute_dtype and allow_random_init came later; runs without them computed in float32,
+        # what today's default ("auto") is on the CPU these runs ran on, and were not frozen
+        # pretrained presets.
         today = {**config.model.to_dict(),
                  "compute_dtype": run_model.compute_dtype_name(config.model.compute_dtype, "cpu")}
-        assert {"compute_dtype": "float32", **c["model"]} == today
+        assert {"compute_dtype": "float32", "allow_random_init": False, **c["model"]} == today
     top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
     page = _read(GETTING_STARTED, unwrap=True)
     cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
