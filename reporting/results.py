@@ -24,13 +24,15 @@ COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, 
 
 def code_commit() -> str:
     """The git commit of this checkout (12 hex digits), ``"... with uncommitted changes"`` when
-    tracked files differ from it, or a sentence saying it is unknown (no git, not a checkout)."""
+    tracked files other than the committed results (``docs/results``) differ from it, or a
+    sentence saying it is unknown (no git, not a checkout)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
+        # Committed results being regenerated are not code: leave docs/results out.
         dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
-                                "--untracked-files=no"],
+                                "--untracked-files=no", "--", ".", ":(exclude)docs/results"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout, or git is missing)"
