@@ -134,6 +134,14 @@ def test_multiclip_and_context_grids():
     assert len(runs) == 24 and {c.mode for c in runs.values()} == {"dp", "maskdp"}
     assert sorted({c.input.clips_per_video for c in runs.values()}) == [1, 2, 4, 8]
     assert {c.privacy.target_epsilon for c in runs.values()} == {1.0}
+    # The segment-cue study fine-tunes the committed public backbone: it must exist, and the
+    # frozen-backbone check accepts its runs.
+    from configs import sweep_multiclip_segment
+
+    runs = sweep.grid(sweep_multiclip_segment.get_config())
+    assert len(runs) == 24 and {c.input.cue for _, c in runs} == {"segment"}
+    assert os.path.isdir(sweep_multiclip_segment.PRETRAINED)
+    sweep.check_runs(runs)
     runs = dict(sweep.grid(sweep_context.get_config()))
     assert sorted(runs) == sorted(f"nonprivate_epsinf_k1_seed{s}{v}" for s in range(3)
                                   for v in ("", "_public", "_background"))
