@@ -216,6 +216,7 @@ def gpu_hours(table: PaperTable) -> float:
 
 
 def estimate(table: PaperTable) -> str:
+    """One sentence: the runs of one seed of ``table``, their steps and :func:`gpu_hours`."""
     setting = next(s for s in paper_settings.PAPER_SETTINGS if s.name == table.setting)
     counts = runs_needed(table)
     parts = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
@@ -226,6 +227,8 @@ def estimate(table: PaperTable) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m reporting.paper_tables``: print the table (ours beside the paper's) and its
+    cost; the exit status (2 with ``error: <reason>`` when a given workdir holds no reports)."""
     parser = argparse.ArgumentParser(prog="python -m reporting.paper_tables",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", required=True, choices=sorted(TABLES))
