@@ -1,4 +1,4 @@
-r"""Our results beside the papers' tables (seed 000, Tables 1-3), and what a table costs to train.
+r"""Our results beside the papers' tables (seed 000, Tables 1-3), and what a table costs to train::
 
     python -m reporting.paper_tables --table=hmdb51 --anonymized=runs/hmdb51_anon \
         --real=runs/hmdb51_real
