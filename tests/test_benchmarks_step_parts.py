@@ -20,10 +20,11 @@ def run(*args):
 def test_forward_piece_compiles_and_times():
     proc = run("--size=tiny", "--weights=random", "--parts=forward", "--repeats=2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    row = re.search(r"^  forward +([\d.]+) +([\d.]+) +(\d+) +([\d.]+)$", proc.stdout, re.M)
+    row = re.search(r"^  forward +([\d.]+) +([\d.]+) +(\d+) +([\d.]+) +([\d.]+)$", proc.stdout,
+                    re.M)
     assert row, proc.stdout
-    lower_s, compile_s, fusions, median_ms = (float(v) for v in row.groups())
-    assert compile_s > 0 and fusions > 0 and median_ms > 0, proc.stdout
+    lower_s, compile_s, fusions, peak_mib, median_ms = (float(v) for v in row.groups())
+    assert compile_s > 0 and fusions > 0 and peak_mib > 0 and median_ms > 0, proc.stdout
     assert re.search(r"peak host memory \(RSS\) \d+ MiB", proc.stdout), proc.stdout
 
 
