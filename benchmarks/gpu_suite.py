@@ -42,7 +42,7 @@ peak resident memory) are its own:
    against which the ``forward`` section's bfloat16 row (cuDNN's fused attention) shows the
    fused kernel's gain; last, since it only explains a figure above.
 
-Time plan. A device call has 10 minutes and the session 15 device-minutes with the machine's
+Time plan. A device call has 10 minutes and a lease 15 device-minutes with the machine's
 start, so the suite keeps to ``--budget_s`` (default 450 s: with the wheels' install it ends
 within 8 minutes). Before a row starts, its estimate (:data:`ESTIMATE_S`, seconds on an H100 at
 the papers' size, process start and compilation included; from the first two leases in
