@@ -28,7 +28,8 @@ leave chance (with an 8-frame cue); DP stayed at chance at ε = 8 with full, ``n
 private gradient is too weak at any ε this CPU budget allows; the papers' operating point is a
 publicly pre-trained backbone with a few trainable parameters, which for the embedded data
 means pre-training on public embedded videos (another ``data_seed``) and fine-tuning ``norms``
-privately: not built yet, so this sweep stays on the constant-cue data it was run on.
+privately: configs/sweep_multiclip_segment.py, which builds on this config. This sweep stays
+on the constant-cue data it was run on.
 """
 
 import ml_collections

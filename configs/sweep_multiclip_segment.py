@@ -33,22 +33,16 @@ embedded studies; 8 epochs as the ε sweep (the compute grows K-fold).
 
 import ml_collections
 
-from configs import sweep_synthetic
+from configs import sweep_multiclip
 
 PRETRAINED = "docs/results/multiclip_pretrain/init"
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = sweep_synthetic.get_config()
+    config = sweep_multiclip.get_config()  # the K grid, the modes and ε
     config.title = "Multi-clip sweep on segment-cue videos (seed 003, Fig. 3a)"
     b = config.base
     b.input.frames, b.input.cue, b.input.cue_frames, b.input.eval_clips = 24, "segment", 8, 3
-    b.input.clip_sampling = "uniform"
     b.model.finetune, b.model.init_from = "norms", PRETRAINED
-    config.sweep.modes = ("dp", "maskdp")
-    config.sweep.epsilons = (1.0,)
-    config.sweep.clips = (1, 2, 4, 8)
-    config.sweep.clips_epsilon = 1.0
-    config.sweep.per_class_epsilon = 1.0
     config.config_path = "configs/sweep_multiclip_segment.py"
     return config
