@@ -55,6 +55,17 @@ class ClipStats(NamedTuple):
     loss_sum: jnp.ndarray
     count: jnp.ndarray
 
+    @classmethod
+    def zeros(cls) -> ClipStats:
+        """The statistics of no example: int32 counts, float32 sums (distinct buffers)."""
+        def izero():
+            return jnp.zeros((), jnp.int32)
+
+        def zero():
+            return jnp.zeros((), jnp.float32)
+
+        return cls(izero(), izero(), zero(), zero(), zero())
+
 
 def clipped_grad_sum(
     loss_fn: Callable[[PyTree, Any], jnp.ndarray],

@@ -246,8 +246,7 @@ def masked_gradient(
     zero = jnp.zeros((), jnp.float32)
     public_sum = private_sum = None
     public_loss, public_count = zero, zero
-    clip = clipping.ClipStats(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero,
-                              zero)
+    clip = clipping.ClipStats.zeros()
     if public is not None:
         inputs, weights = pass_examples(public, public=True, plan=plan, tokens=tokens)
         public_sum, public_loss = public_grad_sum(example_loss, params,

@@ -121,18 +121,12 @@ class Accumulator(NamedTuple):
 def zeros_accumulator(trainable: PyTree) -> Accumulator:
     """An accumulator of zeros for ``trainable``, made by one program (one leaf at a time, the
     host spent 3-10 ms a step on it); its leaves are distinct buffers, as donation needs."""
-    def zero():
-        return jnp.zeros((), jnp.float32)
-
-    def izero():
-        return jnp.zeros((), jnp.int32)
-
     return Accumulator(
         public_sum=jax.tree.map(jnp.zeros_like, trainable),
         private_sum=jax.tree.map(jnp.zeros_like, trainable),
-        public_loss_sum=zero(),
-        public_count=zero(),
-        clip=clipping.ClipStats(izero(), izero(), zero(), zero(), zero()),
+        public_loss_sum=jnp.zeros((), jnp.float32),
+        public_count=jnp.zeros((), jnp.float32),
+        clip=clipping.ClipStats.zeros(),
     )
 
 
