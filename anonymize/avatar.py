@@ -5,10 +5,13 @@ The paper renders SMPL-H bodies from 4D poses; no body model ships here, so the 
 from the cleaned person mask and, where the pipeline has poses (:mod:`anonymize.pose`), from
 the 2D keypoints:
 
-* *pose*: the mask reduced to a coarse grid (``cell`` px: a cell is occupied if any of its pixels
-  is person), which keeps posture and position but not the outline's detail;
-* *region* ``r``: that grid smoothed into a rounded silhouette, united with the person mask so the
-  avatar covers the whole person;
+* *region* ``r``: the person mask itself (``cell=0``, the default): the avatar is clipped to
+  the mask, so it puts no public pixel where the segmenter did not declare a person; the pixels
+  between the mask and the person's true outline are left to the inpainting (private). With
+  ``cell >= 1`` the region is instead the mask reduced to a coarse grid (``cell`` px: a cell is
+  occupied if any of its pixels is person) and smoothed into a rounded silhouette, united with
+  the mask: it hides the outline's detail but spills up to about ``cell`` px past the mask
+  onto whatever is next to the person (measured in docs/results/anonymize_quality);
 * *texture*: a clay-like figure (head, shirt and trousers bands by height within each blob,
   shaded by the distance to the outline, stripes on the shirt), colours from a palette drawn with
   ``seed``;
@@ -41,20 +44,20 @@ class ProceduralAvatar:
     """See the module docstring.
 
     Attributes:
-      cell: px of the coarse pose grid.
-      smooth: std of the outline's smoothing, in cells.
+      cell: 0: the region is the person mask (clipped); else px of the coarse silhouette grid.
+      smooth: std of the coarse outline's smoothing, in cells (``cell >= 1`` only).
       seed: palette seed (public).
       min_visibility: keypoints less visible than this are not drawn.
     """
 
-    cell: int = 8
+    cell: int = 0
     smooth: float = 0.5
     seed: int = 0
     min_visibility: float = 0.5
 
     def __post_init__(self):
-        if self.cell < 1 or self.smooth < 0:
-            raise InputError("avatar.cell must be >= 1 and avatar.smooth >= 0.")
+        if self.cell < 0 or self.smooth < 0:
+            raise InputError("avatar.cell and avatar.smooth must be >= 0.")
 
     def palette(self) -> np.ndarray:
         """float32 ``[3, 3]``: head, shirt and trousers colours."""
@@ -64,7 +67,10 @@ class ProceduralAvatar:
         return np.asarray([skin, shirt, trousers], np.float32)
 
     def region(self, q: np.ndarray) -> np.ndarray:
-        """bool ``[T, H, W]``: the avatar's region ``r`` (module docstring)."""
+        """bool ``[T, H, W]``: the avatar's region ``r`` (module docstring); ``q`` itself (a copy)
+        with ``cell=0``."""
+        if self.cell == 0:
+            return q.copy()
         cv2 = _cv2()
         t, h, w = q.shape
         c = self.cell

@@ -565,6 +565,8 @@ def build_stages(config) -> tuple[Stages, Options]:
     elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
                                           max_gap=seg.max_gap)
+    elif seg.method == "selfie":
+        segmenter = segment.SelfieSegmentation()
     elif seg.method == "background":
         segmenter = segment.BackgroundSubtraction(detector=seg.detector, max_gap=seg.max_gap)
     elif seg.method == "files":
@@ -572,8 +574,8 @@ def build_stages(config) -> tuple[Stages, Options]:
             raise InputError("segment.method='files' needs segment.files_dir (your person masks).")
         segmenter = segment.MaskFiles(seg.files_dir)
     else:
-        raise InputError(f"segment.method must be 'centerface', 'grabcut', 'background' or "
-                         f"'files'; got {seg.method!r}.")
+        raise InputError(f"segment.method must be 'centerface', 'grabcut', 'selfie', "
+                         f"'background' or 'files'; got {seg.method!r}.")
     if config.pose.method == "segmenter":
         poses = (segment.SegmenterPoses(segmenter) if getattr(segmenter, "refine", "") == "pose"
                  else None)

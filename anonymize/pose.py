@@ -50,19 +50,25 @@ BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 1
 _INPUT = 256
 
 
-def model_path() -> str:
-    """Path of ``pose_landmark_full.tflite`` inside the installed ``mediapipe`` package (never
-    imported), or an :class:`anonymize.stages.InputError` saying what to install."""
+def mediapipe_file(relative: str, what: str) -> str:
+    """Path of ``mediapipe/modules/<relative>`` inside the installed ``mediapipe`` package (never
+    imported), or an :class:`anonymize.stages.InputError` naming ``what`` needs it and what to
+    install."""
     spec = importlib.util.find_spec("mediapipe")
     if spec is None or not spec.submodule_search_locations:
-        raise InputError("the pose model (BlazePose, shipped by mediapipe 0.10.21) is not "
-                         f"installed: {INSTALL} (no download at run time), or set "
-                         "segment.refine='grabcut' and pose.method='none'.")
-    path = os.path.join(spec.submodule_search_locations[0], "modules", "pose_landmark",
-                        "pose_landmark_full.tflite")
+        raise InputError(f"{what} (shipped by mediapipe 0.10.21) is not installed: {INSTALL} "
+                         "(no download at run time), or set segment.refine='grabcut' and "
+                         "pose.method='none'.")
+    path = os.path.join(spec.submodule_search_locations[0], "modules", relative)
     if not os.path.isfile(path):
         raise InputError(f"{path} is missing (mediapipe other than 0.10.21?); {INSTALL}")
     return path
+
+
+def model_path() -> str:
+    """Path of ``pose_landmark_full.tflite`` (:func:`mediapipe_file`)."""
+    return mediapipe_file(os.path.join("pose_landmark", "pose_landmark_full.tflite"),
+                          "the pose model (BlazePose)")
 
 
 class BlazePose:

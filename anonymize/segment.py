@@ -6,6 +6,10 @@
   face and the chest as person. It finds people whose face is visible (front, three-quarter,
   profile); people seen from behind or with faces under ~10 px are missed (their pixels stay
   private).
+* :class:`SelfieSegmentation` (``reads="video"``): MediaPipe's selfie segmentation model on the
+  whole frame: a person mask without a face detector (back views too), for close-up footage
+  (video calls, one or two people near the camera); on wide shots and on non-human scenes it
+  marks non-people (measured in docs/results/anonymize_quality), hence not the default.
 * :class:`MaskFiles` (``reads="none"``): masks you made with your own segmenter, mirroring the
   video paths (``<dir>/<key stem>.npy|.npz`` or a gray mask video, found and read as
   ``train.py`` finds and reads masks, 1/255 = person).
@@ -413,3 +417,50 @@ class FacePeople:
             person = cv2.resize(person, (cx1 - cx0, cy1 - cy0), interpolation=cv2.INTER_NEAREST)
         out[cy0:cy1, cx0:cx1] = person > 0
         return out
+
+
+class SelfieSegmentation:
+    """Person masks from MediaPipe's selfie segmentation model run on each whole frame through
+    OpenCV's DNN module (``mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite``,
+    256 x 256 input, for portrait frames, or ``selfie_segmentation_landscape.tflite``, 256 x 144,
+    for landscape frames; Apache-2.0, from the ``mediapipe`` 0.10.21 wheel, never imported).
+
+    It needs no face, so it finds people seen from behind; it was trained for one or two people
+    near the camera, and on wide street shots or animation it marks vehicles, walls and cartoon
+    characters as person. ``reads="video"``: the whole frame is read. No poses.
+
+    Args:
+      threshold: the model's person probability above which a pixel is person.
+    """
+
+    reads = "video"
+
+    def __init__(self, *, threshold: float = 0.5):
+        if not 0 < threshold < 1:
+            raise InputError(f"SelfieSegmentation needs 0 < threshold < 1; got {threshold}.")
+        self.threshold = threshold
+        self._nets: dict[bool, tuple[object, tuple[int, int]]] = {}
+        self.model = f"selfie_segmentation*.tflite from mediapipe {_version('mediapipe')}"
+        for landscape in (False, True):
+            self._net(landscape)  # a missing model file fails here, not mid-run
+
+    def _net(self, landscape: bool):
+        if landscape not in self._nets:
+            name, size = (("selfie_segmentation_landscape.tflite", (256, 144)) if landscape
+                          else ("selfie_segmentation.tflite", (256, 256)))
+            path = pose_lib.mediapipe_file(os.path.join("selfie_segmentation", name),
+                                           "the selfie segmentation model")
+            self._nets[landscape] = (_cv2().dnn.readNetFromTFLite(path), size)
+        return self._nets[landscape]
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        net, size = self._net(w > h)
+        q = np.zeros((t, h, w), bool)
+        for i, frame in enumerate(video):
+            small = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+            net.setInput(small.astype(np.float32).transpose(2, 0, 1)[None] / 255)
+            prob = np.squeeze(net.forward()).astype(np.float32)  # [size[1], size[0]] in [0, 1]
+            q[i] = cv2.resize(prob, (w, h), interpolation=cv2.INTER_LINEAR) > self.threshold
+        return q

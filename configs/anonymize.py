@@ -20,7 +20,9 @@ def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.segment = ml_collections.ConfigDict(dict(
         method="centerface",  # "centerface" (neural faces -> body box -> GrabCut), "grabcut"
-        # (HOG/Haar detectors or box files), "background" (MOG2), "files"
+        # (HOG/Haar detectors or box files), "selfie" (MediaPipe's selfie segmentation on the
+        # whole frame: close-ups, back views too; marks non-people in wide shots), "background"
+        # (MOG2), "files"
         face_threshold=0.5,  # centerface: minimum face score
         face_max_gap=4,  # centerface: frames a face carries over to frames where none was found
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
@@ -30,14 +32,16 @@ def get_config() -> ml_collections.ConfigDict:
         detector="people",  # background: keep blobs near detections ("people") or all ("none")
         max_gap=12,  # frames a detection carries over to frames where nobody was found
     ))
-    # grow 1 px and a 4 px avatar grid: the neural masks follow the outline, and more growth or a
-    # coarser grid puts more of the avatar on non-person pixels (docs/results/anonymize_quality)
-    config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=1, edge_sigma=2.0))
+    # no growth and the avatar clipped to the mask (avatar.cell=0): the neural masks follow the
+    # outline, and each px of growth or of a coarse avatar grid puts avatar on non-person pixels
+    # (docs/results/anonymize_quality); the inpainting's alpha edge (edge_sigma) still removes
+    # the person a few px past the mask (those pixels are private)
+    config.cleanup = ml_collections.ConfigDict(dict(window=5, grow=0, edge_sigma=2.0))
     config.inpaint = "median"  # "median" (temporal background plate) or "opencv" (per frame)
     # Poses for the avatar: "segmenter" (the ones centerface + refine="pose" finds; other
     # segmenters give none: silhouette avatar), "files" (pose.files_dir), "none" (silhouette)
     config.pose = ml_collections.ConfigDict(dict(method="segmenter", files_dir=""))
-    config.avatar = ml_collections.ConfigDict(dict(cell=4, smooth=0.5, seed=0))
+    config.avatar = ml_collections.ConfigDict(dict(cell=0, smooth=0.5, seed=0))
     config.blend_sigma = 1.5  # the public mask is the avatar region eroded by ceil(3 sigma) px
     config.tubelet_pad = 8
     config.tubelet_window = 9

@@ -696,6 +696,61 @@ def test_the_face_detector_gives_the_same_faces_after_another_frame_size(carphon
     assert len(first) == 1 and first[0, 4] > 0.8
 
 
+def test_the_default_avatar_stays_inside_the_person_mask():
+    """The avatar (and so the public mask) is clipped to the cleaned person mask with the
+    default configuration: no avatar pixel where the segmenter declared no person, even where a
+    pose's bones run far past the mask; the coarse grid (avatar.cell >= 1) is what spills."""
+    from configs import anonymize as config_lib
+
+    config = config_lib.get_config()
+    video, person = scene(t=6)
+    rows = np.tile(np.array([[2.0, 2.0, 1.0]], np.float32), (33, 1))
+    rows[11:17, :2] = [[10, 5], [120, 60], [5, 60], [120, 5], [60, 2], [2, 62]]  # off the person
+    poses = [rows[None]] * len(video)
+
+    class Poses:
+        reads = "none"
+
+        def __call__(self, v, key):
+            return poses
+
+    def run(**changes):
+        st = pipeline.Stages(segmenter=FixedSegmenter(person),
+                             cleanup=cleanup.MaskCleanup(**config.cleanup),
+                             renderer=avatar.ProceduralAvatar(**{**config.avatar, **changes}),
+                             poses=Poses())
+        return pipeline.anonymize_video(video, "v", st, pipeline.Options(
+            blend_sigma=config.blend_sigma))
+
+    out = run()
+    assert out.summary["frames_with_pose"] == len(video) and out.public.any()
+    assert not (out.avatar_region & ~out.person).any()
+    assert not (out.public & ~out.person).any()
+    a = avatar.ProceduralAvatar(**config.avatar)(out.person, poses)
+    assert np.all(a.rgb[~out.person] == 0) and a.rgb[out.person].min() > 0
+    assert (run(cell=4).avatar_region & ~out.person).any()
+
+
+def test_selfie_segmentation_finds_the_person_without_a_face_detector(carphone):
+    """The whole-frame selfie segmenter (segment.method='selfie') finds the carphone man in every
+    frame of the cut, matching the hand-labelled frame 0 with IoU > 0.85; it reads the video."""
+    from anonymize.opencv import cv2
+
+    try:
+        seg = segment.SelfieSegmentation()
+    except stages.InputError as e:
+        pytest.fail(f"{e} (CI installs it in .ci/run)")
+    assert seg.reads == "video"
+    q = seg(carphone, "carphone.mp4")
+    assert q.shape == carphone.shape[:3] and q.any(axis=(1, 2)).all()
+    label = cv2().imread(os.path.join(ROOT, "tests", "fixtures", "anonymize_people",
+                                      "carphone_000.png"), cv2().IMREAD_GRAYSCALE) > 0
+    iou = (q[0] & label).sum() / (q[0] | label).sum()
+    assert iou > 0.85, iou
+    with pytest.raises(stages.InputError, match="0 < threshold < 1"):
+        segment.SelfieSegmentation(threshold=1.0)
+
+
 # --- resume -------------------------------------------------------------------------------------
 
 
