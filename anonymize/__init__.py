@@ -13,12 +13,12 @@ paper's neural stages plug in behind the same interface):
 1. ``f_seg`` person segmentation -> ``q`` (:mod:`anonymize.segment`; the default finds faces
    with CenterFace and segments each person with BlazePose, models shipped inside pip packages:
    :mod:`anonymize.centerface`, :mod:`anonymize.pose`);
-2. ``B`` mask cleanup: temporal unflickering, slight growth, Gaussian alpha edges
-   (:mod:`anonymize.cleanup`);
+2. ``B`` mask cleanup: temporal unflickering, optional growth (none by default), Gaussian alpha
+   edges (:mod:`anonymize.cleanup`);
 3. ``f_inp`` inpainting of the person -> ``x_dot`` (:mod:`anonymize.inpaint`);
 4. ``f_pos`` body poses (:mod:`anonymize.pose`: found with the mask, or from files) and
-   ``f_ren`` a procedural avatar over the person's region, posed where there is a pose -> ``h``,
-   its region ``r`` (:mod:`anonymize.avatar`);
+   ``f_ren`` a procedural avatar clipped to the person's mask, posed where there is a pose ->
+   ``h``, its region ``r`` (:mod:`anonymize.avatar`);
 5. ``Merge``, tubelet crops ``C``, refinement ``G`` (an interface; no-op by default) and
    composition ``K`` (:mod:`anonymize.compose`).
 
