@@ -14,11 +14,12 @@ N_i = 2 non-overlapping clips, so K = 4 and 8 could only repeat them: the same u
 two and four times the compute. The same holds on UCF-101 (a 186-frame video holds N_i = 2 clips
 of 16 x 4 frames), yet the paper's accuracy keeps rising up to K = 8 (Fig. 3a), which only
 overlapping clips can explain; uniform offsets are therefore the reading that reproduces its
-experiment. Results: docs/results/multiclip/.
+experiment. Its results on the constant-cue videos are retired to docs/history.md (superseded
+by configs/sweep_multiclip_segment.py, which builds on this config).
 
 **Why this sweep cannot show seed 003's effect, and what was measured instead.** On these
 constant-cue videos every clip shows the whole label, so K clips add no information by
-construction, and DP is at chance at ε = 1 for every K (docs/results/multiclip). The embedded
+construction, and DP trained from scratch was at chance at ε = 1 for every K (docs/history.md). The embedded
 generator can now make videos whose clips differ (``--config.base.input.cue=segment``: the label
 shows only during ``cue_frames`` frames of a longer video, data/synthetic.py). A short search for
 an operating point where DP learns on them, on mvit_cpu trained from scratch (24-frame videos,

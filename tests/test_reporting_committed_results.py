@@ -144,18 +144,19 @@ def test_context_ablation_table_is_recomputed_from_its_reports():
             assert table in f.read(), path
 
 
-MULTICLIP_RUNS = os.path.join(ROOT, "docs", "results", "multiclip")
+MULTICLIP_RUNS = os.path.join(ROOT, "docs", "results", "multiclip_segment")
 
 
 def test_multiclip_table_is_recomputed_from_its_reports():
-    """Seed 003 Fig. 3a on the embedded data: the committed runs are the sweep_multiclip grid,
-    every run of a mode at the same σ (ε does not depend on K), and the table in results.md and
-    the guide is theirs."""
+    """Seed 003 Fig. 3a on the segment-cue embedded data: the committed runs are the
+    sweep_multiclip_segment grid, every run of a mode at the same σ (ε does not depend on K), and
+    the table in results.md and the guide is theirs, as is the guide's per-seed K = 1 → 8 table
+    (the paired gains its text quotes)."""
     import sweep
-    from configs import sweep_multiclip
+    from configs import sweep_multiclip_segment
 
     reports = _load(MULTICLIP_RUNS)
-    expected = {name for name, _ in sweep.grid(sweep_multiclip.get_config())}
+    expected = {name for name, _ in sweep.grid(sweep_multiclip_segment.get_config())}
     assert {r["run"] for r in reports} == expected
     for mode in ("dp", "maskdp"):
         sigmas = {r["privacy"]["noise_multiplier"] for r in reports if r["config"]["mode"] == mode}
@@ -164,6 +165,15 @@ def test_multiclip_table_is_recomputed_from_its_reports():
     for path in (os.path.join(MULTICLIP_RUNS, "results.md"), guide("multiclip")):
         with open(path) as f:
             assert table in f.read(), path
+    top1 = {r["run"]: 100 * r["metrics"]["top1"] for r in reports}
+    with open(guide("multiclip")) as f:
+        text = f.read()
+    for mode in ("dp", "maskdp"):
+        for seed in range(3):
+            acc = [top1[f"{mode}_eps1_k{k}_seed{seed}"] for k in (1, 2, 4, 8)]
+            row = (f"| {mode} | {seed} | " + " | ".join(f"{a:.1f}" for a in acc)
+                   + f" | {acc[-1] - acc[0]:+.1f} |")
+            assert row in text, row
 
 
 def test_docs_quotes_the_spread_of_fresh_default_runs():
