@@ -19,9 +19,10 @@ by configs/sweep_multiclip_segment.py, which builds on this config).
 
 **Why this sweep cannot show seed 003's effect, and what was measured instead.** On these
 constant-cue videos every clip shows the whole label, so K clips add no information by
-construction, and DP trained from scratch was at chance at ε = 1 for every K (docs/history.md). The embedded
-generator can now make videos whose clips differ (``--config.base.input.cue=segment``: the label
-shows only during ``cue_frames`` frames of a longer video, data/synthetic.py). A short search for
+construction, and DP trained from scratch was at chance at ε = 1 for every K
+(docs/history.md). The embedded generator can now make videos whose clips differ
+(``--config.base.input.cue=segment``: the label shows only during ``cue_frames`` frames of a
+longer video, data/synthetic.py). A short search for
 an operating point where DP learns on them, on mvit_cpu trained from scratch (24-frame videos,
 N = 1024, B = 64, 3 evaluation clips, one seed each): non-private training needs 16 epochs to
 leave chance (with an 8-frame cue); DP stayed at chance at ε = 8 with full, ``norms`` and
