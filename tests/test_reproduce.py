@@ -1,16 +1,39 @@
-"""Committed training studies reproduce: one cheap seeded run of each, equal to its fixture.
+"""Committed training studies reproduce: one cheap run of each, equal to its fixture.
 
-Each committed study under docs/results/ (``default``: the README headline, ``multiclip``,
-``context``) is a sweep config; this test takes one run of each sweep's grid (named in
-``tests/fixtures/reproduce.json``), shrinks it to a few steps of the tiny preset on a few videos
-(the fixture's ``overrides``, the same for every study), trains it in this process and requires
-the report's numbers to be *exactly* the fixture's: every logged loss, σ, ε and the test metrics.
-A change to the noise, the sampler, the clip offsets, the data generator or the model that moves
-any result therefore fails here, and is then made deliberately: regenerate the fixture with
+Each committed training study under docs/results/ is a sweep config or a ``train.py`` command;
+this test takes one run of each (:data:`STUDIES`, named in ``tests/fixtures/reproduce.json``),
+chosen for the code path that is the study's point:
+
+* ``default`` (the README headline) and ``synthetic`` (the ε grid; the same sweep config, so
+  ``default``'s run covers it): maskdp at ε = 1, seeded;
+* ``context``: the non-private run on the background view;
+* ``multiclip_pretrain``: the non-private public pre-training on other videos (``data_seed``),
+  exported without its head as ``python -m run.checkpoint --drop_head`` does;
+* ``multiclip_segment``: dp with K = 2 clips of segment-cue videos, ``norms`` fine-tuning from
+  that export (``model.init_from``; the committed init is an mvit_cpu one, the test's is the
+  tiny preset's, from the run above);
+* ``precision``: its bfloat16 run; ``spread``: the default run in secret randomness;
+  ``robustness``: its halved learning rate, also in secret randomness. Secret runs draw a fresh
+  secret, so the test pins it (:data:`SECRET`): the secret-derived noise key and batch seeds
+  are checked, not the secret's draw.
+
+Each run is shrunk to a few steps of the tiny preset on a few videos (the fixture's
+``overrides``, the same for every study), trained in this process, and the report's numbers must
+be *exactly* the fixture's: every logged loss, σ, ε, the test metrics and the test logits. A
+change to the noise, the sampler, the clip offsets, the data generator, the model, the bfloat16
+cast or the export/restore of an init that moves any result therefore fails here, and is then
+made deliberately: regenerate the fixture with
 
     MASKDP_WRITE_REPRODUCE=1 python -m pytest -q tests/test_reproduce.py
 
 and the committed results with the commands in each results directory.
+
+Cost: the runs share compiled programs through the session's persistent compilation cache
+(tests/conftest.py): runs of the same mode, shapes and constants compile once (spread after
+default; robustness recompiles only the optimiser update, whose learning rate is a constant of
+the program, where a clip-norm variant would recompile the per-example gradients). The sizes
+are tests/test_train_e2e.py's (16 videos a step, 64 training videos), so its maskdp and
+nonprivate runs find this file's programs in the cache, and the reverse.
 
 Exact equality holds for one JAX/XLA version on one CPU kind with this suite's XLA flags
 (tests/conftest.py); the fixture records the versions it was written with, and the test says so
@@ -19,7 +42,9 @@ when they differ instead of reporting a spurious change.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import json
 import os
 
@@ -30,50 +55,116 @@ import pytest
 
 import sweep
 import train
-from configs import sweep_context, sweep_multiclip, sweep_synthetic
+from maskdp_jax import randomness
+from run import checkpoint
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "reproduce.json")
-# One run of each study's grid: the sweep config and the run's name in sweep.grid.
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """One committed study and the run of it that the test trains.
+
+    Attributes:
+      config: its config file: a sweep config (``sweep.py``) or a training config (``train.py``).
+      run: the run's name in ``sweep.grid`` of a sweep config; "" for a training config.
+      keys: ``((dotted key, value), ...)`` of the training config that its results' command sets
+        (a training config's ``--config.<key>``); none for a sweep, whose grid sets them.
+      narrow: the sweep's command-line keys that narrow its grid to (about) the run.
+      secret: the study runs with secret randomness; the test pins the secret (:data:`SECRET`).
+      init_from: a study whose run's final parameters, exported without the head as the study
+        exports them (``python -m run.checkpoint --drop_head``), are this run's
+        ``model.init_from``; that study must come first in :data:`STUDIES`.
+    """
+
+    config: str
+    run: str = ""
+    keys: tuple = ()
+    narrow: str = ""
+    secret: bool = False
+    init_from: str = ""
+
+
+# One run of each committed training study under docs/results/, chosen for the code path that is
+# the study's point. docs/results/synthetic is the same sweep config as ``default`` (the whole ε
+# grid): its runs take the code path of ``default``'s run and need no entry of their own.
 STUDIES = {
-    "default": (sweep_synthetic, "configs/sweep_synthetic.py", "maskdp_eps1_k1_seed0"),
-    "multiclip": (sweep_multiclip, "configs/sweep_multiclip.py", "dp_eps1_k2_seed0"),
-    "context": (sweep_context, "configs/sweep_context.py",
-                "nonprivate_epsinf_k1_seed0_background"),
+    "default": Study("configs/sweep_synthetic.py", "maskdp_eps1_k1_seed0",
+                     narrow="--config.sweep.modes='(\"maskdp\",)' "
+                            "--config.sweep.epsilons='(1.0,)' --config.sweep.seeds='(0,)'"),
+    "context": Study("configs/sweep_context.py", "nonprivate_epsinf_k1_seed0_background",
+                     narrow="--config.sweep.views='(\"background\",)' "
+                            "--config.sweep.seeds='(0,)'"),
+    # Public pre-training on other videos (data_seed), exported without the head ...
+    "multiclip_pretrain": Study("configs/default.py", keys=(
+        ("mode", "nonprivate"), ("input.data_seed", 1000), ("privacy.randomness", "seeded"),
+        ("tensorboard", False), ("input.prefetch", 1))),
+    # ... and fine-tuned (norms) privately on segment-cue videos, dp with K = 2 clips.
+    "multiclip_segment": Study("configs/sweep_multiclip_segment.py", "dp_eps1_k2_seed0",
+                               narrow="--config.sweep.modes='(\"dp\",)' "
+                                      "--config.sweep.clips='(2,)' --config.sweep.seeds='(0,)'",
+                               init_from="multiclip_pretrain"),
+    "precision": Study("configs/sweep_precision.py", "maskdp_eps1_k1_seed0_bfloat16",
+                       narrow="--config.sweep.seeds='(0,)'"),
+    "spread": Study("configs/sweep_spread.py", "maskdp_eps1_k1_seed0",
+                    narrow="--config.sweep.seeds='(0,)'", secret=True),
+    "robustness": Study("configs/sweep_robustness.py", "maskdp_eps1_k1_seed0_lr_half",
+                        narrow="--config.sweep.seeds='(0,)'", secret=True),
 }
-# The sweep keys that narrow each study's grid to (about) that run, for the fixture's command.
-NARROW = {
-    "default": "--config.sweep.modes='(\"maskdp\",)' --config.sweep.epsilons='(1.0,)' "
-               "--config.sweep.seeds='(0,)'",
-    "multiclip": "--config.sweep.modes='(\"dp\",)' --config.sweep.clips='(2,)' "
-                 "--config.sweep.seeds='(0,)'",
-    "context": "--config.sweep.views='(\"background\",)' --config.sweep.seeds='(0,)'",
-}
-# Tiny: 4 logical steps of 8 videos on the test preset (δ below 1/N).
+# Tiny: 4 logical steps of 16 videos on the test preset (δ below 1/N).
 OVERRIDES = {
-    "model.name": "mvit_test", "input.num_train": 32, "input.num_test": 16,
-    "batch_size": 8, "physical_batch_size": 8, "num_epochs": 1.0, "privacy.delta": 1e-3,
+    "model.name": "mvit_test", "input.num_train": 64, "input.num_test": 16,
+    "batch_size": 16, "physical_batch_size": 16, "num_epochs": 1.0, "privacy.delta": 1e-3,
     "log_every_steps": 1, "tensorboard": False, "compilation_cache_dir": "",
 }
+# The secret of the secret-randomness studies' runs (a fresh run draws one from the OS; pinned
+# here so that the secret-derived noise key and batch seeds are checked too). Not a real secret.
+SECRET = 0x5EC2E7_0123_4567_89AB_CDEF_0011_2233
 WRITE = os.environ.get("MASKDP_WRITE_REPRODUCE") == "1"
 
 
-def study_run(study: str):
-    """The run config of ``study``'s chosen run, shrunk by :data:`OVERRIDES`."""
-    module, _, name = STUDIES[study]
-    runs = dict(sweep.grid(module.get_config()))
-    config = runs[name]
-    for key, value in OVERRIDES.items():
+def _module(path: str):
+    return importlib.import_module(os.path.splitext(path)[0].replace("/", "."))
+
+
+def study_run(study: str, init_from: str = ""):
+    """The run config of ``study``'s chosen run, shrunk by :data:`OVERRIDES`; ``init_from``:
+    the exported parameters of ``STUDIES[study].init_from``'s run."""
+    s = STUDIES[study]
+    if s.run:
+        config = dict(sweep.grid(_module(s.config).get_config()))[s.run]
+    else:
+        config = _module(s.config).get_config()
+    for key, value in (*s.keys, *OVERRIDES.items(),
+                       *((("model.init_from", init_from),) if s.init_from else ())):
         sweep._override(config, key, value, variant="reproduce")
     return config
 
 
+def _flags(prefix: str, keys) -> str:
+    return " ".join(f"--config.{prefix}{k}={v!r}" if isinstance(v, str)
+                    else f"--config.{prefix}{k}={v}" for k, v in keys)
+
+
 def command(study: str) -> str:
-    """The sweep command that trains the fixture's run (one seed, one ε/K/view of the grid)."""
-    _, path, name = STUDIES[study]
-    keys = " ".join(f"--config.base.{k}={v!r}" if isinstance(v, str) else f"--config.base.{k}={v}"
-                    for k, v in OVERRIDES.items())
-    return (f"XLA_FLAGS='{os.environ.get('XLA_FLAGS', '')}' python sweep.py --config={path} "
-            f"--workdir=DIR {NARROW[study]} {keys}  # the run {name}")
+    """The command that trains the fixture's run: the study's sweep narrowed to one seed (and
+    ε/K/view) of its grid, or its ``train.py`` command, at the tiny :data:`OVERRIDES`."""
+    s = STUDIES[study]
+    flags = f"XLA_FLAGS='{os.environ.get('XLA_FLAGS', '')}'"
+    if s.run:
+        init = " --config.base.model.init_from=INIT" if s.init_from else ""
+        line = (f"{flags} python sweep.py --config={s.config} --workdir=DIR {s.narrow} "
+                f"{_flags('base.', OVERRIDES.items())}{init}  # the run {s.run}")
+        if s.init_from:
+            line += f"; INIT: the {s.init_from} entry's export"
+    else:
+        line = (f"{flags} python train.py --config={s.config} --workdir=DIR "
+                f"{_flags('', (*s.keys, *OVERRIDES.items()))} && python -m run.checkpoint "
+                "--workdir=DIR --dst=INIT --drop_head")
+    if s.secret:
+        line += (f"  # secret randomness with the secret pinned to {SECRET:#x} (the test "
+                 "replaces maskdp_jax.randomness.draw_secret; a command draws a fresh one)")
+    return line
 
 
 def numbers(report: dict, logits: np.ndarray) -> dict:
@@ -83,6 +174,10 @@ def numbers(report: dict, logits: np.ndarray) -> dict:
     losses = [{k: v for k, v in h.items() if k.endswith("loss") or k in ("step", "epsilon")}
               for h in report["history"]]
     return {
+        # the path taken: where the noise came from, the products' precision, what was trained
+        "randomness": report["privacy"]["randomness"],
+        "compute_dtype": report["config"]["model"]["compute_dtype"],
+        "finetune": report["config"]["model"]["finetune"],
         "history": losses,
         "noise_multiplier": report["privacy"]["noise_multiplier"],
         "epsilon_pld": report["privacy"]["epsilon_pld"],
@@ -110,11 +205,20 @@ def versions() -> dict:
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
+def _selection(study: str) -> dict:
+    """What the fixture's entry was written for: the config, the run and its own keys."""
+    s = STUDIES[study]
+    return {"config": s.config, "run": s.run or "train.py", "keys": [list(k) for k in s.keys],
+            "secret": s.secret, "init_from": s.init_from}
+
+
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory):
-    """Every study's run trained once in this process (the studies share compiled pieces)."""
+    """Every study's run trained once in this process, in :data:`STUDIES`' order (runs of the
+    same shapes and constants reuse the session's compiled programs, tests/conftest.py)."""
     out = {}
-    predict = train.evaluation.predict
+    exported = {}
+    predict, draw_secret = train.evaluation.predict, randomness.draw_secret
     seen = []
 
     def recording(*args, **kwargs):  # the full-view test logits: evaluate's first prediction
@@ -124,19 +228,24 @@ def reproduced(tmp_path_factory):
 
     train.evaluation.predict = recording
     try:
-        for study in STUDIES:
+        for study, s in STUDIES.items():
             workdir = str(tmp_path_factory.mktemp(study))
             seen.clear()
-            report = train.train_and_evaluate(study_run(study), workdir)
+            randomness.draw_secret = (lambda: SECRET) if s.secret else draw_secret
+            report = train.train_and_evaluate(study_run(study, exported.get(s.init_from, "")),
+                                              workdir)
             out[study] = numbers(report, seen[0])
+            if any(other.init_from == study for other in STUDIES.values()):
+                exported[study] = os.path.join(workdir, "init")  # as `python -m run.checkpoint`
+                checkpoint.export_params(workdir, exported[study], drop_head=True)
     finally:
-        train.evaluation.predict = predict
+        train.evaluation.predict, randomness.draw_secret = predict, draw_secret
     if WRITE:
         with open(FIXTURE, "w") as f:
             json.dump({"about": "tests/test_reproduce.py: one tiny seeded run of each committed "
                                 "study; regenerate deliberately (its docstring)",
                        "versions": versions(), "overrides": OVERRIDES,
-                       "studies": {s: {"run": STUDIES[s][2], "command": command(s),
+                       "studies": {s: {**_selection(s), "command": command(s),
                                        "numbers": out[s]} for s in STUDIES}},
                       f, indent=1)
             f.write("\n")
@@ -152,7 +261,8 @@ def test_study_reproduces_exactly(study, reproduced):
     with open(FIXTURE) as f:
         fixture = json.load(f)
     expected = fixture["studies"][study]
-    assert expected["run"] == STUDIES[study][2] and fixture["overrides"] == OVERRIDES, (
+    assert ({k: expected.get(k) for k in _selection(study)} == _selection(study)
+            and fixture["overrides"] == OVERRIDES), (
         "the fixture was written for other runs or sizes; regenerate it (module docstring)")
     got = json.loads(json.dumps(reproduced[study]))  # the fixture's float round trip
     if got != expected["numbers"] and fixture["versions"] != versions():
