@@ -20,8 +20,8 @@ back). It is *exact in sum* (Σ_j s_j = φ(all) − φ(none) to float rounding, 
 additivity error) and deterministic given its seed. ``lime``: the ``lime`` package's weighted
 ridge fit (:class:`lime.lime_base.LimeBase`) on random coalitions (each sample hides a uniformly
 random number of random cells, as ``lime_image`` does with superpixels; cosine distance, kernel
-width 0.25), reported with its local R². Both spend the same budget of model evaluations (the
-jitted model scores 513 coalitions in ≈ 0.17 s here). In ``docs/results/audit_feature_masking``
+width 0.25), reported with its local R². At the same budget of model evaluations (the jitted
+model scores 513 coalitions in ≈ 0.17 s here), in ``docs/results/audit_feature_masking``
 SHAP took 0.13 s per video and model against LIME's 0.18 (LIME's weighted ridge fit over 256
 features costs more than SHAP's bookkeeping), is exact in sum, and put more of the identity
 sensitivity on the subjects' emblems, the planted ground truth (0.17 against 0.13; 0.0625, the
@@ -47,9 +47,11 @@ fitted on *unmasked* videos; that it fails on masked ones says little. The audit
 a **retraining adversary**: an identity model refit on the auxiliary videos masked by the same
 rule, scored on the masked audited videos (``identity_accuracy_retrained``).
 
-**Explainer stability.** The first explainer runs at every seed of ``config.explain_seeds``; the
-report gives the Spearman rank agreement of the first two seeds' attributions, per subject map
-and per video (:func:`rank_agreement`).
+**Explainer stability.** Every explainer runs at every seed of ``config.explain_seeds`` (the
+first seed's maps are used); the report gives the Spearman rank agreement of the first two
+seeds' attributions, per subject map and per video (:func:`rank_agreement`), for each explainer.
+Each explainer has its own budget (``config.evaluations.<explainer>``), chosen so that the two
+reach a comparable agreement (the config's docstring has the measurements).
 
 **Where the masks act** (:func:`run.views.hide_cells`, ``views``):
 ``"private"`` hides the chosen cells' *private* part only, i.e. they become additional hidden
@@ -162,19 +164,28 @@ def explain(score: Callable, videos: np.ndarray, labels: np.ndarray, *, num_cell
       num_cells: K' = T' H' W'.
       explainer: :data:`EXPLAINERS`.
       evaluations: model evaluations per video (default and minimum ``2 K' + 1``, one SHAP
-        permutation forward and back; LIME spends the same).
-      seed: the explainers' randomness (permutations, LIME's coalitions).
+        permutation forward and back).
+      seed: the explainers' randomness (permutations, LIME's coalitions). Video i draws from
+        :func:`video_seed` ``(seed, i)``: two seeds share no stream, whichever videos they explain.
     """
     if explainer not in EXPLAINERS:
         raise ValueError(f"explainer must be one of {EXPLAINERS}; got {explainer!r}.")
     budget = max(evaluations or 0, 2 * num_cells + 1)
     one = _shap_one if explainer == "shap" else _lime_one
     start = time.time()
-    explained = [one(functools.partial(score, v, int(y)), num_cells, budget, seed + i)
+    explained = [one(functools.partial(score, v, int(y)), num_cells, budget, video_seed(seed, i))
                  for i, (v, y) in enumerate(zip(videos, labels, strict=True))]
     return Attributions(values=np.stack([v for v, _ in explained]),
                         quality=np.array([q for _, q in explained]),
                         seconds=time.time() - start, evaluations=budget)
+
+
+def video_seed(seed: int, index: int) -> int:
+    """The explainer's integer seed for video ``index`` at explainer seed ``seed``: a hash of the
+    pair (numpy's :class:`~numpy.random.SeedSequence`). ``seed + index`` would give explainer seed
+    1's video i the stream of seed 0's video i + 1, so two "independent" seeds would share all but
+    one of their streams and their rank agreement would be flattered."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
 def _shap_one(game: Callable, k: int, budget: int, seed: int) -> tuple[np.ndarray, float]:
@@ -361,8 +372,7 @@ def audit(config) -> dict[str, Any]:
     seeds = _explain_seeds(config)
     explained = {}
     for explainer in config.explainers:
-        # the first explainer (it chooses the masks) runs at every seed: its stability
-        runs_at = seeds if explainer == config.explainers[0] else seeds[:1]
+        runs_at = seeds  # every explainer runs at every seed: its stability
         maps = {}
         for task, f in fitted.items():
             score = coalition_scorer(f["apply_fn"], partition.merge(f["params"], f["frozen"]),
@@ -371,7 +381,7 @@ def audit(config) -> dict[str, Any]:
             for seed in runs_at:
                 attributions = explain(score, data["aux"]["video"], data["aux"][f["key"]],
                                        num_cells=num_cells, explainer=explainer,
-                                       evaluations=config.evaluations, seed=seed)
+                                       evaluations=config.evaluations[explainer], seed=seed)
                 maps[task].append((attributions, attributions.values))
         s_map = class_sensitivity(maps["identity"][0][1], data["aux"]["subject"], z_count)
         entry = dict(
@@ -507,8 +517,8 @@ def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, tokens, views,
 
 
 def _explain_seeds(config) -> tuple[int, ...]:
-    """``config.explain_seeds``: one seed, or two or more (the first explainer then runs at each,
-    and the report gives the rank agreement of the first two)."""
+    """``config.explain_seeds``: one seed, or two or more (every explainer then runs at each, and
+    the report gives the rank agreement of the first two)."""
     seeds = tuple(int(s) for s in config.explain_seeds)
     if not seeds or len(set(seeds)) < len(seeds):
         raise ValueError(f"config.explain_seeds must name distinct seeds; got {seeds}.")
@@ -526,6 +536,11 @@ def _check_config(config) -> None:
         raise ValueError(f"config.explainers must name explainers of {EXPLAINERS}; got "
                          f"{tuple(config.explainers)}.")
     _explain_seeds(config)
+    budgets = config.evaluations
+    if not hasattr(budgets, "keys") or any(e not in budgets for e in config.explainers):
+        raise ValueError("config.evaluations must give each explainer of config.explainers its "
+                         "model evaluations per video (e.g. --config.evaluations.lime=2052; 0: "
+                         f"the minimum); got {budgets!r}.")
     membership.lira_config(config)
 
 
@@ -589,9 +604,10 @@ def markdown(config, report: dict) -> str:
         "",
         "## Explainers",
         "",
-        f"{first} runs at explainer seeds {tuple(config.explain_seeds)}; the agreement columns "
-        "are the Spearman rank correlation of two seeds' attributions (per-subject maps S_z / "
-        "U_z, and per video, averaged): 1 is a stable ranking.",
+        f"Each explainer runs at explainer seeds {tuple(config.explain_seeds)} (the first "
+        "seed's maps are the ones used); the seed agreement columns are the Spearman rank "
+        "correlation of two seeds' attributions (per-subject maps S_z / U_z, and per video, "
+        "averaged): 1 is a stable ranking.",
         "",
         "| explainer | model evaluations per video | s per video and model | own check | "
         "share of S on the emblems | rank agreement with " + first + " | seed agreement S_z | "

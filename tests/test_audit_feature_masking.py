@@ -3,10 +3,12 @@ a known answer, the MILP's constraint and optimality, the fallback, the random c
 embedded subjects, and the audit end to end at a tiny size. Hiding the chosen cells is the
 tokeniser's (``tests/test_maskdp_jax_tokenizer.py``)."""
 
+import functools
 import itertools
 import json
 import os
 
+import ml_collections
 import numpy as np
 import pytest
 import scipy.optimize
@@ -38,6 +40,32 @@ def test_shap_recovers_a_linear_game_exactly_and_lime_closely():
     assert np.all(lime_values.quality > 0.9)  # local R²
     with pytest.raises(ValueError, match="explainer must be one of"):
         fm.explain(_linear_game(weights), videos, labels, num_cells=12, explainer="gradcam")
+
+
+def _noisy_game(weights):
+    """A linear game plus a fixed pseudo-random interaction term: LIME's fit then depends on
+    which coalitions it draws."""
+    def score(video, label, coalitions):
+        c = np.asarray(coalitions, np.float64)
+        return c @ weights + np.sin(7.0 * (c @ np.arange(len(weights))))
+    return score
+
+
+@pytest.mark.parametrize("explainer", fm.EXPLAINERS)
+def test_explainer_seeds_draw_their_own_streams(explainer):
+    """Another explainer seed gives other attributions on every video (not the same seed twice),
+    the same seed the same ones, and no video at seed 1 reuses the stream of any video at seed 0
+    (with ``seed + i`` video 0 at seed 1 would be video 1 at seed 0: one game, same values)."""
+    weights = np.random.default_rng(1).normal(size=12)
+    game, videos, labels = _noisy_game(weights), np.zeros((3, 1)), np.zeros(3, int)
+    run = functools.partial(fm.explain, game, videos, labels, num_cells=12, explainer=explainer,
+                            evaluations=50)
+    zero, again, one = run(seed=0).values, run(seed=0).values, run(seed=1).values
+    np.testing.assert_array_equal(zero, again)
+    for i, j in itertools.product(range(3), range(3)):
+        assert not np.array_equal(one[i], zero[j]), (i, j)
+    seeds = {fm.video_seed(s, i) for s in range(3) for i in range(100)}
+    assert len(seeds) == 300
 
 
 def test_shap_is_exact_in_sum_on_a_game_with_interactions():
@@ -135,7 +163,7 @@ def _tiny_config():
     config.num_shadows = 6
     config.chunk = 6
     config.num_epochs = 1.0
-    config.evaluations = 0  # the minimum: seconds
+    config.evaluations.update(dict(shap=0, lime=0))  # the minimum: seconds
     config.versions = ("original", "optimized", "classwise")  # random: its mask is still drawn
     return config
 
@@ -158,9 +186,17 @@ def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     versions = [v["version"] for v in report["versions"]]
     assert versions == list(config.versions)
     assert set(report["explainers"]) == {"shap", "lime"}
-    shap = report["explainers"]["shap"]  # two explainer seeds: their rank agreement
-    assert shap["seeds"] == [0, 1] and -1 <= shap["seed_agreement_identity"] <= 1
-    assert "seed_agreement_identity" not in report["explainers"]["lime"]
+    for name, e in report["explainers"].items():  # two explainer seeds each: rank agreement
+        assert e["seeds"] == [0, 1], name
+        for key in ("identity", "utility", "identity_per_video", "utility_per_video"):
+            # 1 (identical rankings) is what one seed run twice would give
+            assert -1 <= e[f"seed_agreement_{key}"] < 1, (name, key, e)
+    lime = report["explainers"]["lime"]
+    lime_row = (f"| lime | 513 | {lime['seconds_per_video']:.2f} | local R² "
+                f"{lime['quality_identity']:.2f} / {lime['quality_utility']:.2f} | "
+                f"{lime['emblem_share']:.2f} | {lime['rank_agreement_with_shap']:.2f} | "
+                f"{lime['seed_agreement_identity']:.2f} | {lime['seed_agreement_utility']:.2f} | "
+                f"{lime['seed_agreement_identity_per_video']:.2f} |")
     # class-wise masks: one per action class, applied by label; the constraint holds per class
     classwise = np.array(report["keep_classwise"])
     s_y = np.array(report["identity_sensitivity_by_class"])
@@ -172,6 +208,7 @@ def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     assert by["classwise"]["masks_by"] == "label" and by["optimized"]["masks_by"] == "subject"
     assert all(0 <= v["identity_accuracy_retrained"] <= 1 for v in report["versions"])
     text = (tmp_path / "report.md").read_text()
+    assert lime_row in text
     for version in config.versions:
         assert f"| {version} | nonprivate | ∞ | online |" in text
     assert "model refit on masked data" in text
@@ -182,7 +219,9 @@ def test_bad_feature_masking_config_is_refused(tmp_path):
     for key, value, match in (("versions", ("optimized",), "must include 'original'"),
                               ("versions", ("original", "blurred"), "must include 'original'"),
                               ("explainers", ("gradcam",), "config.explainers"),
-                              ("explain_seeds", (0, 0), "distinct seeds")):
+                              ("explain_seeds", (0, 0), "distinct seeds"),
+                              ("evaluations", ml_collections.ConfigDict({"shap": 513}),
+                               "each explainer of config.explainers")):
         config = _tiny_config()
         config[key] = value
         with pytest.raises(ValueError, match=match):
