@@ -63,34 +63,40 @@ def videos(input_shape: tuple[int, ...], num_videos: int, seed: int = 0) -> dict
     return train.get_batch(np.arange(num_videos), num_clips=1, seed=None)
 
 
-def build(preset: str, *, num_classes: int, seed: int = 0) -> run_model.RunModel:
-    """The preset at its initial weights, every parameter trainable."""
+def build(preset: str, *, num_classes: int, seed: int = 0,
+          input_size: tuple[int, int, int] | None = None) -> run_model.RunModel:
+    """The preset at its initial weights, every parameter trainable; built for clips
+    ``input_size`` ``(T, H, W)`` instead of the preset's own when given."""
     config = default.get_config().model
     config.name, config.finetune, config.init_from = preset, "full", ""
-    return run_model.build(config, num_classes=num_classes, seed=seed)
+    return run_model.build(config, num_classes=num_classes, seed=seed, input_size=input_size)
 
 
 def _loss_fn(built: run_model.RunModel, fill: str):
-    """``loss(params, clip [T, H, W, 3], mask [T, H, W] (1 = public), label [], which) ->
-    (loss, min_var)`` of the input ``which`` (``full``, ``public`` or ``private``). With
-    ``mask_token`` the hidden tokens are replaced after the position embedding of MViTv1 (the
-    probe is meant for the v2 presets, which have none)."""
+    """``(view, loss)``. ``view(clip [T, H, W, 3], mask [T, H, W] (1 = public), which) ->
+    (x [1, T, H, W, 3], hidden [L] bool)``: the input ``which`` (``full``, ``public`` or
+    ``private``) and, with ``mask_token``, the patch tokens its hidden cells become (all False
+    otherwise). ``loss(params, x, hidden, label []) -> (loss, min_var)``. With ``mask_token`` the
+    hidden tokens are replaced after the position embedding of MViTv1 (the probe is meant for the
+    v2 presets, which have none)."""
     module = built.module
     tokens = built.tokenizer()
     if fill != "model":
         tokens = dataclasses.replace(tokens, fill_texture=0.0)
 
-    def loss(params, clip, mask, label, which):
+    def view(clip, mask, which):
+        cells = tokenizer.public_cells(mask, patch_stride=tokens.patch_stride).reshape(-1)
         if which == "full":
-            x = clip[None]
-        else:
-            views = train_step.PixelViews(tokens)({"video": clip[None, None],
-                                                   "mask": mask[None, None]})
-            x = (views.public if which == "public" else views.private)[0]
+            return clip[None], jnp.zeros_like(cells)
+        views = train_step.PixelViews(tokens)({"video": clip[None, None],
+                                               "mask": mask[None, None]})
+        x = (views.public if which == "public" else views.private)[0]
+        hidden = (~cells if which == "public" else cells) & (fill == "mask_token")
+        return x, hidden
+
+    def loss(params, x, hidden, label):
         embedded = module.apply({"params": params}, x, stop_block=0)
-        if fill == "mask_token" and which != "full":
-            cells = tokenizer.public_cells(mask, patch_stride=tokens.patch_stride)
-            hidden = (~cells if which == "public" else cells).reshape(-1)
+        if fill == "mask_token":
             token = params["mask_token_probe"]
             patches = jnp.where(hidden[None, :, None], token, embedded[:, 1:])
             embedded = jnp.concatenate([embedded[:, :1], patches], axis=1)
@@ -99,43 +105,51 @@ def _loss_fn(built: run_model.RunModel, fill: str):
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, label[None])[0]
         return ce, min_var
 
-    return loss
+    return view, loss
 
 
 def measure(preset: str, *, num_videos: int, fill: str, seed: int = 0,
-            views: tuple[str, ...] = VIEWS) -> list[dict]:
+            views: tuple[str, ...] = VIEWS,
+            input_size: tuple[int, int, int] | None = None) -> list[dict]:
     """Per video: the gradient norm of each of ``views`` (``full`` / ``public`` / ``private``),
     ``min_var_<view>``, the smallest variance over channels of its patch tokens entering block 0
     (the class token, a parameter drawn with std 0.02, left out), and with ``public``, ``top``:
-    the parameter holding most of the public gradient's squared norm, and that share."""
+    the parameter holding most of the public gradient's squared norm, and that share.
+    ``input_size``: clips ``(T, H, W)`` to build the preset for (:func:`build`); None: its own.
+    """
     if fill not in FILLS:
         raise ValueError(f"--fill must be one of {FILLS}; got {fill!r}.")
-    built = build(preset, num_classes=len(synthetic.CLASS_NAMES), seed=seed)
+    built = build(preset, num_classes=len(synthetic.CLASS_NAMES), seed=seed,
+                  input_size=input_size)
     batch = videos(built.input_shape, num_videos, seed=seed)
     params = built.params
     if fill == "mask_token":
         dim = built.module.blocks[0].dim_in
         params = {**params, "mask_token_probe": jax.random.truncated_normal(
             jax.random.key(seed), -2.0, 2.0, (dim,)) * 0.02}
-    loss = _loss_fn(built, fill)
+    view, loss = _loss_fn(built, fill)
 
     @jax.jit
     def norms(params, clip, mask, label):
-        """Per view: squared gradient norm of every parameter, and min_var (one program)."""
-        out = {}
-        for which in views:
-            (_, min_var), g = jax.value_and_grad(loss, has_aux=True)(params, clip, mask, label,
-                                                                    which)
-            flat = traverse_util.flatten_dict(g)
-            out[which] = ({"/".join(k): jnp.sum(v.astype(jnp.float32) ** 2)
-                           for k, v in flat.items()}, min_var)
-        return out
+        """Per view: squared gradient norm of every parameter, and min_var. One program, whose
+        gradient is compiled once and looped over the views (``lax.map``): compiling it per view
+        multiplied the compile time, most of this probe's time at ``mvit_v2_s``."""
+        inputs = [view(clip, mask, which) for which in views]
+
+        def one(x_hidden):
+            (_, min_var), g = jax.value_and_grad(loss, has_aux=True)(params, *x_hidden, label)
+            return ({"/".join(k): jnp.sum(v.astype(jnp.float32) ** 2)
+                     for k, v in traverse_util.flatten_dict(g).items()}, min_var)
+
+        sq, min_var = jax.lax.map(one, jax.tree.map(lambda *a: jnp.stack(a), *inputs))
+        return {which: ({k: v[i] for k, v in sq.items()}, min_var[i])
+                for i, which in enumerate(views)}
 
     rows = []
     for i in range(num_videos):
         clip, mask = batch["video"][i, 0], batch["mask"][i, 0]
-        row = {"video": i, "public_cells": int(tokenizer.public_cells(
-            mask, patch_stride=built.tokenizer().patch_stride).sum())}
+        cells = tokenizer.public_cells(mask, patch_stride=built.tokenizer().patch_stride)
+        row = {"video": i, "cells": int(cells.size), "public_cells": int(cells.sum())}
         for which, (sq, min_var) in jax.device_get(
                 norms(params, clip, mask, jnp.asarray(batch["label"][i]))).items():
             sq = {k: float(v) for k, v in sq.items()}

@@ -79,7 +79,8 @@ class RunModel:
       trainable: the parameters that train (the only ones with gradients, clipped and noised).
       frozen: the rest, closed over by the step (no gradient is taken w.r.t. them).
       trainable_mask: boolean pytree like the full parameters, True where a parameter trains.
-      input_shape: one clip, ``(T, H, W, 3)`` (the preset's input size).
+      input_shape: one clip, ``(T, H, W, 3)`` (the preset's input size, or the one
+        :func:`build` was given).
       apply_fn: ``apply_fn(params, x) -> logits``: ``x [n, T, H, W, 3]`` float32 pixels,
         logits ``[n, num_classes]`` float32.
     """
@@ -153,7 +154,7 @@ def patch_stride(name: str) -> tuple[int, int, int]:
 
 
 def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: int,
-          params: Any = None) -> RunModel:
+          params: Any = None, input_size: tuple[int, int, int] | None = None) -> RunModel:
     """The model ``model_config`` names, its parameters and their fine-tuning split.
 
     Args:
@@ -168,6 +169,11 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
         values are not privacy noise.
       params: parameters to start from instead of ``init_from`` or random values (e.g. weights
         converted in memory by a benchmark); a tree of the module's structure.
+      input_size: clip ``(T, H, W)`` to build the preset's architecture for instead of its own
+        ``input_size`` (the relative position tables are sized for it); None: the preset's.
+        For probes of a large preset at a small size (``benchmarks/public_view_grad.py``): a
+        training run uses the preset's size, which ``run.config.check_config`` matches to the
+        data.
 
     Returns:
       A :class:`RunModel`.
@@ -175,8 +181,10 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
     m = model_config
     dtype = COMPUTE_DTYPES[compute_dtype_name(m.compute_dtype)]
     overrides = {"adapters": True} if m.finetune == "adapters" else {}
+    if input_size is not None:
+        overrides["input_size"] = tuple(input_size)
     module = models.get_model(m.name, num_classes=num_classes, dtype=dtype, **overrides)
-    shape = input_shape(m.name)
+    shape = input_shape(m.name) if input_size is None else (*input_size, 3)
     key, _ = jax.random.split(jax.random.key(seed))
     if params is not None:
         params = jax.tree.map(jnp.asarray, params)
