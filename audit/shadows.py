@@ -372,13 +372,22 @@ def predict(trained: Any, frozen: Any, video: np.ndarray, *, apply_fn: Callable,
             batch_size: int = 64) -> np.ndarray:
     """``[M, N, classes]`` float32 logits of every video ``[N, K, T, H, W, C]`` on every model,
     averaged over its K clips."""
-    @jax.jit
-    @functools.partial(jax.vmap, in_axes=(0, None))
-    def logits(tr, clips):
-        n, k = clips.shape[:2]
-        out = apply_fn(partition.merge(tr, frozen), clips.reshape(n * k, *clips.shape[2:]))
-        return out.reshape(n, k, -1).mean(axis=1)
-
-    out = [logits(trained, jnp.asarray(video[s:s + batch_size]))
+    logits = _clip_mean_logits(apply_fn)
+    out = [logits(trained, frozen, jnp.asarray(video[s:s + batch_size]))
            for s in range(0, len(video), batch_size)]
     return np.asarray(jnp.concatenate(out, axis=1))
+
+
+@functools.cache
+def _clip_mean_logits(apply_fn: Callable) -> Callable:
+    # One jitted function per model: the parameters are arguments, not closed over, so every
+    # call on models of the same shapes (shadows, refits, scores and accuracies) reuses one
+    # compilation instead of compiling a fresh closure per call.
+    @jax.jit
+    @functools.partial(jax.vmap, in_axes=(0, None, None))
+    def logits(trained, frozen, clips):
+        n, k = clips.shape[:2]
+        out = apply_fn(partition.merge(trained, frozen), clips.reshape(n * k, *clips.shape[2:]))
+        return out.reshape(n, k, -1).mean(axis=1)
+
+    return logits
