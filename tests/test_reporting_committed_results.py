@@ -186,17 +186,25 @@ def test_docs_quotes_the_spread_of_fresh_default_runs():
         c = r["config"]
         assert (c["mode"], c["privacy"]["randomness"], c["num_epochs"]) == (
             "maskdp", "secret", config.num_epochs)
-        # compute_dtype and allow_random_init came later; runs without them computed in float32,
-        # what today's default ("auto") is on the CPU these runs ran on, and were not frozen
-        # pretrained presets.
-        today = {**config.model.to_dict(),
-                 "compute_dtype": run_model.compute_dtype_name(config.model.compute_dtype, "cpu")}
-        assert {"compute_dtype": "float32", "allow_random_init": False, **c["model"]} == today
+        # "auto" resolves to float32 on the CPU these runs ran on.
+        dtype = run_model.compute_dtype_name(c["model"]["compute_dtype"], "cpu")
+        assert dtype == "float32"
+        assert {**c["model"], "compute_dtype": config.model.compute_dtype} == config.model.to_dict()
     top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
     page = _read(GETTING_STARTED, unwrap=True)
     cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
             f"{np.mean(top1):.1f} ± {np.std(top1, ddof=1):.1f}")
     assert cell in page, cell
+    # the two kinds of run the page tells apart by the public-view diagnostic (≥ 40%: learned)
+    pairs = [(100 * r["metrics"]["top1"], 100 * r["view_metrics"]["public"]["top1"])
+             for r in reports]
+    for learned in (True, False):
+        group = [p for p in pairs if (p[1] >= 40) == learned]
+        full, public = sorted(f for f, _ in group), sorted(v for _, v in group)
+        text = (f"public view {'reaches' if learned else 'stays at'} {public[0]:.1f}–"
+                f"{public[-1]:.1f}%")
+        assert f"in {'7 of 10' if learned else 'the other 3'} the {text}" in page, text
+        assert f"full videos {full[0]:.1f}–{full[-1]:.1f}%" in page, group
 
 
 def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
