@@ -306,12 +306,50 @@ def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.
     return box, likely, sure
 
 
+def attached_to_person(mask: np.ndarray, face: np.ndarray,
+                       keypoints: np.ndarray | None = None) -> np.ndarray:
+    """bool ``[H, W]``: the 8-connected components of ``mask`` (bool ``[H, W]``, one person's
+    segmentation) that share a pixel with the face box ``face`` (``x0, y0, x1, y1`` in frame
+    pixels) or hold one of the person's ``keypoints`` (float ``[K, 3]``: ``x, y, visibility`` in
+    frame pixels; those with visibility above :data:`VISIBLE` count); the rest of ``mask`` is
+    dropped. Parts of the box or keypoints outside the frame are ignored.
+
+    A person's pixels are connected to their face, or (where an occluder or a missed neck splits
+    them) to a body part the pose model sees; a component touching neither is background the
+    model marked beside them (on compressed or blurred frames, specks of a few dozen px; on
+    bikes, patches of a car in front of the cyclist), which would become an avatar fragment and a
+    tubelet of its own. The rule only removes pixels: what it drops stays private.
+    """
+    h, w = mask.shape
+    if not mask.any():
+        return np.zeros_like(mask)
+    _, labels = _cv2().connectedComponents(mask.astype(np.uint8), connectivity=8)
+    x0, y0 = max(int(np.floor(face[0])), 0), max(int(np.floor(face[1])), 0)
+    x1, y1 = min(int(np.ceil(face[2])), w), min(int(np.ceil(face[3])), h)
+    seeds = [labels[y0:y1, x0:x1].ravel()]
+    if keypoints is not None and len(keypoints):
+        kp = np.asarray(keypoints)
+        x, y = np.floor(kp[:, 0]).astype(int), np.floor(kp[:, 1]).astype(int)
+        ok = (kp[:, 2] > VISIBLE) & (x >= 0) & (x < w) & (y >= 0) & (y < h)
+        seeds.append(labels[y[ok], x[ok]])
+    touching = np.unique(np.concatenate(seeds))
+    return np.isin(labels, touching[touching > 0])
+
+
+#: BlazePose's visibility (a probability) above which a keypoint anchors a mask component.
+VISIBLE = 0.5
+
+
 class FacePeople:
     """Person masks (and poses) from neural face detections: CenterFace finds faces, and for
     each face either BlazePose segments the person in a square crop around where the body
     should be (``refine="pose"``, the default; it gives the 33 body keypoints too,
     :mod:`anonymize.pose`) or :func:`body_prior` turns the face into a body box and seeds for
     GrabCut (``refine="grabcut"``: no pose model needed, coarser).
+
+    Of each face's mask only the parts connected to the face box or to a visible keypoint of
+    that person's pose are kept (:func:`attached_to_person`): a detached speck beside them is
+    not theirs (it would become an avatar fragment and a tubelet of its own).
 
     GrabCut runs on the body box plus ``margin`` cut out of the frame and shrunk so that its
     longer side is at most ``grabcut_side`` px (GrabCut's cost grows with the pixels it models;
@@ -360,12 +398,12 @@ class FacePeople:
             found = []
             for face in faces:
                 if self._pose is None:
-                    q[i] |= self._segment(video[i], face)
+                    q[i] |= attached_to_person(self._segment(video[i], face), face)
                     continue
                 pose, presence, person = self._pose(video[i], pose_box(face))
                 if not len(detected[i]) and presence < self.carried_presence:
                     continue  # a face carried from another frame, and nobody there now
-                q[i] |= person
+                q[i] |= attached_to_person(person, face, pose)
                 found.append(pose)
             poses.append(np.reshape(np.asarray(found, np.float32),
                                     (-1, pose_lib.NUM_KEYPOINTS, 3)))

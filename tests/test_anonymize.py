@@ -696,6 +696,37 @@ def test_the_face_detector_gives_the_same_faces_after_another_frame_size(carphon
     assert len(first) == 1 and first[0, 4] > 0.8
 
 
+def test_the_default_segmenter_drops_mask_parts_detached_from_the_person(face_people):
+    """Of a face's person mask FacePeople keeps the components touching the face box or a visible
+    keypoint: a detached speck beside the person (and a blob under an invisible keypoint) is
+    dropped and stays private, the person's blob and a part holding a visible keypoint are
+    kept whole. The models are stubbed: this checks the rule, not the networks."""
+    import copy
+
+    h, w = 60, 80
+    face = np.array([[30.0, 5.0, 42.0, 19.0, 0.9]], np.float32)
+    mask = np.zeros((h, w), bool)
+    mask[8:50, 28:46] = True  # head and body, holding the face box
+    mask[20:26, 60:66] = True  # a speck beside the person, touching nothing
+    mask[52:58, 10:16] = True  # a lower leg split off by an occluder, under a visible knee
+    mask[2:6, 70:76] = True  # a blob under a keypoint the model does not see
+    pose = np.zeros((pose_lib.NUM_KEYPOINTS, 3), np.float32)
+    pose[:, :2] = (36, 30)
+    pose[25] = (12, 54, 0.9)
+    pose[26] = (72, 3, 0.1)
+
+    seg = copy.copy(face_people)  # the module's instance stays untouched
+    seg.detector = lambda frame: face
+    seg._pose = lambda frame, box: (pose, 0.9, mask.copy())
+    q = seg(np.zeros((2, h, w, 3), np.uint8), "stub")
+    expected = mask.copy()
+    expected[20:26, 60:66] = expected[2:6, 70:76] = False
+    np.testing.assert_array_equal(q[0], expected)
+    np.testing.assert_array_equal(q[1], expected)
+    kept = segment.attached_to_person(mask, face[0])  # the face box alone: the leg goes too
+    assert kept[8:50, 28:46].all() and kept.sum() == 42 * 18
+
+
 def test_the_default_avatar_stays_inside_the_person_mask():
     """The avatar (and so the public mask) is clipped to the cleaned person mask with the
     default configuration: no avatar pixel where the segmenter declared no person, even where a
