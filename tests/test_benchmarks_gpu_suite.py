@@ -28,9 +28,9 @@ def _sections(md: str) -> dict[str, str]:
     return {p: md[a:b] for p, a, b in zip(parts, bounds, bounds[1:], strict=False)}
 
 
-def _has_every_row(md: str) -> dict[str, str]:
+def _has_every_row(md: str, forward=FORWARD) -> dict[str, str]:
     sec = _sections(md)
-    for section, rows in (("forward", FORWARD), ("step", STEP), ("full", FULL),
+    for section, rows in (("forward", forward), ("step", STEP), ("full", FULL),
                           ("attention", ["| bfloat16 |"])):
         for row in rows:
             assert sec[section].count(row) == 1, (section, row, sec[section])
@@ -85,18 +85,24 @@ def test_a_row_that_does_not_fit_the_budget_is_skipped_with_a_line(tmp_path, mon
 def test_gpu_suite_all_at_tiny_size_on_cpu(tmp_path):
     """The dry run of the device call: ``--all`` at the tiny size on the CPU runs every row's
     code (the step and full rows where torch, torchvision and opacus are installed; else each
-    says so) and measures every row it runs."""
+    says so) and measures every row it runs. One forward precision and one cache dtype: each
+    row is a fresh process (JAX's start and a compile), and the other precisions run the same
+    code with another dtype or matmul-precision setting (the attention row runs the bfloat16
+    forward; the plan of every row is the dry-run test's above)."""
     out = tmp_path / "suite.md"
     proc = subprocess.run(
         [sys.executable, "benchmarks/gpu_suite.py", "--all", "--size=tiny", "--device=cpu",
          "--steps=2", "--data_videos=2", "--cache_videos=8", "--budget_s=3000",
+         "--forward_precisions=float32",
          "--cache_dtypes=float32",  # bfloat16 on the CPU is slow; its model is tested apart
          f"--out={out}", f"--cache_dir={tmp_path / 'xla'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     md = out.read_text()
-    sec = _has_every_row(md)
-    for section, row in [("forward", r) for r in FORWARD] + [("attention", "| bfloat16 |")]:
+    forward = ["| float32 |"]
+    sec = _has_every_row(md, forward=forward)
+    assert not any(row in sec["forward"] for row in FORWARD if row not in forward), sec["forward"]
+    for section, row in [("forward", r) for r in forward] + [("attention", "| bfloat16 |")]:
         cells = re.search(re.escape(row) + r" ([\d.]+) \| ([\d.]+) \| ([\d.e+]+) \| "
                           r"([\d.e+-]+) \| - \(peak unknown\) \| (\d+) \|", sec[section])
         assert cells and all(float(v) > 0 for v in cells.groups()), sec[section]
