@@ -11,16 +11,31 @@ from models.pooling import max_pool3d, pooled_size, strided_window
 
 pytestmark = pytest.mark.slow  # every test here compiles pieces of the network (BUILD.md)
 
+# Each check below runs as one jitted program (ours and the library's value, gradient and
+# per-example gradient together): run op by op, each of the dozens of slices, pads and
+# reductions of the hand-written ops is dispatched (and compiled) on its own, which cost more
+# than compiling the whole comparison once.
 
+
+def _assert_trees_close(got, want, rtol, atol):
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=rtol, atol=atol), got, want)
+
+
+# The pooling code works axis by axis, so each case covers several kinds of axis at once: the
+# backward pads of a strided axis depend on whether the last window ends at the input's edge
+# (odd vs even sizes), on strides above the kernel (windows with gaps between them), and on even
+# kernels (k // 2 padding on both sides: one more output than input at stride 1).
 @pytest.mark.parametrize(
     "shape, kernel, stride",
     [
-        ((3, 4, 8, 8, 16), (3, 3, 3), (1, 2, 2)),   # q pooling at a stage transition
-        ((2, 5, 7, 9, 8), (3, 3, 3), (1, 1, 1)),    # odd sizes, no stride
-        ((2, 8, 14, 14, 8), (3, 3, 3), (1, 8, 8)),  # mvit_v2_s first-stage kv pooling
-        ((2, 4, 8, 8, 4), (1, 3, 3), (1, 4, 4)),    # kernel 1 along t
-        ((2, 5, 7, 9, 4), (3, 3, 3), (2, 2, 2)),    # temporal stride (kv pooling, mvit_parity)
-        ((2, 4, 6, 6, 4), (2, 2, 2), (1, 1, 1)),    # an even kernel
+        # temporal stride on an odd size (kv pooling of mvit_parity), no stride on an odd size,
+        # stride 2 on an even size (q pooling at a stage transition)
+        ((2, 5, 7, 8, 4), (3, 3, 3), (2, 1, 2)),
+        # kernel 1 along t; stride 8 > kernel on 14 (mvit_v2_s first-stage kv pooling); stride
+        # 4 > kernel on an odd size
+        ((2, 4, 14, 11, 4), (1, 3, 3), (1, 8, 4)),
+        # an even kernel, at stride 1 and at stride 2
+        ((2, 4, 6, 5, 4), (2, 2, 2), (1, 1, 2)),
     ],
 )
 def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
@@ -34,31 +49,36 @@ def test_depthwise_conv_equals_grouped_flax_conv(shape, kernel, stride):
     # Same parameter layout, so converted checkpoints load into either.
     assert (jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x))
             == jax.tree.map(jnp.shape, params))
-    np.testing.assert_allclose(ours.apply(params, x), reference.apply(params, x),
-                               rtol=1e-5, atol=1e-5)
 
     # The hand-written VJP (models.pooling): gradients w.r.t. the kernel and the input, and
     # per-example gradients under vmap (what clipping computes), equal autodiff of the library
     # convolution.
-    def grads(module):
-        return jax.grad(lambda p, v: jnp.sum(jnp.sin(module.apply(p, v))), argnums=(0, 1))(
-            params, x)
+    def value_grads_per_example(module, p, v):
+        def loss(p, v):
+            return jnp.sum(jnp.sin(module.apply(p, v)))
 
-    def per_example(module):
-        return jax.vmap(jax.grad(lambda p, v: jnp.sum(jnp.sin(module.apply(p, v[None])))),
-                        in_axes=(None, 0))(params, x)
+        grads = jax.grad(loss, argnums=(0, 1))(p, v)
+        per_example = jax.vmap(jax.grad(lambda p, e: loss(p, e[None])), in_axes=(None, 0))(p, v)
+        return module.apply(p, v), grads, per_example
 
-    for fn in (grads, per_example):
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
-                     fn(ours), fn(reference))
+    @jax.jit
+    def both(p, v):
+        return value_grads_per_example(ours, p, v), value_grads_per_example(reference, p, v)
+
+    (value, *grads), (want_value, *want_grads) = both(params, x)
+    assert value.shape == want_value.shape
+    np.testing.assert_allclose(value, want_value, rtol=1e-5, atol=1e-5)
+    _assert_trees_close(grads, want_grads, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
     "shape, kernel, stride",
     [
-        ((2, 4, 8, 8, 6), (1, 3, 3), (1, 2, 2)),  # MViTv2's skip pool at a q stride
-        ((2, 5, 7, 9, 3), (3, 3, 3), (2, 2, 2)),
-        ((2, 4, 8, 8, 3), (1, 5, 5), (1, 4, 4)),
+        # kernel 3 at stride 2 on odd (t, w) and even (h) sizes
+        ((2, 5, 8, 7, 3), (3, 3, 3), (2, 2, 2)),
+        # kernel 1 along t; kernel 5 at stride 4 (padding 2); MViTv2's skip pool (3 at stride 2)
+        # on an odd size
+        ((2, 4, 8, 9, 6), (1, 5, 3), (1, 4, 2)),
     ],
 )
 def test_max_pool_equals_flax_max_pool(shape, kernel, stride):
@@ -73,97 +93,100 @@ def test_max_pool_equals_flax_max_pool(shape, kernel, stride):
     def ours(v):
         return max_pool3d(v, kernel, stride)
 
-    np.testing.assert_array_equal(ours(x), reference(x))  # shape included
-    weights = jax.random.normal(jax.random.key(4), reference(x).shape)
+    weights = jax.random.normal(jax.random.key(4), jax.eval_shape(reference, x).shape)
 
-    def grad(fn):
-        return jax.grad(lambda v: jnp.sum(fn(v) * weights))(x)
+    def value_grad_per_example(fn, v, c):
+        grad = jax.grad(lambda v: jnp.sum(fn(v) * c))(v)
+        per_example = jax.vmap(jax.grad(lambda v, c: jnp.sum(fn(v[None]) * c)))(v, c)
+        return fn(v), grad, per_example
 
-    def per_example(fn):
-        return jax.vmap(jax.grad(lambda v, c: jnp.sum(fn(v[None]) * c)))(x, weights)
+    @jax.jit
+    def both(v, c):
+        return value_grad_per_example(ours, v, c), value_grad_per_example(reference, v, c)
 
-    for way in (grad, per_example):
-        np.testing.assert_allclose(way(ours), way(reference), rtol=1e-6, atol=1e-6)
+    (value, *grads), (want_value, *want_grads) = both(x, weights)
+    np.testing.assert_array_equal(value, want_value)  # shape included
+    _assert_trees_close(grads, want_grads, rtol=1e-6, atol=1e-6)
 
 
 def test_max_pool_gives_a_tie_to_the_first_maximum_as_pytorch_does():
     """Equal inputs: each window's cotangent goes to its first maximal input in (t, h, w) order
     (``torch.nn.MaxPool3d``), not split across the tie."""
     x = jnp.ones((1, 1, 4, 4, 1))
-    grad = jax.grad(lambda v: jnp.sum(max_pool3d(v, (1, 3, 3), (1, 2, 2))))(x)[0, 0, :, :, 0]
+    grad = jax.jit(jax.grad(lambda v: jnp.sum(max_pool3d(v, (1, 3, 3), (1, 2, 2)))))(x)
     # windows start at -1 and 1 (padding 1): their first real inputs are rows/columns 0 and 1
-    np.testing.assert_array_equal(grad, [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(grad[0, 0, :, :, 0],
+                                  [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
 
 
 @pytest.mark.parametrize(
     "kernel, stride, padding",
     [
         ((2, 4, 4), (2, 4, 4), (0, 0, 0)),  # CPU presets: reshape + matmul
-        ((3, 7, 7), (2, 4, 4), (1, 3, 3)),  # mvit_v2_s: im2col on the CPU
-        ((3, 5, 5), (2, 2, 3), (1, 2, 0)),  # uneven strides and paddings
+        # im2col on the CPU: mvit_v2_s's kernel 7 at stride 4 with padding 3 along h, and uneven
+        # kernels, strides and paddings (none along w)
+        ((3, 7, 5), (2, 4, 3), (1, 3, 0)),
     ],
 )
-def test_patch_embed_equals_flax_conv(kernel, stride, padding):
-    x = jax.random.normal(jax.random.key(2), (2, 8, 16, 16, 3))
+def test_patch_embed_equals_flax_conv(kernel, stride, padding, monkeypatch):
+    """Values and parameter gradients (full fine-tuning trains the patch embedding) equal
+    ``nn.Conv``'s. Overlapping windows: on a GPU or TPU the embedding is
+    ``lax.conv_general_dilated``, a path the CPU suite never takes: forced here on the CPU, it
+    equals the library too."""
+    import models.mvit
+
+    x = jax.random.normal(jax.random.key(2), (2, 4, 16, 16, 3))
     reference = nn.Conv(8, kernel, strides=stride, padding=[(p, p) for p in padding])
     params = reference.init(jax.random.key(0), x)
     params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias
     ours = PatchEmbed(8, kernel, stride, padding)
     assert (jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x))
             == jax.tree.map(jnp.shape, params))
-    np.testing.assert_allclose(ours.apply(params, x), reference.apply(params, x),
-                               rtol=1e-5, atol=1e-5)
-    # and so are the gradients (full fine-tuning trains the patch embedding)
-    def grads(module):
-        return jax.grad(lambda p: jnp.sum(jnp.sin(module.apply(p, x))))(params)
 
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
-                 grads(ours), grads(reference))
-    # A token of the reshape path sees exactly its own cell: changing one other cell leaves it.
+    def value_and_grads(module):
+        # a fresh function per call: the branch is chosen when it is traced
+        def run(p, v):
+            return module.apply(p, v), jax.grad(
+                lambda p: jnp.sum(jnp.sin(module.apply(p, v))))(p)
+        return jax.jit(run)(params, x)
+
+    want = value_and_grads(reference)
+    got = value_and_grads(ours)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    _assert_trees_close(got[1], want[1], rtol=1e-4, atol=1e-4)
     if kernel == stride:
+        # A token of the reshape path sees exactly its own cell: changing one other cell leaves
+        # it.
         y = x.at[:, :2, :4, :4].add(1.0)
         out_x, out_y = ours.apply(params, x), ours.apply(params, y)
         np.testing.assert_array_equal(out_x[:, 1:], out_y[:, 1:])
         assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
+    else:
+        monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+        accelerator = value_and_grads(ours)
+        np.testing.assert_allclose(accelerator[0], want[0], rtol=1e-5, atol=1e-5)
+        _assert_trees_close(accelerator[1], want[1], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("kernel, stride, padding",
-                         [((3, 7, 7), (2, 4, 4), (1, 3, 3)), ((3, 5, 5), (2, 2, 3), (1, 2, 0))])
-def test_the_accelerator_branch_of_the_patch_embedding_equals_the_cpu_branch(
-        kernel, stride, padding, monkeypatch):
-    """On a GPU or TPU the overlapping patch embedding is ``lax.conv_general_dilated``, a path
-    the CPU suite never takes: forced here on the CPU, it equals the im2col branch (values and
-    gradients)."""
-    import models.mvit
-
-    x = jax.random.normal(jax.random.key(3), (2, 8, 16, 16, 3))
-    embed = PatchEmbed(8, kernel, stride, padding)
-    params = jax.tree.map(lambda p: p + 0.1, embed.init(jax.random.key(0), x))
-
-    def run():
-        out = embed.apply(params, x)
-        grad = jax.grad(lambda p: jnp.sum(jnp.sin(embed.apply(p, x))))(params)
-        return out, grad
-
-    cpu = run()
-    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
-    accelerator = run()
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
-                 accelerator, cpu)
-
-
-@pytest.mark.parametrize("kernel, stride, padding",
-                         [((3, 7, 7), (2, 4, 4), (1, 3, 3)), ((3, 5, 5), (2, 2, 3), (1, 2, 0))])
-def test_im2col_built_axis_by_axis_is_the_windows_side_by_side(kernel, stride, padding):
+def test_im2col_built_axis_by_axis_is_the_windows_side_by_side():
     """The W-then-H-then-T construction holds the same values in the same (kT, kH, kW, C) order
     as all ``kT*kH*kW`` three-axis windows concatenated at once: exactly, so the product after it
-    is bit for bit the one-stage im2col's (and the vmapped shadow models' equality is kept)."""
-    x = jax.random.normal(jax.random.key(3), (2, 8, 16, 16, 3))
-    xp = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
-    out = pooled_size(x.shape[1:4], kernel, stride, padding)
-    at_once = jnp.concatenate([strided_window(xp, o, stride, out) for o in np.ndindex(*kernel)],
-                              axis=-1)
-    np.testing.assert_array_equal(_im2col(x, kernel, stride, padding), at_once)
+    is bit for bit the one-stage im2col's (and the vmapped shadow models' equality is kept).
+    mvit_v2_s's kernel 7 at stride 4 with padding 3 along h, uneven kernels, strides and paddings
+    (none along w)."""
+    kernel, stride, padding = (3, 7, 5), (2, 4, 3), (1, 3, 0)
+    x = jax.random.normal(jax.random.key(3), (2, 4, 16, 16, 3))
+
+    @jax.jit
+    def both(x):
+        xp = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
+        out = pooled_size(x.shape[1:4], kernel, stride, padding)
+        at_once = jnp.concatenate(
+            [strided_window(xp, o, stride, out) for o in np.ndindex(*kernel)], axis=-1)
+        return _im2col(x, kernel, stride, padding), at_once
+
+    axis_by_axis, at_once = both(x)
+    np.testing.assert_array_equal(axis_by_axis, at_once)
 
 
 @pytest.mark.parametrize("preset", ["mvit_test", "mvit_v1_parity"])
