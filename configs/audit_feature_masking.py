@@ -10,8 +10,9 @@ SHAP (permutation) and LIME attribute them over the 256 token cells; per subject
 the cells of most utility while removing α = 0.5 of the identity sensitivity; the random control
 hides as many cells; class-wise masks (seed 004's Alg. 1) per action class. Per version, an
 identity model refit on the masked auxiliary videos (the retraining adversary), then LiRA (16
-shadow models on halves of 64 videos) and test accuracy, non-private and MaskDP at ε = 1 and 8,
-three seeds. SHAP and LIME each run at two explainer seeds (their rank agreement is reported).
+shadow models on halves of 64 videos) and test accuracy, non-private, MaskDP and DP (seed 004's
+setting, where no region trains without noise) at ε = 1 and 8, three seeds.
+SHAP and LIME each run at two explainer seeds (their rank agreement is reported).
 Sized for this 2-core CPU (the report gives the times); ``--config.modes="()"`` skips LiRA.
 
 Explainer budgets (``evaluations``, model evaluations per video). Measured with
@@ -62,7 +63,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.views = "private"  # or "both"
     config.mask_seed = 0  # the random control
     # LiRA on the utility model, as configs/audit_synthetic.py.
-    config.modes = ("nonprivate", "maskdp")
+    config.modes = ("nonprivate", "maskdp", "dp")
     config.epsilons = (1.0, 8.0)
     config.seeds = (0, 1, 2)
     config.num_shadows = 16

@@ -612,93 +612,47 @@ def test_docs_canary_table_is_recomputed_from_the_committed_audit():
 
 
 def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
-    """docs/guides/auditing.md's feature-masking rows are
-    docs/results/audit_feature_masking/report.json (LiRA rows through
-    audit.feature_masking.table), and the committed masks keep the MILP's constraint."""
+    """docs/results/audit_feature_masking/report.md is audit.feature_masking.markdown of its
+    report.json (one run of the three modes), docs/guides/auditing.md shows its explainer,
+    retraining-adversary and LiRA tables (every version, class-wise masks included; standard AUC
+    with its null), and the committed masks keep the MILP's constraint."""
+    import ml_collections
+
     from audit import feature_masking
 
-    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking", "report.json")) as f:
+    root = os.path.join(ROOT, "docs", "results", "audit_feature_masking")
+    with open(os.path.join(root, "report.json")) as f:
         report = json.load(f)
-    with open(guide("auditing")) as f:
-        page = f.read()
-    for name, e in report["explainers"].items():
-        check = (f"additivity error {max(e['quality_identity'], e['quality_utility']):.0e}"
-                 if name == "shap" else
-                 f"local R² {e['quality_identity']:.2f} / {e['quality_utility']:.2f}")
-        row = f"| {name} | {e['seconds_per_video']:.2f} | {check} | {e['emblem_share']:.2f} |"
-        assert row in page, row
-    for v in report["versions"]:
-        row = (f"| {v['version']} | {v['hidden_cells']:.1%} | {v['emblem_cells_hidden']:.1%} | "
-               f"{v['identity_accuracy']:.2f} |")
-        assert row in page, row
-    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking_dp",
-                           "report.json")) as f:
-        dp_report = json.load(f)
-    assert dp_report["keep"] == report["keep"]  # the masks do not depend on the audited mode
-    # These two reports predate the standard AUC: their rows hold the per-example-σ online
-    # attack with jax_privacy's hull AUC. The page labels the column "hull" and says the LiRA
-    # part awaits a re-run; recomputed here from the rows themselves, not through
-    # feature_masking.table (which reads the current format).
-    assert "| AUC (hull) |" in page and "LiRA tables below await a re-run" in page
-    for r in (report, dp_report):
-        for v in r["versions"]:
-            assert all("attacks" not in x for x in v["rows"]), "re-run landed: update the page"
-            for mode, eps in dict.fromkeys((x["mode"], x["epsilon"]) for x in v["rows"]):
-                group = [x for x in v["rows"] if (x["mode"], x["epsilon"]) == (mode, eps)]
-                cells = []
-                for values in ([x["online"]["asr_max"] for x in group],
-                               [x["online"]["asr_mean"] for x in group],
-                               [x["online"]["auc"] for x in group],
-                               [x["test_accuracy"] for x in group]):
-                    values = np.asarray(values)
-                    cells.append(f"{values.mean():.2f} ± {values.std(ddof=1):.2f}")
-                shown = "∞" if math.isinf(eps) else f"{eps:g}"
-                row = f"| {v['version']} | {mode} | {shown} | " + " | ".join(cells) + " |"
-                assert row in page, row
-    keep = np.array(report["keep"]["optimized"])
-    s = np.array(report["identity_sensitivity"])
-    u = np.array(report["utility_sensitivity"])
-    alpha = report["config"]["alpha"]
-    for z, method in enumerate(report["mask_methods"]):
-        assert method != "milp" or keep[z] @ s[z] <= (1 - alpha) * s[z].sum() + 1e-9
-        again = feature_masking.keep_cells(s[z], u[z], alpha=alpha,
-                                           fallback_top_k=report["config"]["fallback_top_k"])
-        np.testing.assert_array_equal(again.keep, keep[z])  # the committed masks, recomputed
-
-
-def feature_masking_adversary_rows(report: dict) -> list[str]:
-    """The guide's retraining-adversary rows: per version, what its masks hide and the identity
-    top-1 of a model refit on masked data and of the one fitted on unmasked data."""
-    return [f"| {v['version']} | {v['masks_by']} | {v['hidden_cells']:.1%} | "
-            f"{v['emblem_cells_hidden']:.1%} | **{v['identity_accuracy_retrained']:.2f}** | "
-            f"{v['identity_accuracy']:.2f} |" for v in report["versions"]]
-
-
-def test_docs_feature_masking_adversary_is_the_committed_run():
-    """docs/guides/auditing.md's retraining-adversary table and explainer stability are
-    docs/results/audit_feature_masking_adversary/report.json, every version is there (class-wise
-    masks included), and the committed masks keep the MILP's constraint."""
-    from audit import feature_masking
-
-    with open(os.path.join(ROOT, "docs", "results", "audit_feature_masking_adversary",
-                           "report.json")) as f:
-        report = json.load(f)
-    with open(guide("auditing")) as f:
-        page = f.read()
+    with open(os.path.join(root, "report.md")) as f:
+        text = f.read()
+    config = ml_collections.ConfigDict(report["config"])
+    assert feature_masking.markdown(config, report) in text
     assert [v["version"] for v in report["versions"]] == list(feature_masking.VERSIONS)
-    for row in feature_masking_adversary_rows(report):
-        assert row in page, row
-    shap = report["explainers"]["shap"]
+    assert {r["mode"] for v in report["versions"] for r in v["rows"]} == {
+        "nonprivate", "maskdp", "dp"}
+    page = _read(guide("auditing"))
+    for head in ("| explainer | model evaluations per video", "| version | masks by |",
+                 "| version | mode | ε | attack | AUC (null) |"):
+        start = text.index(head)
+        table = text[start:text.index("\n\n", start)]
+        assert table in page, head
+    for name, e in report["explainers"].items():
+        assert e["seeds"] == [0, 1], name
     flat = " ".join(page.split())
-    assert (f"{shap['seed_agreement_identity']:.2f} for the identity maps and "
-            f"{shap['seed_agreement_utility']:.2f} for the utility maps") in flat
-    assert f"{shap['seed_agreement_identity_per_video']:.2f} per video" in flat
+    shap, lime = report["explainers"]["shap"], report["explainers"]["lime"]
+    assert (f"{shap['seed_agreement_identity']:.2f} (SHAP) and "
+            f"{lime['seed_agreement_identity']:.2f} (LIME)") in flat
+    alpha = report["config"]["alpha"]  # HiGHS's feasibility tolerance: 1e-6 relative
     for name, by in (("", ""), ("_by_class", "_classwise")):
         keep = np.array(report["keep"]["optimized"] if not by else report["keep_classwise"])
         s = np.array(report["identity_sensitivity" + name])
         for z, method in enumerate(report["mask_methods" + by]):
-            alpha = report["config"]["alpha"]  # HiGHS's feasibility tolerance: 1e-6 relative
             assert method != "milp" or keep[z] @ s[z] <= (1 - alpha + 1e-6) * s[z].sum()
+    s, u = np.array(report["identity_sensitivity"]), np.array(report["utility_sensitivity"])
+    for z in range(len(s)):  # the committed per-subject masks, recomputed
+        again = feature_masking.keep_cells(s[z], u[z], alpha=alpha,
+                                           fallback_top_k=report["config"]["fallback_top_k"])
+        np.testing.assert_array_equal(again.keep, np.array(report["keep"]["optimized"])[z])
 
 
 def _summaries(page: str) -> list[str]:
