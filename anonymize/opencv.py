@@ -1,5 +1,4 @@
-"""The one import of OpenCV (``opencv-python-headless``, pinned by the anonymize extra,
-requirements-anonymize.txt)."""
+"""The one import of OpenCV (``opencv-python-headless``, pinned in requirements.txt)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ def cv2():
         import cv2 as module
     except ImportError as e:  # pragma: no cover - requirements-dev.txt installs it
         raise ImportError(
-            "anonymize needs OpenCV: pip install -e '.[anonymize]' "
-            "(or -r requirements-anonymize.txt)."
+            "anonymize needs OpenCV (opencv-python-headless): pip install -r requirements.txt "
+            "(or pip install -e .)."
         ) from e
     return module

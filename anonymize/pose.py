@@ -1,16 +1,14 @@
-"""``f_pos``: body poses, from a neural model shipped in a package or from files.
+"""``f_pos``: body poses, from a neural model shipped with this package or from files.
 
 A pose is float32 ``[33, 3]``: ``(x, y, visibility)`` of the 33 BlazePose keypoints
 (:data:`anonymize.pose.KEYPOINTS`) in frame pixels, visibility in [0, 1]. A video's poses are a list
 with one float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 where nobody was found).
 
 * :class:`BlazePose`: MediaPipe's BlazePose GHUM "full" landmark model
-  (``mediapipe/modules/pose_landmark/pose_landmark_full.tflite``, Apache-2.0, from the
-  ``mediapipe`` 0.10.21 wheel), run through OpenCV's DNN module on a square crop around a person.
-  Besides the keypoints it outputs a person segmentation of the crop, which
-  :class:`anonymize.segment.FacePeople` uses as the person mask. ``mediapipe`` 0.10.21 pins
-  numpy < 2 and its Python code is never imported here: only its model file is located on disk
-  (``pip install --no-deps -r requirements-models.txt``). Its own person detector
+  (``anonymize/weights/pose_landmark_full.tflite``, Apache-2.0, copied from the ``mediapipe``
+  0.10.21 wheel: :mod:`anonymize.model_files`), run through OpenCV's DNN module on a square crop
+  around a person. Besides the keypoints it outputs a person segmentation of the crop, which
+  :class:`anonymize.segment.FacePeople` uses as the person mask. MediaPipe's own person detector
   (``pose_detection.tflite``) uses a TFLite operator (DENSIFY) that OpenCV cannot load, so the
   crops come from the face detector instead.
 * :class:`PoseFiles` (``reads="none"``): poses you made (e.g. NTU RGB+D's skeletons projected
@@ -22,16 +20,14 @@ The poses are released outside DP exactly like the mask: the avatar is drawn fro
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import numpy as np
 
-from anonymize import segment
+from anonymize import model_files, segment
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
 
-INSTALL = "pip install --no-deps -r requirements-models.txt"
 #: Keypoints per pose.
 NUM_KEYPOINTS = 33
 #: The BlazePose keypoints' names, in the model's order.
@@ -50,25 +46,9 @@ BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 1
 _INPUT = 256
 
 
-def mediapipe_file(relative: str, what: str) -> str:
-    """Path of ``mediapipe/modules/<relative>`` inside the installed ``mediapipe`` package (never
-    imported), or an :class:`anonymize.stages.InputError` naming ``what`` needs it and what to
-    install."""
-    spec = importlib.util.find_spec("mediapipe")
-    if spec is None or not spec.submodule_search_locations:
-        raise InputError(f"{what} (shipped by mediapipe 0.10.21) is not installed: {INSTALL} "
-                         "(no download at run time), or set segment.refine='grabcut' and "
-                         "pose.method='none'.")
-    path = os.path.join(spec.submodule_search_locations[0], "modules", relative)
-    if not os.path.isfile(path):
-        raise InputError(f"{path} is missing (mediapipe other than 0.10.21?); {INSTALL}")
-    return path
-
-
 def model_path() -> str:
-    """Path of ``pose_landmark_full.tflite`` (:func:`mediapipe_file`)."""
-    return mediapipe_file(os.path.join("pose_landmark", "pose_landmark_full.tflite"),
-                          "the pose model (BlazePose)")
+    """Path of the shipped ``pose_landmark_full.tflite`` (:func:`anonymize.model_files.path`)."""
+    return model_files.path("pose_landmark_full.tflite")
 
 
 class BlazePose:

