@@ -23,11 +23,6 @@ _OUTPUTS = ("537", "538", "539", "540")  # heatmap, scale, offset, landmarks
 _STRIDE = 4
 
 
-def model_path() -> str:
-    """Path of the shipped ``centerface.onnx`` (:func:`anonymize.model_files.path`)."""
-    return model_files.path("centerface.onnx")
-
-
 class CenterFace:
     """Face boxes in RGB frames.
 
@@ -46,7 +41,7 @@ class CenterFace:
         if not 0 < threshold < 1 or max_side < 32 or not 0 < nms <= 1:
             raise InputError("CenterFace needs 0 < threshold < 1, max_side >= 32, 0 < nms <= 1.")
         self.threshold, self.max_side, self.nms = threshold, max_side, nms
-        self.path = model_path()
+        self.path = model_files.path("centerface.onnx")
         self._nets: dict[tuple[int, int], object] = {}
 
     def _net(self, size: tuple[int, int]):

@@ -46,11 +46,6 @@ BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 1
 _INPUT = 256
 
 
-def model_path() -> str:
-    """Path of the shipped ``pose_landmark_full.tflite`` (:func:`anonymize.model_files.path`)."""
-    return model_files.path("pose_landmark_full.tflite")
-
-
 class BlazePose:
     """BlazePose landmarks and person segmentation of one person in a square crop.
 
@@ -61,7 +56,7 @@ class BlazePose:
     """
 
     def __init__(self):
-        self.path = model_path()
+        self.path = model_files.path("pose_landmark_full.tflite")
         self._net = _cv2().dnn.readNetFromTFLite(self.path)
         self._names = self._net.getUnconnectedOutLayersNames()
 

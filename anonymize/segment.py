@@ -463,28 +463,23 @@ class SelfieSegmentation:
     """
 
     reads = "video"
+    #: The model file and its input size (width, height), by whether the frame is landscape.
+    FILES = {False: ("selfie_segmentation.tflite", (256, 256)),
+             True: ("selfie_segmentation_landscape.tflite", (256, 144))}
 
     def __init__(self, *, threshold: float = 0.5):
         if not 0 < threshold < 1:
             raise InputError(f"SelfieSegmentation needs 0 < threshold < 1; got {threshold}.")
         self.threshold = threshold
-        self._nets: dict[bool, tuple[object, tuple[int, int]]] = {}
-        self.model = model_files.describe("selfie_segmentation.tflite").replace(
-            "selfie_segmentation.tflite", "selfie_segmentation*.tflite")
-        for landscape in (False, True):
-            self._net(landscape)  # a missing model file fails here, not mid-run
-
-    def _net(self, landscape: bool):
-        if landscape not in self._nets:
-            name, size = (("selfie_segmentation_landscape.tflite", (256, 144)) if landscape
-                          else ("selfie_segmentation.tflite", (256, 256)))
-            self._nets[landscape] = (_cv2().dnn.readNetFromTFLite(model_files.path(name)), size)
-        return self._nets[landscape]
+        self.model = "; ".join(model_files.describe(name) for name, _ in self.FILES.values())
+        # Both networks load here, so a missing model file fails before any video is read.
+        self._nets = {landscape: (_cv2().dnn.readNetFromTFLite(model_files.path(name)), size)
+                      for landscape, (name, size) in self.FILES.items()}
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
         cv2 = _cv2()
         t, h, w, _ = video.shape
-        net, size = self._net(w > h)
+        net, size = self._nets[w > h]
         q = np.zeros((t, h, w), bool)
         for i, frame in enumerate(video):
             small = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)

@@ -699,10 +699,10 @@ def test_a_missing_or_altered_model_file_says_what_to_do(tmp_path, monkeypatch):
     model_files.path.cache_clear()
     try:
         with pytest.raises(stages.InputError, match=r"centerface\.onnx is missing.*reinstall"):
-            centerface.model_path()
+            centerface.CenterFace()
         (tmp_path / "pose_landmark_full.tflite").write_bytes(b"truncated")
         with pytest.raises(stages.InputError, match=r"not the shipped file.*git checkout"):
-            pose_lib.model_path()
+            pose_lib.BlazePose()
         with pytest.raises(stages.InputError, match="no shipped model file"):
             model_files.path("yolo.onnx")
     finally:
