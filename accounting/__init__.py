@@ -10,22 +10,22 @@ Wraps dp-accounting's RDP and PLD accountants. Public surface:
   combinations can be accounted, and why not.
 
 See ``accounting/README.md`` for the adjacency relations and sampling schemes. The plain-English
-statement of what a run's ε protects is written by :mod:`reporting.privacy` (it needs the
+statement of what a run's ε protects is written by :mod:`maskdp_jax.reporting.privacy` (it needs the
 training mode, which this package does not know).
 """
 
-from accounting.accountant import (
+from maskdp_jax.accounting.accountant import (
     calibrate_noise_multiplier,
     epsilon,
     history_epsilon,
     supports,
     unsupported_reason,
 )
-from accounting.coupled import coupled_step_rdp
-from accounting.events import Segment, steps_for_epochs
-from accounting.inputs import check_delta
-from accounting.ledger import Ledger
-from accounting.theorem41 import theorem41_epsilon, theorem41_rdp
+from maskdp_jax.accounting.coupled import coupled_step_rdp
+from maskdp_jax.accounting.events import Segment, steps_for_epochs
+from maskdp_jax.accounting.inputs import check_delta
+from maskdp_jax.accounting.ledger import Ledger
+from maskdp_jax.accounting.theorem41 import theorem41_epsilon, theorem41_rdp
 
 __all__ = [
     "Ledger",

@@ -3,18 +3,18 @@
 Examples::
 
     # ε of the NTU-like run at σ = 1, both accountants, special adjacency
-    python -m accounting epsilon --sigma 1 --num-examples 40320 --batch-size 128 \\
+    python -m maskdp_jax.accounting epsilon --sigma 1 --num-examples 40320 --batch-size 128 \\
         --epochs 150 --delta 1e-6
     # same, literal Definition 2 (replace) and the papers' coupled Algorithm 1
-    python -m accounting epsilon --sigma 3 --q 0.0031746 --steps 47250 --delta 1e-6 \\
+    python -m maskdp_jax.accounting epsilon --sigma 3 --q 0.0031746 --steps 47250 --delta 1e-6 \\
         --adjacency replace --sampling coupled
     # smallest σ for ε = 1
-    python -m accounting sigma --epsilon 1 --num-examples 9537 --batch-size 128 \\
+    python -m maskdp_jax.accounting sigma --epsilon 1 --num-examples 9537 --batch-size 128 \\
         --epochs 300 --delta 1e-5
     # σ by RDP and PLD for the papers' datasets at ε ∈ {0.1, ..., 10} (Markdown)
-    python -m accounting table
+    python -m maskdp_jax.accounting table
     # ε under both adjacencies and both sampling schemes on the papers' datasets
-    python -m accounting compare --sigma 1 3
+    python -m maskdp_jax.accounting compare --sigma 1 3
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from accounting import accountant, events, inputs, paper_settings
+from maskdp_jax.accounting import accountant, events, inputs, paper_settings
+from maskdp_jax.run import command
 
 
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
@@ -199,14 +200,12 @@ def _cmd_compare(args: argparse.Namespace) -> None:
             print(f"| {setting.name} | {sigma:g} | " + " | ".join(cells) + " |")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m accounting``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m accounting",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def cli(argv: Sequence[str]) -> int:
+    """``python -m maskdp_jax.accounting ...`` as a function of the command line (program name
+    first); the exit status: 0, or 2 with ``error: <reason>`` on stderr for bad input."""
+    parser = command.ArgumentParser(prog="python -m maskdp_jax.accounting", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                title="commands (each has its own --help)")
     p_eps = sub.add_parser("epsilon", help="ε for a given noise multiplier")
     p_eps.add_argument("--sigma", type=float, required=True, help="noise multiplier σ")
     _add_run_args(p_eps)
@@ -216,23 +215,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_run_args(p_sig)
     p_sig.set_defaults(func=_cmd_sigma)
     p_tab = sub.add_parser("table", help="σ per ε for the papers' datasets (Markdown)")
-    p_tab.add_argument(
-        "--epsilons", type=float, nargs="+", default=list(paper_settings.PAPER_EPSILONS)
-    )
+    p_tab.add_argument("--epsilons", type=float, nargs="+",
+                       default=list(paper_settings.PAPER_EPSILONS), help="the table's columns")
     p_tab.add_argument("--adjacency", choices=inputs.ADJACENCIES, default="special")
     p_tab.add_argument("--sampling", choices=inputs.SAMPLINGS, default="decoupled")
     p_tab.set_defaults(func=_cmd_table)
     p_cmp = sub.add_parser("compare", help="ε under both adjacencies and sampling schemes")
-    p_cmp.add_argument("--sigma", type=float, nargs="+", required=True)
+    p_cmp.add_argument("--sigma", type=float, nargs="+", required=True,
+                       help="noise multipliers σ")
     p_cmp.set_defaults(func=_cmd_compare)
-    args = parser.parse_args(argv)
-    try:
-        args.func(args)
-    except (ValueError, TypeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return command.run_parser(parser, argv, lambda args: args.func(args))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(sys.argv))

@@ -13,7 +13,7 @@ Sampling schemes (``sampling``):
 * ``"decoupled"`` (default): independent public and private Poisson batches; the
   private pass is the Poisson-subsampled Gaussian with a hidden sample.
 * ``"coupled"``: one shared batch whose membership the public gradient reveals;
-  accounted with the revealed-sample bound of :mod:`accounting.coupled`.
+  accounted with the revealed-sample bound of :mod:`maskdp_jax.accounting.coupled`.
 
 Adjacency (``adjacency``): ``"special"`` (default, dp-accounting
 ``REPLACE_SPECIAL`` = add/remove numbers = Theorem 4.1) or ``"replace"``
@@ -50,7 +50,7 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from accounting import coupled, events, inputs
+from maskdp_jax.accounting import coupled, events, inputs
 
 
 class _DropExcludedOrderWarnings(logging.Filter):
@@ -305,7 +305,7 @@ def history_epsilon(
     """ε of a (possibly heterogeneous) training history.
 
     Args:
-      segments: validated :class:`~accounting.events.Segment` s, oldest first.
+      segments: validated :class:`~maskdp_jax.accounting.events.Segment` s, oldest first.
       delta: 0 < δ < 1.
       method: ``"pld"`` or ``"rdp"``.
       adjacency: ``"special"`` or ``"replace"``.
@@ -505,7 +505,7 @@ def calibrate_noise_multiplier(
       adjacency: ``"special"`` or ``"replace"``.
       sampling: ``"decoupled"`` or ``"coupled"``.
       num_examples: optional N; if given, δ >= 1/N is refused
-        (:func:`~accounting.inputs.check_delta`).
+        (:func:`~maskdp_jax.accounting.inputs.check_delta`).
 
     Returns:
       σ with ``epsilon(σ) <= target_epsilon`` and

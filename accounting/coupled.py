@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from accounting import events
+from maskdp_jax.accounting import events
 
 
 def _sensitivity(adjacency: str) -> float:

@@ -9,7 +9,7 @@ one single person's data with another"). Two cases, and the seed's Theorem 1 cov
 
 1. *Same label*: a record's features change, its class does not. Only class k's pool changes, by
    one replaced element, its size fixed: Wang et al. 2019's subsampling-without-replacement bound
-   applies (:mod:`accounting.without_replacement`, improved form).
+   applies (:mod:`maskdp_jax.accounting.without_replacement`, improved form).
 2. *Label change*: the record leaves pool k (N_k → N_k − 1) and joins pool k'. Each affected pool
    loses or gains one element. Draws from a pool P and from P∖{x} couple as
    M(P) = (1−γ)·M(P∖{x}) + γ·E[M(S with one element replaced by x)], γ = l/``|P|``; by joint
@@ -49,12 +49,12 @@ K ≥ 2), so ``draws="affected"`` is also valid and tighter by up to a factor of
 
 **Normalisation.** The seed standardises features with the private data's mean and std and does
 not account for it: those statistics are an unaccounted release. We use fixed (data-independent)
-or public statistics only (the callers in :mod:`release` enforce it), so this module accounts for
-the mixing draws alone.
+or public statistics only (the callers in :mod:`maskdp_jax.release` enforce it), so this module
+accounts for the mixing draws alone.
 
 (ε, δ) from RDP by Balle et al. 2020 (the project's conversion,
-:func:`~accounting.theorem41.balle2020_curve`, on RDP clipped at 0), which is never looser than
-the seed's ε + log(1/δ)/(α−1).
+:func:`~maskdp_jax.accounting.theorem41.balle2020_curve`, on RDP clipped at 0), which is never
+looser than the seed's ε + log(1/δ)/(α−1).
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ import dp_accounting
 import numpy as np
 from scipy import optimize
 
-from accounting import inputs, without_replacement
-from accounting.theorem41 import balle2020_curve
+from maskdp_jax.accounting import inputs, without_replacement
+from maskdp_jax.accounting.theorem41 import balle2020_curve
 
 DRAWS = ("all", "affected")
 DEFAULT_ORDERS: tuple[int, ...] = tuple(range(2, 129))
@@ -164,8 +164,9 @@ def check_class_sizes(*, class_sizes: Sequence[int], min_class_size: int) -> Non
     fail sometimes. The operator must then treat the bound as public knowledge, not as a value
     tuned to the data: lowering it until the check passes, or publishing that a first attempt
     was refused, makes the final bound (and the refusal) a release about the smallest class that
-    no ε covers. The same holds for the data file's other checks (:mod:`release.datasets`:
-    labels in range, finite features), whose refusals are likewise for the operator only.
+    no ε covers. The same holds for the data file's other checks
+    (:mod:`maskdp_jax.release.datasets`: labels in range, finite features), whose refusals are
+    likewise for the operator only.
 
     Raises:
       ValueError: an empty class, or a class below ``min_class_size``.
@@ -242,8 +243,8 @@ def _epsilon(rdp: np.ndarray, orders: Sequence[int], delta: float) -> tuple[floa
     RDP is a divergence, so ≥ 0; a value rounded below 0 (a numerically extreme event) is
     clipped to 0, which can only raise ε. dp-accounting's ``compute_epsilon`` would instead read
     such an order, and any order whose RDP is below about δ², as ε = 0 (a KL shortcut) and return
-    0 overall; so the conversion is ours (:func:`accounting.theorem41.balle2020_curve`, the same
-    formula without the shortcut).
+    0 overall; so the conversion is ours (:func:`maskdp_jax.accounting.theorem41.balle2020_curve`,
+    the same formula without the shortcut).
     """
     rdp = np.maximum(np.asarray(rdp, dtype=np.float64), 0.0)
     curve = balle2020_curve(rdp=rdp, orders=orders, delta=delta)

@@ -10,7 +10,7 @@ and Gaussian noise of std ``σ·C`` is added to the sum. As a dp-accounting even
 A run is a sequence of segments of identical steps, and its event is
 ``ComposedDpEvent([SelfComposedDpEvent(step_event, steps), ...])``.
 
-Coupled sampling (one shared batch, see :mod:`accounting.coupled`) has no
+Coupled sampling (one shared batch, see :mod:`maskdp_jax.accounting.coupled`) has no
 dp-accounting event: the public gradient reveals the batch, which is outside the
 event vocabulary of dp-accounting.
 """
@@ -23,7 +23,7 @@ from typing import NamedTuple
 import dp_accounting
 from dp_accounting import dp_event
 
-from accounting import inputs
+from maskdp_jax.accounting import inputs
 
 
 class Segment(NamedTuple):

@@ -1,6 +1,6 @@
 """Validation of the numbers an accountant is given.
 
-Every public entry point of :mod:`accounting` validates its inputs here, so that a
+Every public entry point of :mod:`maskdp_jax.accounting` validates its inputs here, so that a
 bad input fails with one clear ``ValueError`` (or ``TypeError``) naming the
 argument, instead of a silent wrong ε deep inside dp-accounting.
 """

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from accounting import accountant, events
+from maskdp_jax.accounting import accountant, events
 
 _FORMAT_VERSION = 1
 

@@ -3,7 +3,7 @@
 Paper: batch size 128, clip norm C = 1, 150 epochs (300 for UCF-101), δ = 1e-6
 for NTU RGB+D and 1e-5 for Toyota Smarthome, HMDB-51 and UCF-101 (seed 000,
 Sec. 5.3; seed 001, Sec. 5.3). The papers do not state the number of steps; we
-use ``epochs · ceil(N / B)`` (:func:`accounting.events.steps_for_epochs`, the
+use ``epochs · ceil(N / B)`` (:func:`maskdp_jax.accounting.events.steps_for_epochs`, the
 trainer's rule too: the steps per epoch of Opacus' Poisson loader, which the papers
 used, never fewer than the papers' ``T·N/B``).
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from accounting import events
+from maskdp_jax.accounting import events
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +58,8 @@ class PaperSetting:
 
     @property
     def steps(self) -> int:
-        """``epochs · ceil(N / B)`` logical steps (:func:`accounting.events.steps_for_epochs`,
-        the trainer's rule)."""
+        """``epochs · ceil(N / B)`` logical steps
+        (:func:`maskdp_jax.accounting.events.steps_for_epochs`, the trainer's rule)."""
         return events.steps_for_epochs(num_examples=self.num_examples,
                                        batch_size=self.batch_size, epochs=self.epochs)
 

@@ -21,10 +21,10 @@ Theorem 0.E.1):
 
 The arithmetic is add/remove-style (sensitivity C), so it corresponds to the
 ``special`` adjacency, not to substitution; and it assumes the sampled batch is
-hidden, so it holds for *decoupled* sampling only (see :mod:`accounting.coupled`).
+hidden, so it holds for *decoupled* sampling only (see :mod:`maskdp_jax.accounting.coupled`).
 
 This module exists to be checked against dp-accounting's RDP accountant; the
-accountants in :mod:`accounting.accountant` do not use it.
+accountants in :mod:`maskdp_jax.accounting.accountant` do not use it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import special
 
-from accounting import inputs, numerics
+from maskdp_jax.accounting import inputs, numerics
 
 DEFAULT_ORDERS: tuple[int, ...] = tuple(range(2, 257)) + (320, 384, 448, 512, 768, 1024)
 """Integer Rényi orders searched by :func:`theorem41_epsilon`."""

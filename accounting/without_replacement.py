@@ -62,7 +62,7 @@ import mpmath
 import numpy as np
 from scipy import special, stats
 
-from accounting import inputs, numerics
+from maskdp_jax.accounting import inputs, numerics
 
 BOUNDS = ("improved", "general")
 """``improved``: Wang et al. 2019 Theorem 27 (min with Theorem 9); ``general``: Theorem 9."""

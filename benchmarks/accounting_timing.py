@@ -21,8 +21,8 @@ from importlib import metadata
 from dp_accounting import NeighboringRelation
 from dp_accounting.pld import PLDAccountant
 
-import accounting
-from accounting import accountant, events, paper_settings
+from maskdp_jax import accounting
+from maskdp_jax.accounting import accountant, events, paper_settings
 
 NTU = paper_settings.PAPER_SETTINGS[0]
 REFERENCE_INTERVAL = 1e-5

@@ -1,4 +1,5 @@
-r"""Peak memory of ``python -m anonymize`` on a long 1080p clip, in bytes per pixel and frame.
+r"""Peak memory of ``python -m maskdp_jax.anonymize`` on a long 1080p clip, in bytes per pixel and
+frame.
 
     python -m benchmarks.anonymize_memory                 # 300 frames of 1920 x 1080
     python -m benchmarks.anonymize_memory --frames=60     # a quicker check
@@ -24,9 +25,9 @@ import time
 
 import numpy as np
 
-from anonymize import pipeline
-from anonymize.opencv import cv2 as _cv2
 from benchmarks.anonymize_quality import clip_path
+from maskdp_jax.anonymize import pipeline
+from maskdp_jax.anonymize.opencv import cv2 as _cv2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -65,7 +66,7 @@ def main(argv=None) -> None:
         os.makedirs(os.path.join(src, "c"))
         make_clip(os.path.join(src, "c", "long.mp4"), args.frames)
         start = time.perf_counter()
-        run = subprocess.run([sys.executable, "-m", "anonymize", f"--src={src}",
+        run = subprocess.run([sys.executable, "-m", "maskdp_jax.anonymize", f"--src={src}",
                               f"--dst={tmp}/dst", f"--mask_dir={tmp}/masks", *extra],
                              cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start

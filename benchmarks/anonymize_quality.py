@@ -10,7 +10,7 @@ avatar grid spilling past the mask; ``after``, ``configs/anonymize.py`` as it is
 BlazePose, no growth, the avatar clipped to the mask; ``selfie``, MediaPipe's selfie
 segmentation on whole frames, which needs no face) the whole
 pipeline
-(:func:`anonymize.pipeline.anonymize_video`, ``allow_no_person=True``) runs on the clip's
+(:func:`maskdp_jax.anonymize.pipeline.anonymize_video`, ``allow_no_person=True``) runs on the clip's
 frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 
 * ``found``: the fraction of frames where the segmenter found a person (before cleanup);
@@ -44,8 +44,8 @@ import time
 
 import numpy as np
 
-from anonymize import pipeline
-from anonymize.opencv import cv2 as _cv2
+from maskdp_jax.anonymize import pipeline
+from maskdp_jax.anonymize.opencv import cv2 as _cv2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "anonymize_people")
@@ -91,7 +91,7 @@ LABEL_SLACK = 2
 
 
 def build(method: str):
-    from configs import anonymize as config_lib
+    from maskdp_jax.configs import anonymize as config_lib
 
     config = config_lib.get_config()
     for path, value in METHODS[method].items():

@@ -11,8 +11,8 @@ side 256, centre crop 224, normalised float32 ``[16, 224, 224, 3]`` plus its mas
 video, one physical batch of ``--batch`` videos per call with a fresh seed (fresh offsets) each
 time. Every timed call decodes from the files (no cache). ``--sources`` instead compares, on one
 thread and the same clips, decoding with decord, decoding with PyAV, and reading a clip store
-(:mod:`data.store`, written first; its writing time is printed), each as training reads it
-(uint8 clips, ``get_batch(normalize=False)``, normalised later inside the step) and normalised
+(:mod:`maskdp_jax.data.store`, written first; its writing time is printed), each as training reads
+it (uint8 clips, ``get_batch(normalize=False)``, normalised later inside the step) and normalised
 on the host (float32, as before); it also times that normalisation jitted, which on a GPU
 host is the device's work and on this CPU is a cost of the step; and, to choose the store's
 on-disk format by measurement, the time to read a clip's rows from the store's memory maps
@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from data import clips, layouts, preprocess, testing
-from data.video_dataset import VideoDataset, VideoOptions
+from maskdp_jax.data import clips, layouts, preprocess, testing
+from maskdp_jax.data.video_dataset import VideoDataset, VideoOptions
 
 
 def make_videos(
@@ -104,11 +104,11 @@ def clips_per_second(layout, *, root, workers, batch, batches, masks, decoder, s
 
 
 def device_normalisation_ms(batch: int) -> float:
-    """Median ms per clip of the step's normalisation (:class:`data.clips.PixelNorm`, jitted)
-    of ``batch`` uint8 16x224² clips on jax's default device."""
+    """Median ms per clip of the step's normalisation (:class:`maskdp_jax.data.clips.PixelNorm`,
+    jitted) of ``batch`` uint8 16x224² clips on jax's default device."""
     import jax
 
-    from data import clips
+    from maskdp_jax.data import clips
 
     norm = jax.jit(clips.PixelNorm(preprocess.K400_MEAN, preprocess.K400_STD))
     pixels = jax.device_put(np.random.default_rng(0).integers(
@@ -129,7 +129,7 @@ def compare_formats(store_dir: str, *, clips: int = 128, seed: int = 0) -> str:
     """
     from array_record.python import array_record_module as ar
 
-    from data import store
+    from maskdp_jax.data import store
 
     index = np.load(os.path.join(store_dir, store.INDEX))
     shapes, starts = index["shape"], index["frame_offset"] // 3
@@ -179,7 +179,7 @@ def compare_sources(layout, *, root, sources, batch, batches):
     """One decoding thread, the same clips (same seeds, starts on the stride so that the store
     keeps every 4th frame): decord, PyAV, a clip store; uint8 (what training reads) and
     normalised on the host."""
-    from data import store
+    from maskdp_jax.data import store
 
     print("| source | clips/s, uint8 (1 thread) | CPU ms/clip, uint8 | uint8 clips/s vs decord "
           "| clips/s, normalised on the host | CPU ms/clip, normalised |")

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from scipy import integrate, stats
 
-from accounting import dpcda
+from maskdp_jax.accounting import dpcda
 
 
 class Size(NamedTuple):

@@ -32,15 +32,14 @@ import ml_collections
 import numpy as np
 import optax
 
-import models
-from data import synthetic
-from maskdp_jax import partition
+from maskdp_jax import models, partition
+from maskdp_jax.data import synthetic
+from maskdp_jax.models import finetune
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.run import features
+from maskdp_jax.run import model as run_model
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
-from models import finetune
-from run import features
-from run import model as run_model
 
 
 def _epochs(step, state, batch_at, *, steps: int, epochs: int, key) -> tuple[float, float]:

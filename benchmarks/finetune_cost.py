@@ -27,8 +27,11 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
-import models  # noqa: E402
-from maskdp_jax import clipping, partition  # noqa: E402
+from maskdp_jax import (  # noqa: E402
+    clipping,
+    models,  # noqa: E402
+    partition,
+)
 
 
 def random_params(model, input_shape, seed: int):

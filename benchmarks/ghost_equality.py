@@ -32,12 +32,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-import models  # noqa: E402
 from benchmarks.finetune_cost import random_params  # noqa: E402
-from maskdp_jax import clipping, compilation, gradient, partition  # noqa: E402
+from maskdp_jax import (  # noqa: E402
+    clipping,
+    compilation,
+    gradient,
+    models,  # noqa: E402
+    partition,
+)
 from maskdp_jax import train_step as ts  # noqa: E402
+from maskdp_jax.run import model as run_model  # noqa: E402
 from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
-from run import model as run_model  # noqa: E402
 
 CLIP_NORM = 1.0
 

@@ -175,7 +175,7 @@ def forward_row(preset: str, classes: int, physical: int, precision: str, steps:
     import jax
     import jax.numpy as jnp
 
-    import models
+    from maskdp_jax import models
 
     if precision != "bfloat16":
         jax.config.update("jax_default_matmul_precision",

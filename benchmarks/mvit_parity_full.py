@@ -62,8 +62,8 @@ def jax_phase(path: str, preset: str) -> None:
     import jax.numpy as jnp
 
     sys.path.insert(0, ROOT)
-    import models
-    from models import convert
+    from maskdp_jax import models
+    from maskdp_jax.models import convert
 
     with np.load(path) as f:
         arrays = {k: f[k] for k in f.files}

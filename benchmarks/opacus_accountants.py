@@ -91,7 +91,7 @@ def run_opacus(out: str) -> None:
 
 def compare(opacus_json: str) -> None:
     """Prints our ε and σ next to Opacus' (Markdown)."""
-    import accounting
+    from maskdp_jax import accounting
 
     data = json.loads(pathlib.Path(opacus_json).read_text())
     print(

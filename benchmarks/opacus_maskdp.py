@@ -79,8 +79,8 @@ def torch_setup(size: dict, strategy: str, *, seed: int = 0):
     (the parity fixture's builder, so the benchmark and the fixture test the same model)."""
     import torch
 
-    import models
     from benchmarks import opacus_torch_step as ots
+    from maskdp_jax import models
 
     if FIXTURES not in sys.path:
         sys.path.insert(0, FIXTURES)
@@ -96,16 +96,16 @@ def torch_setup(size: dict, strategy: str, *, seed: int = 0):
 
 def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | None, *,
               compute_dtype: str = "float32"):
-    """Our model (:func:`run.model.build`, as train.py builds it) with the torch weights
+    """Our model (:func:`maskdp_jax.run.model.build`, as train.py builds it) with the torch weights
     (``torch_state=None``: our own random initialisation, for measurements that do not depend on
     the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``.
     ``compute_dtype``: ``config.model.compute_dtype`` (parameters, norms and gradients stay
     float32 whatever it is)."""
     import jax
 
-    import models
-    from configs import default
-    from run import model as run_model
+    from maskdp_jax import models
+    from maskdp_jax.configs import default
+    from maskdp_jax.run import model as run_model
 
     config = default.model()
     config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2,
@@ -270,9 +270,8 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
     import torch
     from flax import traverse_util
 
-    import models
     from benchmarks import opacus_torch_step as ots
-    from maskdp_jax import partition
+    from maskdp_jax import models, partition
     from maskdp_jax.train_step import TrainState
 
     torch.manual_seed(seed)
@@ -373,7 +372,7 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
 
     model = torch_setup(size, strategy)
     state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    import models
+    from maskdp_jax import models
 
     preset_input = models.PRESETS[size["preset"]]["input_size"]
     data = make_data(n=size["batch"], input_size=preset_input, classes=size["classes"], seed=1)

@@ -42,10 +42,10 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
-from configs import default  # noqa: E402
-from data import synthetic  # noqa: E402
 from maskdp_jax import tokenizer, train_step  # noqa: E402
-from run import model as run_model  # noqa: E402
+from maskdp_jax.configs import default  # noqa: E402
+from maskdp_jax.data import synthetic  # noqa: E402
+from maskdp_jax.run import model as run_model  # noqa: E402
 
 FILLS = ("model", "constant", "mask_token")
 VIEWS = ("full", "public", "private")

@@ -23,11 +23,11 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from audit import shadows  # noqa: E402
-from configs import default  # noqa: E402
-from data import synthetic  # noqa: E402
+from maskdp_jax.audit import shadows  # noqa: E402
+from maskdp_jax.configs import default  # noqa: E402
+from maskdp_jax.data import synthetic  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
-from run import model as run_model  # noqa: E402
+from maskdp_jax.run import model as run_model  # noqa: E402
 
 flags.DEFINE_enum("finetune", "full", ["full", "linear"], "Trainable part of mvit_cpu.")
 flags.DEFINE_integer("models", 8, "Shadow models (one vmapped chunk).")

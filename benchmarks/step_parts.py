@@ -44,7 +44,7 @@ import jax  # noqa: E402
 from benchmarks import opacus_maskdp as bench  # noqa: E402
 from maskdp_jax import compilation, partition  # noqa: E402
 from maskdp_jax import train_step as ts  # noqa: E402
-from run import model as run_model  # noqa: E402
+from maskdp_jax.run import model as run_model  # noqa: E402
 
 PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp",
          "private-maskdp-ghost", "private-dp-ghost")

@@ -1,7 +1,7 @@
 r"""Median time of one logical training step of the default config, compilation excluded.
 
     python benchmarks/step_time.py --mode=maskdp             # every core
-    taskset -c 0 python benchmarks/step_time.py --mode=maskdp  # one core (sweep.py --workers)
+    taskset -c 0 python benchmarks/step_time.py --mode=maskdp  # one core (a sweep's --workers)
 
 Also prints the host time to assemble one logical batch (sampling, clip cutting, gathering).
 """
@@ -16,13 +16,15 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import train  # noqa: E402
-from configs import default  # noqa: E402
-from maskdp_jax import sampling  # noqa: E402
+from maskdp_jax import (
+    sampling,  # noqa: E402
+    train,  # noqa: E402
+)
+from maskdp_jax.configs import default  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
+from maskdp_jax.run import datasets as run_datasets  # noqa: E402
+from maskdp_jax.run import model as run_model  # noqa: E402
 from maskdp_jax.train_step import PixelViews, TrainState, make_train_step  # noqa: E402
-from run import datasets as run_datasets  # noqa: E402
-from run import model as run_model  # noqa: E402
 
 flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
 flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")

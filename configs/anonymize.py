@@ -1,6 +1,6 @@
 r"""The anonymisation pipeline (seed 001, Alg. 1; docs/guides/anonymize.md).
 
-    python -m anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
+    python -m maskdp_jax.anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
         [--config=configs/anonymize.py] [--config.segment.method=background] ...
 
 Defaults suit a folder of short clips with one or a few people whose faces are visible, and a

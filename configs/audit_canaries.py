@@ -1,7 +1,8 @@
 r"""Canaries in the private and in the public region, audited in one training run each
-(:mod:`audit.canaries`).
+(:mod:`maskdp_jax.audit.canaries`).
 
-    python -m audit --config=configs/audit_canaries.py --workdir=docs/results/audit_canaries
+    python -m maskdp_jax.audit --config=configs/audit_canaries.py
+    --workdir=docs/results/audit_canaries
 
 64 embedded videos plus 128 label-flipped canaries, each with a ±1.5 sign pattern (in normalised
 pixel units) on its background (private) or on its avatar (public) by a fair coin; for
@@ -12,7 +13,7 @@ report gives the total time).
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -1,7 +1,8 @@
 r"""The coupled-sampling attack: does the noise-free public gradient reveal the
 private batch? Coupled (the paper's Algorithm 1) vs decoupled (our default) sampling.
 
-    python -m audit --config=configs/audit_coupled.py --workdir=docs/results/audit_coupled
+    python -m maskdp_jax.audit --config=configs/audit_coupled.py
+    --workdir=docs/results/audit_coupled
 
 The tiny CPU model, fully fine-tuned (more trainable parameters than videos, so the per-video
 public gradients are linearly independent), at its initial weights, on 64 embedded videos.
@@ -9,7 +10,7 @@ public gradients are linearly independent), at its initial weights, on 64 embedd
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -1,6 +1,6 @@
 r"""LiRA against a classifier trained on a DP-CDA digits release (issues 17 and 20).
 
-    python -m audit --config=configs/audit_dpcda.py --workdir=docs/results/audit_dpcda
+    python -m maskdp_jax.audit --config=configs/audit_dpcda.py --workdir=docs/results/audit_dpcda
 
 The release pipeline of configs/dpcda_digits.py (l = 4, exact labels, logistic regression),
 run by 16 shadows on random halves of the 1,437 private digits, at ε ∈ {1, 5, 10, ∞}.
@@ -8,7 +8,7 @@ run by 16 shadows on random halves of the 1,437 private digits, at ε ∈ {1, 5,
 
 import ml_collections
 
-from configs import dpcda_digits
+from maskdp_jax.configs import dpcda_digits
 
 
 def get_config() -> ml_collections.ConfigDict:

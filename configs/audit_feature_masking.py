@@ -1,6 +1,6 @@
 r"""Feature masking by explainer sensitivity (seed 004 Alg. 1, Table II / Fig. 6).
 
-    python -m audit --config=configs/audit_feature_masking.py \
+    python -m maskdp_jax.audit --config=configs/audit_feature_masking.py \
         --workdir=docs/results/audit_feature_masking
 
 Embedded videos with 16 subjects (an emblem each on the private background). Identity and utility
@@ -34,7 +34,7 @@ machine) was not measured.
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

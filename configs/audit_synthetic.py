@@ -1,6 +1,7 @@
 r"""LiRA against shadow models trained with our step (seed 004 Sec. III).
 
-    python -m audit --config=configs/audit_synthetic.py --workdir=docs/results/audit_synthetic
+    python -m maskdp_jax.audit --config=configs/audit_synthetic.py
+    --workdir=docs/results/audit_synthetic
 
 For each setting (non-private; DP and MaskDP at each ε) and seed: 16 shadow models of the tiny
 CPU model, each trained on a complementary half of 64 embedded videos, vmapped over the models
@@ -10,7 +11,7 @@ random guessing's. Small enough for this 2-core CPU (see the report's total time
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -4,7 +4,7 @@ r"""Context ablation (seeds 000/001, Table 3) on the embedded dataset: one confi
     python train.py --config=configs/context_ablation.py:background_only --workdir=...
     python train.py --config=configs/context_ablation.py:anonymized --workdir=...
     # all three rows x 3 seeds, with the table:
-    python sweep.py --config=configs/sweep_context.py --workdir=docs/results/context
+    python -m maskdp_jax.sweep --config=configs/sweep_context.py --workdir=docs/results/context
 
 Seed 000, Sec. 5.5: "In Table 3 we ablate compositions of real world and synthetic data to
 increase transparency in regards to domain gap as well as the importance of context
@@ -41,7 +41,7 @@ On a paper dataset the same rows are ``--config.mode=nonprivate --config.view=pu
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 ROWS = {"avatar_only": "public", "background_only": "background", "anonymized": "full"}
 

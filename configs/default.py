@@ -16,7 +16,7 @@ the same ε, nonprivate above both. The run report (JSON + Markdown) is written 
 
 import ml_collections
 
-from data import preprocess
+from maskdp_jax.data import preprocess
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -39,7 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
     # (the inpainted room without the avatar) | private (the avatar's cells filled); the context
     # ablation of seed 000 Table 3 (run/views.py).
     config.view = "full"
-    # Feature masking (seed 004 Alg. 1): the report.json of `python -m audit
+    # Feature masking (seed 004 Alg. 1): the report.json of `python -m maskdp_jax.audit
     # --config=configs/audit_feature_masking.py`; its per-subject masks hide cells of every
     # training and test clip (run/views.py; the embedded dataset needs input.num_subjects).
     config.feature_masks = ""
@@ -110,12 +110,12 @@ def get_config() -> ml_collections.ConfigDict:
 # them as plain attributes; a key set on the command line that a section lacks is refused.
 # ----------------------------------------------------------------------------------------------
 def model() -> ml_collections.ConfigDict:
-    """``config.model``: what :func:`run.model.build` builds (also the audits' model)."""
+    """``config.model``: what :func:`maskdp_jax.run.model.build` builds (also the audits' model)."""
     return ml_collections.ConfigDict(dict(
         name="mvit_cpu",
         finetune="full",          # full | selective | norms | linear | adapters
         num_last_blocks=2,        # k for `selective`
-        init_from="",             # orbax checkpoint written by `python -m models.convert`
+        init_from="",             # orbax checkpoint: `python -m maskdp_jax.convert`
         # A frozen-backbone strategy (every finetune but `full`) on a pretrained preset
         # (models.PRETRAINED) without init_from is refused unless this is True.
         allow_random_init=False,
@@ -139,7 +139,7 @@ def clip_keys() -> dict:
 
 
 def synthetic_input() -> ml_collections.ConfigDict:
-    """``config.input`` of the embedded synthetic dataset (:mod:`data.synthetic`)."""
+    """``config.input`` of the embedded synthetic dataset (:mod:`maskdp_jax.data.synthetic`)."""
     return ml_collections.ConfigDict(dict(
         dataset="synthetic",
         num_train=1024,
@@ -159,7 +159,7 @@ def synthetic_input() -> ml_collections.ConfigDict:
 
 def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_collections.ConfigDict:
     """``config.input`` of real videos: a folder layout (``ucf101``, ``hmdb51``, ``ntu60``,
-    ``toyota_smarthome``, ``folder``; :mod:`data.layouts`) or ``tfds_ucf101``.
+    ``toyota_smarthome``, ``folder``; :mod:`maskdp_jax.data.layouts`) or ``tfds_ucf101``.
 
     Clip geometry and normalisation are those of torchvision's Kinetics-400 MViTv2-S weights
     (16 frames every 4, short side 256, centre crop 224); keep ``mean/std/resize_size/crop_size``
@@ -168,7 +168,7 @@ def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_colle
     return ml_collections.ConfigDict(dict(
         dataset=dataset,
         data_dir="",            # video root (required)
-        # Inpainted background videos in data_dir's layout (`python -m anonymize
+        # Inpainted background videos in data_dir's layout (`python -m maskdp_jax.anonymize
         # --background_dir`), read instead of data_dir by --config.view=background (Table 3).
         background_dir="",
         split_dir="",           # split files; default: data_dir
@@ -189,7 +189,7 @@ def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_colle
         mean=preprocess.K400_MEAN,
         std=preprocess.K400_STD,
         decoder="decord",       # decord | pyav
-        store_dir="",           # clip stores written by `python -m run.prepare` ("" = decode)
+        store_dir="",           # clip stores of `python -m maskdp_jax.prepare` ("" = decode)
         num_workers=8,          # decoding threads
         starts_on_stride=False,  # clips start on multiples of the stride (a store keeps 1/stride)
         eval_crops=1,           # spatial evaluation crops (1 or 3) per temporal view

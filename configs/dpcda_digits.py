@@ -1,6 +1,7 @@
 r"""DP-CDA (seed 002) on scikit-learn's bundled handwritten digits (1,797 real 8×8 images).
 
-    python -m release --config=configs/dpcda_digits.py --workdir=docs/results/dpcda_digits
+    python -m maskdp_jax.release --config=configs/dpcda_digits.py
+    --workdir=docs/results/dpcda_digits
 
 Releases one synthetic set at l = 4 (the seed's l*), ε = 5, and, in ``study/`` (outside the
 release's ε: public benchmark data), sweeps l over the whole range 1 … min_class_size − 1

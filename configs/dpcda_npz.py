@@ -1,6 +1,6 @@
 r"""DP-CDA (seed 002) on your own data: an ``.npz`` file, or a folder of ``.npy`` features.
 
-    python -m release --config=configs/dpcda_npz.py --workdir=workdir/my_release \
+    python -m maskdp_jax.release --config=configs/dpcda_npz.py --workdir=workdir/my_release \
         --config.data.path=my.npz --config.data.num_classes=10 --config.data.scale=255 \
         --config.clip_norm=10 --config.min_class_size=500
 
@@ -30,7 +30,7 @@ outside the release's ε. ``--config.sweep.enabled=yes`` (with ``data.test_path`
 
 import ml_collections
 
-from configs import dpcda_digits
+from maskdp_jax.configs import dpcda_digits
 
 
 def get_config() -> ml_collections.ConfigDict:

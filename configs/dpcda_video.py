@@ -1,6 +1,6 @@
 r"""DP-CDA (seed 002) on the embedded video dataset (data/synthetic.py): flattened clips.
 
-    python -m release --config=configs/dpcda_video.py --workdir=docs/results/dpcda_video
+    python -m maskdp_jax.release --config=configs/dpcda_video.py --workdir=docs/results/dpcda_video
 
 Each video's centre clip (8 frames of 32×32×3, normalised by the dataset's fixed constants) is
 average-pooled 4×4 in space and flattened to 1,536 features: a fixed, data-independent map, so
@@ -10,7 +10,7 @@ The same study as configs/dpcda_digits.py, l up to min_class_size − 1 = 49.
 
 import ml_collections
 
-from configs import dpcda_digits
+from maskdp_jax.configs import dpcda_digits
 
 
 def get_config() -> ml_collections.ConfigDict:

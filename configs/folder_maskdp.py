@@ -21,7 +21,7 @@ batch below N: both are checked before training.
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

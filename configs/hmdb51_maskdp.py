@@ -25,7 +25,7 @@ the video paths (docs/guides/own_videos.md).
 
 import ml_collections
 
-from configs import video_paper
+from maskdp_jax.configs import video_paper
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -1,14 +1,14 @@
 r"""Context ablation sweep (seed 000 Table 3) on the embedded dataset: the three rows of
 ``configs/context_ablation.py`` x 3 seeds, non-private.
 
-    python sweep.py --config=configs/sweep_context.py --workdir=docs/results/context
+    python -m maskdp_jax.sweep --config=configs/sweep_context.py --workdir=docs/results/context
 
 Results: docs/results/context/ (the table is ``reporting.results.view_table`` of the runs).
 """
 
 import ml_collections
 
-from configs import context_ablation, sweep_synthetic
+from maskdp_jax.configs import context_ablation, sweep_synthetic
 
 
 def get_config() -> ml_collections.ConfigDict:

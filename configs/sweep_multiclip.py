@@ -1,7 +1,7 @@
 r"""Multi-clip DP-SGD on the embedded dataset (seed 003, Fig. 3a): K ∈ {1, 2, 4, 8} clips per
 video at ε = 1, DP-SGD (mode dp, the paper's algorithm) and MaskDP, 3 seeds.
 
-    python sweep.py --config=configs/sweep_multiclip.py --workdir=docs/results/multiclip
+    python -m maskdp_jax.sweep --config=configs/sweep_multiclip.py --workdir=docs/results/multiclip
 
 The base run is ``configs/sweep_synthetic.py``'s (the default run at 8 epochs, seeded randomness,
 σ calibrated to ε = 1). With K clips a video's loss is the mean over its K clips and the clipped,
@@ -36,7 +36,7 @@ on the constant-cue data it was run on.
 
 import ml_collections
 
-from configs import sweep_synthetic
+from maskdp_jax.configs import sweep_synthetic
 
 
 def get_config() -> ml_collections.ConfigDict:

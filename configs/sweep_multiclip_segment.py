@@ -1,7 +1,7 @@
 r"""Multi-clip DP-SGD where clips of a video differ (seed 003, Fig. 3a, at an operating point where
 DP learns): K ∈ {1, 2, 4, 8} clips per video at ε = 1, dp and maskdp, 3 seeds.
 
-    python sweep.py --config=configs/sweep_multiclip_segment.py \
+    python -m maskdp_jax.sweep --config=configs/sweep_multiclip_segment.py \
         --workdir=docs/results/multiclip_segment
 
 **Data.** 24-frame embedded videos whose label shows only during an 8-frame window at a random
@@ -23,7 +23,7 @@ public run and its export are committed in docs/results/multiclip_pretrain/:
         --config.input.data_seed=1000 --config.privacy.randomness=seeded \
         --config.tensorboard=False --config.input.prefetch=1 \
         --workdir=docs/results/multiclip_pretrain/run
-    python -m run.checkpoint --workdir=docs/results/multiclip_pretrain/run \
+    python -m maskdp_jax.export --workdir=docs/results/multiclip_pretrain/run \
         --dst=docs/results/multiclip_pretrain/init --drop_head
 
 Measured before choosing it (one seed, dp, ε = 1, 8 epochs): test top-1 above chance (12.5 %)
@@ -33,7 +33,7 @@ embedded studies; 8 epochs as the ε sweep (the compute grows K-fold).
 
 import ml_collections
 
-from configs import sweep_multiclip
+from maskdp_jax.configs import sweep_multiclip
 
 PRETRAINED = "docs/results/multiclip_pretrain/init"
 

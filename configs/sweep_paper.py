@@ -2,16 +2,16 @@ r"""The ε grid of one of seed 000's Tables 1-2 on real data: the papers' run at
 table, DP and MaskDP, plus the non-private run (the ∞ column), one seed.
 
     # on the anonymised videos (the rows "Anonymized DP / MaskDP"):
-    python sweep.py --config=configs/sweep_paper.py:hmdb51 --workdir=runs/hmdb51_anon \
+    python -m maskdp_jax.sweep --config=configs/sweep_paper.py:hmdb51 --workdir=runs/hmdb51_anon \
         --config.base.input.data_dir=/data/hmdb51_anon \
         --config.base.input.split_dir=/data/testTrainMulti_7030_splits \
         --config.base.input.mask_dir=/data/hmdb51_masks \
         --config.base.model.init_from=/ckpt/mvit_v2_s_k400
     # on the raw videos with the person masks (the rows "Real World DP / MaskDP"):
-    python sweep.py --config=configs/sweep_paper.py:hmdb51 --workdir=runs/hmdb51_real \
+    python -m maskdp_jax.sweep --config=configs/sweep_paper.py:hmdb51 --workdir=runs/hmdb51_real \
         --config.base.input.data_dir=/data/hmdb51 \
         --config.base.input.mask_dir=/data/hmdb51_persons ...
-    python -m reporting.paper_tables --table=hmdb51 --anonymized=runs/hmdb51_anon \
+    python -m maskdp_jax.paper_tables --table=hmdb51 --anonymized=runs/hmdb51_anon \
         --real=runs/hmdb51_real
 
 Tables: ``ntu60``, ``toyota_smarthome`` (Table 1; ε ∈ {0.1, 0.25, 0.5, 0.75, 1, 5}) and
@@ -19,20 +19,20 @@ Tables: ``ntu60``, ``toyota_smarthome`` (Table 1; ε ∈ {0.1, 0.25, 0.5, 0.75, 
 config (configs/video_paper.py: mvit_v2_s from the converted Kinetics-400 weights, selective
 fine-tuning, B = 128, C = 1, SGD 0.01, 20 warm-up epochs, RDP calibration). The grid is
 ``reporting.paper_tables.TABLES[<table>]``'s, so the sweep and the table cannot disagree. Cost:
-``python -m reporting.paper_tables --table=<table>`` prints the estimated H100-hours. The
+``python -m maskdp_jax.paper_tables --table=<table>`` prints the estimated H100-hours. The
 walk-through from raw videos: docs/guides/reproduce.md.
 """
 
 import ml_collections
 
-from configs import (
+from maskdp_jax.configs import (
     hmdb51_maskdp,
     ntu60_xsub_maskdp,
     sweep_synthetic,
     tsh_cs_maskdp,
     ucf101_maskdp,
 )
-from reporting import paper_tables
+from maskdp_jax.reporting import paper_tables
 
 DATASETS = {"ntu60": ntu60_xsub_maskdp, "toyota_smarthome": tsh_cs_maskdp,
             "hmdb51": hmdb51_maskdp, "ucf101": ucf101_maskdp}

@@ -1,7 +1,7 @@
 r"""bfloat16 against float32 compute on the embedded data: the default run (maskdp, ε = 1, 16
 epochs) with ``model.compute_dtype`` float32 and bfloat16, seeds 0-2.
 
-    python sweep.py --config=configs/sweep_precision.py --workdir=docs/results/precision
+    python -m maskdp_jax.sweep --config=configs/sweep_precision.py --workdir=docs/results/precision
 
 Seeded randomness, so that the two runs of a seed draw the same batches, clips and noise and
 differ only in the precision of the products: a paired comparison (the seeds are published in
@@ -12,7 +12,7 @@ norms, softmax, residual stream, logits and gradients (so clipping and noise) in
 
 import ml_collections
 
-from configs import sweep_spread
+from maskdp_jax.configs import sweep_spread
 
 
 def get_config() -> ml_collections.ConfigDict:

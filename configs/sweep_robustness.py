@@ -1,7 +1,8 @@
 r"""Is the default run on a knife's edge? The default (maskdp, ε = 1, 16 epochs, Adam 3e-3,
 C = 0.1) with one hyperparameter halved or doubled at a time, secret randomness, seeds 0-2.
 
-    python sweep.py --config=configs/sweep_robustness.py --workdir=docs/results/robustness
+    python -m maskdp_jax.sweep --config=configs/sweep_robustness.py
+    --workdir=docs/results/robustness
 
 Every variant is calibrated to the same ε = 1 (the epoch variants therefore get another σ). The
 default itself, over ten secret-randomness runs, is docs/results/spread (median 21.5 %, range
@@ -13,7 +14,7 @@ settings".
 
 import ml_collections
 
-from configs import sweep_spread
+from maskdp_jax.configs import sweep_spread
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -1,7 +1,7 @@
 r"""How much a plain ``python train.py`` varies: the default run (maskdp, ε = 1, 16 epochs) with
 *secret* randomness, as a user gets it, over seeds 0-9.
 
-    python sweep.py --config=configs/sweep_spread.py --workdir=docs/results/spread
+    python -m maskdp_jax.sweep --config=configs/sweep_spread.py --workdir=docs/results/spread
 
 Each run draws a fresh secret for its noise and batches (model initialisation and clip offsets
 come from the seed), so the runs are what ten users would see; they cannot be reproduced bit for
@@ -11,7 +11,7 @@ docs/results/spread/.
 
 import ml_collections
 
-from configs import default, sweep_synthetic
+from maskdp_jax.configs import default, sweep_synthetic
 
 
 def get_config() -> ml_collections.ConfigDict:

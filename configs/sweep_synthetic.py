@@ -1,6 +1,6 @@
 r"""Privacy-utility sweep on the embedded dataset: ε ∈ {0.25, 0.5, 1, 2, 5, ∞} × 3 modes × 3 seeds.
 
-    python sweep.py --config=configs/sweep_synthetic.py --workdir=docs/results/synthetic
+    python -m maskdp_jax.sweep --config=configs/sweep_synthetic.py --workdir=docs/results/synthetic
 
 Add K = 4 clips at ε = 1 with ``--config.sweep.clips='(1, 4)'``. The base run is
 ``configs/default.py`` at 8 epochs (its σ is re-calibrated for every ε).
@@ -9,7 +9,7 @@ Results: docs/results/synthetic/.
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -1,7 +1,7 @@
 r"""UCF-101, split 1: seed 003's Multi-Clip DP-SGD setting (its Table 2 row "Selective fine-tune,
 110K, 8 clips"), DP-SGD on whole videos, ε = 5, δ = 1e-5, 300 epochs.
 
-    python -m models.convert --src mvit_v1_b-dbeb1030.pth --dst /ckpt/mvit_v1_b_k400 \
+    python -m maskdp_jax.convert --src mvit_v1_b-dbeb1030.pth --dst /ckpt/mvit_v1_b_k400 \
         --num_classes 101 --preset mvit_v1_b
     python train.py --config=configs/ucf101_multiclip.py \
         --config.input.data_dir=/data/UCF-101 \
@@ -59,7 +59,7 @@ Requires the videos on disk (nothing is downloaded). No masks: DP-SGD protects w
 
 import ml_collections
 
-from configs import video_paper
+from maskdp_jax.configs import video_paper
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -14,10 +14,10 @@ standard SGD with identical parameters." Momentum is not stated in the papers; p
 Accountant: the papers account with RDP (seed 000, App. E: "we employ a variant of DP, called
 Renyi differential privacy (RDP) to analyze the privacy cost"; seed 003, Sec. 2), so these
 reproduction configs calibrate σ with ``privacy.accountant = "rdp"``, which gives more noise
-than PLD would for the same ε: NTU ε = 0.5, RDP σ 6.04 vs PLD 5.61 (``python -m accounting sigma
---epsilon 0.5 --num-examples 40320 --batch-size 128 --epochs 150 --delta 1e-6``). The report
-gives both ε's and names the accountant that set σ. Our own runs (``configs/default.py``) calibrate
-with PLD (tight).
+than PLD would for the same ε: NTU ε = 0.5, RDP σ 6.04 vs PLD 5.61 (``python -m
+maskdp_jax.accounting sigma --epsilon 0.5 --num-examples 40320 --batch-size 128 --epochs 150 --delta
+1e-6``). The report gives both ε's and names the accountant that set σ. Our own runs
+(``configs/default.py``) calibrate with PLD (tight).
 Clip sampling (16 frames every 4, short side 256, centre crop 224) and the normalisation follow
 torchvision's Kinetics-400 MViTv2-S weights; keep ``input.mean/std/resize_size/crop_size`` equal
 to whatever preprocessing the converted checkpoint expects.
@@ -25,7 +25,7 @@ to whatever preprocessing the converted checkpoint expects.
 
 import ml_collections
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 def paper_config(
@@ -38,7 +38,8 @@ def paper_config(
     config.model.name = "mvit_v2_s"
     config.model.finetune = "selective"
     config.model.num_last_blocks = 2
-    config.model.init_from = ""  # Kinetics-400 checkpoint converted with `python -m models.convert`
+    # A Kinetics-400 checkpoint converted with `python -m maskdp_jax.convert`.
+    config.model.init_from = ""
     config.batch_size = 128
     config.physical_batch_size = 32
     config.num_epochs = num_epochs

@@ -3,9 +3,9 @@
 The content goes to a temporary file in the target's directory (same file system, so the rename
 is atomic), is flushed and fsynced, and is renamed over the target with :func:`os.replace`; then
 the directory is fsynced so that the rename itself survives a power loss. The last step matters
-for the privacy-ledger journal (:mod:`run.journal`), which must be on disk before the release it
-covers; it costs one fsync per file, so every caller gets it rather than a second helper without.
-An exception while writing removes the temporary file and leaves the target as it was.
+for the privacy-ledger journal (:mod:`maskdp_jax.run.journal`), which must be on disk before the
+release it covers; it costs one fsync per file, so every caller gets it rather than a second helper
+without. An exception while writing removes the temporary file and leaves the target as it was.
 
 The file gets the permissions :func:`open` would give a new file (``0o666`` less the umask), not
 :func:`tempfile.mkstemp`'s ``0o600``: written datasets are shared between users.

@@ -31,7 +31,7 @@ Starts on the stride (``ClipSpec.starts_on_stride``, default off): every start a
 consecutive, evaluation) is rounded down to a multiple of the stride, so every clip frame is a
 multiple of the stride (or the last frame, for a padded clip). A clip still holds T frames every
 ``stride``; only where it may begin is coarser. This is what lets a clip store
-(:mod:`data.store`) hold every ``stride``-th frame instead of all of them.
+(:mod:`maskdp_jax.data.store`) hold every ``stride``-th frame instead of all of them.
 
 Short videos (fewer frames than the clip span): ``short_videos = "pad"`` keeps the stride and
 clamps indices past the end to the last frame (the clip is padded by repeating the last frame, the

@@ -1,9 +1,10 @@
 """What every dataset split is: the :class:`Dataset` protocol, and :func:`mask_chunks` over it.
 
-The sources (:class:`data.synthetic.SyntheticMaskedActions`,
-:class:`data.video_dataset.VideoDataset`, :class:`data.tfds_ucf101.TfdsUcf101`) satisfy it
-structurally; the trainer, the evaluation and the batch splitter read a split only through it, so
-they do not know which source they read.
+The sources (:class:`maskdp_jax.data.synthetic.SyntheticMaskedActions`,
+:class:`maskdp_jax.data.video_dataset.VideoDataset`,
+:class:`maskdp_jax.data.tfds_ucf101.TfdsUcf101`) satisfy it structurally; the trainer, the
+evaluation and the batch splitter read a split only through it, so they do not know which source
+they read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from data import clips
+from maskdp_jax.data import clips
 
 
 @runtime_checkable
@@ -27,7 +28,7 @@ class Dataset(Protocol):
       has_masks: whether the split carries pixel masks; without them every pixel is private
         (``dp`` and ``nonprivate`` train, ``maskdp`` refuses).
       pixel_norm: how the split's uint8 pixels become the model's input
-        (:class:`data.clips.PixelNorm`).
+        (:class:`maskdp_jax.data.clips.PixelNorm`).
     """
 
     name: str
@@ -92,8 +93,8 @@ def mask_chunks(dataset: Dataset, *, chunk: int = 64) -> Iterator[np.ndarray]:
 
 def check_masks(dataset: Dataset) -> None:
     """Read every centre-view mask of ``dataset`` once (:func:`mask_chunks`), so that a malformed
-    mask file is refused (:func:`data.decode.binarize_mask`) before a run or a clip store writes
-    anything, not steps into it.
+    mask file is refused (:func:`maskdp_jax.data.decode.binarize_mask`) before a run or a clip store
+    writes anything, not steps into it.
 
     Raises:
       ValueError: naming the file and what is wrong with it.

@@ -105,8 +105,8 @@ def read_video(
     valid H.264 files that PyAV and ffmpeg decode): it copies FFmpeg's row-padded frame buffer as
     if it were packed, and either fails ("The size must exactly match", 4 bytes per pixel) or
     returns the wrong shape. When decord fails, the frames are decoded with PyAV instead (same
-    FFmpeg scaler, so the conservative mask resize holds for both, see :mod:`data.clips`) and a
-    warning names the size once; only a file that PyAV cannot decode either is called corrupt.
+    FFmpeg scaler, so the conservative mask resize holds for both, see :mod:`maskdp_jax.data.clips`)
+    and a warning names the size once; only a file that PyAV cannot decode either is called corrupt.
     """
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {DECODERS}; got {decoder!r}.")

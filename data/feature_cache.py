@@ -4,8 +4,8 @@ With selective fine-tuning (the papers' setting) only the LayerNorms of the last
 norm and the head train, and DP training uses no augmentation. So what enters the lowest
 trainable block is a fixed function of (video, clip position, view). The cache stores it once,
 and training then runs only the trainable suffix. The cache is written by ``run.features``,
-which runs the model; this module holds the layout and the reader, a :class:`data.Dataset` whose
-clips are features.
+which runs the model; this module holds the layout and the reader, a
+:class:`maskdp_jax.data.Dataset` whose clips are features.
 
 What is cached, per training video ``i``:
 
@@ -22,7 +22,7 @@ from ``numpy.random.default_rng(seed)`` (:func:`grid_choice`). The seed is the l
 seed, as for pixel clips. This is a coarser clip sampling than the uniform offsets of pixel
 training (G positions instead of every frame), and docs/guides/feature_cache.md says so.
 
-Layout (a :mod:`data.store` directory: one store, two payloads)::
+Layout (a :mod:`maskdp_jax.data.store` directory: one store, two payloads)::
 
     <view>.features   [N, G, tokens, dim] float32 or bfloat16, one file per view
     flags.u8          [N, G, 2] uint8: has_public, has_private (maskdp only)
@@ -44,7 +44,7 @@ import os
 import ml_dtypes
 import numpy as np
 
-from data import store
+from maskdp_jax.data import store
 
 CACHE = store.Kind(
     "feature cache",
@@ -133,7 +133,8 @@ def grid_choice(seed, *, num_videos: int, grid: int, num_clips: int) -> np.ndarr
 
 
 class FeatureCache:
-    """A complete cache opened for training: a :class:`data.Dataset` whose clips are features.
+    """A complete cache opened for training: a :class:`maskdp_jax.data.Dataset` whose clips are
+    features.
 
     ``get_batch(indices, num_clips=K, seed=s)`` returns ``label [n]`` and, per view, float32
     ``[n, K, tokens, dim]``: ``video`` (``dp``, ``nonprivate``), or ``public`` and ``private``

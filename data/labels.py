@@ -3,9 +3,10 @@
 JAX does not raise on a bad label: in the cross-entropy a label >= num_classes gives a NaN loss
 (whose per-example gradient the clipper then zeroes and merely counts), a label of -1 silently
 means the last class, and a float label is truncated. Each trains another task than the one
-reported, so :func:`check_labels` refuses them when a split is built (:func:`data.check_splits`),
-before any training. A class without training videos is refused by the folder layouts
-(:mod:`data.layouts`, naming the class); the synthetic dataset has every class in every split.
+reported, so :func:`check_labels` refuses them when a split is built
+(:func:`maskdp_jax.data.check_splits`), before any training. A class without training videos is
+refused by the folder layouts (:mod:`maskdp_jax.data.layouts`, naming the class); the synthetic
+dataset has every class in every split.
 
 >>> import numpy as np
 >>> check_labels(np.array([0, 1, 2], np.int32), num_classes=3, source="demo")

@@ -3,14 +3,15 @@ r"""Clip store: every video of a split decoded once into memory-mapped uint8 fra
 Decoding is the loader's cost (≈ 0.1 CPU-s per 16×224² clip, ``docs/benchmarks.md``); a GPU
 step consumes clips far faster than a few cores decode them. A store holds, for every video of a
 split, the frames a clip can use at the config's resized size (what
-:func:`data.decode.read_video` returns before the crop) and their masks after the conservative
-resize (:func:`data.clips.resize_mask`), so a training or evaluation clip is a slice of two
-memory-mapped arrays. Which frames: every frame, or with ``input.starts_on_stride``
-(:attr:`data.clips.ClipSpec.frame_step`) every ``stride``-th frame and the last (a padded clip
-repeats it), a ``stride``-fold saving. Which pixels: the whole resized frame, or where every view
-is the centre crop (no augmentation, one evaluation crop: the DP setting) only that crop. The
-clip positions, crops, flips and normalisation stay in :class:`~data.video_dataset.VideoDataset`,
-and a batch read from the store equals the batch decoded from the videos bit for bit (tested).
+:func:`maskdp_jax.data.decode.read_video` returns before the crop) and their masks after the
+conservative resize (:func:`maskdp_jax.data.clips.resize_mask`), so a training or evaluation clip is
+a slice of two memory-mapped arrays. Which frames: every frame, or with ``input.starts_on_stride``
+(:attr:`maskdp_jax.data.clips.ClipSpec.frame_step`) every ``stride``-th frame and the last (a padded
+clip repeats it), a ``stride``-fold saving. Which pixels: the whole resized frame, or where every
+view is the centre crop (no augmentation, one evaluation crop: the DP setting) only that crop. The
+clip positions, crops, flips and normalisation stay in
+:class:`~maskdp_jax.data.video_dataset.VideoDataset`, and a batch read from the store equals the
+batch decoded from the videos bit for bit (tested).
 
 Layout of a store directory (one per split)::
 
@@ -22,8 +23,8 @@ Layout of a store directory (one per split)::
 
 The directory part (:func:`begin`, :class:`DoneLog`, :func:`complete`, :func:`open_complete`:
 fixed-size files written in place, fingerprint, resume by video, completion) is shared with the
-feature cache (:mod:`data.feature_cache`), whose payload is the frozen prefix's features instead
-of frames: one store, two payloads.
+feature cache (:mod:`maskdp_jax.data.feature_cache`), whose payload is the frozen prefix's features
+instead of frames: one store, two payloads.
 
 Why raw memory-mapped NumPy and not a record format (ArrayRecord, TFRecord): a clip reads 16 of a
 video's frames, scattered by the stride; with raw rows that is an index into a memory map (no
@@ -56,7 +57,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from data import atomic, clips, decode
+from maskdp_jax.data import atomic, clips, decode
 
 STORE_VERSION = 1
 FRAMES, MASKS, INDEX, META, DONE = "frames.u8", "masks.u8", "index.npz", "meta.json", "done.txt"
@@ -73,7 +74,7 @@ class VideoEntry:
       path: video file.
       mask_path: mask file, or None (the split has no masks).
       num_frames: F, frames of the video.
-      size: ``(h, w)`` of the resized frames (:func:`data.clips.resized_shape`).
+      size: ``(h, w)`` of the resized frames (:func:`maskdp_jax.data.clips.resized_shape`).
       crop_size: store only the centre ``crop_size`` square of each resized frame (every view
         of the split is that crop), or None: the whole frame.
     """
@@ -147,14 +148,14 @@ def store_bytes(entries: Sequence[VideoEntry], *, frame_step: int) -> int:
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """What a store directory holds, for messages: ``"clip store"`` written by ``python -m
-    run.prepare``, or ``"feature cache"`` written by ``train.py``."""
+    maskdp_jax.prepare``, or ``"feature cache"`` written by ``train.py``."""
 
     name: str
     writer: str
     differs: str  # what a different fingerprint means, in words
 
 
-CLIPS = Kind("clip store", "python -m run.prepare --config=<the same config> "
+CLIPS = Kind("clip store", "python -m maskdp_jax.prepare --config=<the same config> "
              "(docs/guides/own_videos.md, 'Decode once: the clip store')",
              "from other videos or with another preprocessing (decoder, resize_size, "
              "starts_on_stride, crop, files changed)")
@@ -310,12 +311,13 @@ def prepare(
 
     Args:
       entries: the split's videos, in its index order
-        (:meth:`~data.video_dataset.VideoDataset.store_entries`).
+        (:meth:`~maskdp_jax.data.video_dataset.VideoDataset.store_entries`).
       directory: the store of this split; created if missing.
       decoder: ``"decord"`` or ``"pyav"`` (part of the fingerprint).
       resize_size: the short side the frames are resized to (part of the fingerprint).
       frame_step: keep every ``frame_step``-th frame and the last (:func:`stored_frames`;
-        the clip spec's :attr:`~data.clips.ClipSpec.frame_step`; part of the fingerprint).
+        the clip spec's :attr:`~maskdp_jax.data.clips.ClipSpec.frame_step`; part of the
+        fingerprint).
       workers: processes decoding in parallel (1: in this process).
       progress: called as ``progress(done, total)`` after every video.
 

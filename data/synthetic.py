@@ -43,8 +43,8 @@ where the evenly spread evaluation views (``eval_clips``) see it.
 **The room without the avatar** (``background=True``): the split's frames are replaced by the
 background the avatar hides, rendered with the same draws (stripes, colours, brightness, pixel
 noise) as the anonymised frames: the embedded counterpart of the anonymiser's inpainted background
-(seed 001 Table 3, "Inpainted Background"; :mod:`anonymize` writes it for real videos). The masks
-stay the avatar's.
+(seed 001 Table 3, "Inpainted Background"; :mod:`maskdp_jax.anonymize` writes it for real videos).
+The masks stay the avatar's.
 
 Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
 from them (random offsets for training, the centre for evaluation) and normalised to
@@ -59,7 +59,7 @@ import hashlib
 
 import numpy as np
 
-from data import clips
+from maskdp_jax.data import clips
 
 MOTIONS = ("right", "left", "down", "up")
 CONTEXTS = ("horizontal stripes", "vertical stripes")
@@ -173,8 +173,8 @@ class SyntheticMaskedActions:
       labels: ``[N]`` int32 class indices.
       clip_frames: T, frames per clip.
       name: split name for messages.
-      clip_sampling: where training clips start (:data:`data.clips.CLIP_SAMPLINGS`): ``uniform``
-        offsets, or K of the video's consecutive, non-overlapping clips (stride 1).
+      clip_sampling: where training clips start (:data:`maskdp_jax.data.clips.CLIP_SAMPLINGS`):
+        ``uniform`` offsets, or K of the video's consecutive, non-overlapping clips (stride 1).
     """
 
     frames: np.ndarray
@@ -255,7 +255,7 @@ class SyntheticMaskedActions:
     def mask_coverage(self, indices: np.ndarray) -> np.ndarray:
         """``[n, 3]``: public fraction of the centre clip's masks before and after resizing (the
         same: no resize) and the resize factor 1 (see
-        :meth:`~data.video_dataset.VideoDataset.mask_coverage`)."""
+        :meth:`~maskdp_jax.data.video_dataset.VideoDataset.mask_coverage`)."""
         public = self.get_masks(indices).reshape(len(indices), -1).mean(axis=1)
         return np.stack([public, public, np.ones_like(public)], axis=1)
 

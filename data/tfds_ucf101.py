@@ -1,5 +1,5 @@
 """UCF-101 through TensorFlow Datasets' ``ucf101`` builder, with the same element format as
-:class:`data.video_dataset.VideoDataset`.
+:class:`maskdp_jax.data.video_dataset.VideoDataset`.
 
 Random access (needed for Poisson sampling: any video can be in any batch) goes through
 ``tfds.data_source``, which needs the ``array_record`` file format. Prepare the data once with::
@@ -26,8 +26,8 @@ import json
 
 import numpy as np
 
-from data import clips
-from data.video_dataset import VideoOptions
+from maskdp_jax.data import clips
+from maskdp_jax.data.video_dataset import VideoOptions
 
 
 def _tfds():
@@ -117,8 +117,8 @@ class TfdsUcf101:
 
     def get_batch(self, indices, *, num_clips: int = 1, seed=None,
                   normalize: bool = True) -> dict[str, np.ndarray]:
-        """Same contract as :meth:`~data.video_dataset.VideoDataset.get_batch`; ``mask`` is all
-        zeros (all private)."""
+        """Same contract as :meth:`~maskdp_jax.data.video_dataset.VideoDataset.get_batch`; ``mask``
+        is all zeros (all private)."""
         indices = np.asarray(indices, np.int64)
         rng = None if seed is None else np.random.default_rng(seed)
         o = self.options

@@ -1,8 +1,8 @@
 """Real video datasets: decoded clips and per-video masks behind the synthetic dataset's interface.
 
 ``VideoDataset.get_batch(indices, *, num_clips, seed)`` returns the same element format as
-:mod:`data.synthetic`, so ``train.py``'s Poisson logical -> physical batch splitter, the train step
-and the evaluation do not know which dataset they read:
+:mod:`maskdp_jax.data.synthetic`, so ``train.py``'s Poisson logical -> physical batch splitter, the
+train step and the evaluation do not know which dataset they read:
 
 * ``video`` float32 ``[n, V, T, c, c, 3]``, normalised ``(x / 255 - mean) / std``
   (``VideoDataset.pixel_norm``), or with ``normalize=False`` the uint8
@@ -16,21 +16,22 @@ Training (``seed`` given): ``V = num_clips`` clips per video, start frames from
 ``numpy.random.default_rng(seed)`` drawn in index order on the calling thread, so a batch is a pure
 function of ``(indices, num_clips, seed)`` however the decoding threads are scheduled.
 Evaluation (``seed=None``): ``V = num_clips * eval_crops`` fixed views, temporal-major
-(see :mod:`data.clips`).
+(see :mod:`maskdp_jax.data.clips`).
 
 Masks mirror the video paths: the mask of ``<video_dir>/<key>`` is ``<mask_dir>/<key stem>`` with
 extension ``.npy``, ``.npz`` or ``.mkv|.avi|.mp4|.mov|.webm`` (a grayscale mask video). A mask must
 have its video's frame count and frame size exactly; it goes through the same frame indices,
-resize and crop as the video, the resize being conservative (:func:`data.clips.resize_mask`: a
-resized pixel is public only if every source pixel the decoder's scaler blends into it is public).
+resize and crop as the video, the resize being conservative
+(:func:`maskdp_jax.data.clips.resize_mask`: a resized pixel is public only if every source pixel the
+decoder's scaler blends into it is public).
 
 Checks (``validate``): at construction every video is opened (frame count, size) and every mask is
 found and its shape compared with its video, in parallel. ``validate="full"`` also reads every
 mask's values and decodes each video's last frame (catches truncated files whose index survived).
-A bad file raises :class:`~data.decode.BadVideoError` naming it; with ``skip_bad_videos=True`` bad
-videos are left out of the split *before* training (so N, q and the accounting see the final set),
-and their count and names are reported. Decoding errors found later, during training, always
-raise: dropping a sampled video mid-run would silently change the batch.
+A bad file raises :class:`~maskdp_jax.data.decode.BadVideoError` naming it; with
+``skip_bad_videos=True`` bad videos are left out of the split *before* training (so N, q and the
+accounting see the final set), and their count and names are reported. Decoding errors found later,
+during training, always raise: dropping a sampled video mid-run would silently change the batch.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from data import clips, decode, store
-from data.layouts import Layout, VideoRecord
+from maskdp_jax.data import clips, decode, store
+from maskdp_jax.data.layouts import Layout, VideoRecord
 
 VALIDATE_LEVELS = ("metadata", "full")
 
@@ -97,8 +98,8 @@ class VideoOptions:
 
 
 def find_mask(mask_dir: str, key: str) -> str:
-    """Path of the mask mirroring video ``key``; raises :class:`~data.decode.BadVideoError` if
-    there is none."""
+    """Path of the mask mirroring video ``key``; raises
+    :class:`~maskdp_jax.data.decode.BadVideoError` if there is none."""
     stem = os.path.splitext(os.path.join(mask_dir, key))[0]
     for ext in (".npy", ".npz", *decode.MASK_VIDEO_EXTENSIONS):
         if os.path.isfile(stem + ext):
@@ -129,9 +130,9 @@ class VideoDataset:
           layout: the split's records.
           options: decoding, checks and clip geometry.
           name: ``"<dataset>/<subset>"``.
-          store_dir: this split's clip store (:mod:`data.store`, written by ``python -m
-            run.prepare``): frames and resized masks are then read from it instead of decoded,
-            with the same result; ``""`` decodes the files.
+          store_dir: this split's clip store (:mod:`maskdp_jax.data.store`, written by
+            ``python -m maskdp_jax.prepare``): frames and resized masks are then read from it
+            instead of decoded, with the same result; ``""`` decodes the files.
         """
         self.name = name
         self.options = options
@@ -185,8 +186,9 @@ class VideoDataset:
         self._pool.shutdown(wait=True)
 
     def store_settings(self) -> dict[str, Any]:
-        """The store-wide preprocessing of this split, as :func:`data.store.fingerprint` and
-        :func:`data.store.prepare` take it (one place, so writer and reader agree)."""
+        """The store-wide preprocessing of this split, as :func:`maskdp_jax.data.store.fingerprint`
+        and :func:`maskdp_jax.data.store.prepare` take it (one place, so writer and reader
+        agree)."""
         o = self.options
         return {"decoder": o.decoder, "resize_size": o.clip.resize_size,
                 "frame_step": o.clip.frame_step}
@@ -201,8 +203,8 @@ class VideoDataset:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def store_entries(self) -> tuple[store.VideoEntry, ...]:
-        """What :func:`data.store.prepare` writes for this split: every video in index order,
-        only the centre crop when every view is that crop (no augmentation, one evaluation
+        """What :func:`maskdp_jax.data.store.prepare` writes for this split: every video in index
+        order, only the centre crop when every view is that crop (no augmentation, one evaluation
         crop)."""
         o = self.options
         crop = o.clip.crop_size if not o.augment and o.eval_crops == 1 else None
@@ -313,7 +315,7 @@ class VideoDataset:
         ``[n, 3]`` = (public fraction of the source mask frames, public fraction after the
         conservative resize and the crop, resize factor source / resized short side). The
         public region shrinks by ``max(s, 1) + 2`` source pixels per side in the resize
-        (:func:`data.clips.resize_mask`), then to whole token cells in the tokeniser."""
+        (:func:`maskdp_jax.data.clips.resize_mask`), then to whole token cells in the tokeniser."""
         if not self.has_masks:
             raise ValueError(f"{self.name} has no masks.")
         plan = clips.plan_views(None, num_clips=1)

@@ -17,10 +17,13 @@ not resolve is listed in ``nitpick_ignore_regex`` below, with the reason for eac
 
 import os
 import re
-import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, ROOT)  # the packages are not installed: the repository root is the import root
+try:  # autodoc reads the installed package (its subpackages are mapped from models/, data/, ...)
+    import maskdp_jax  # noqa: F401
+except ImportError as err:
+    raise SystemExit("docs: maskdp_jax is not installed; run `pip install -e .` in the checkout "
+                     "first (BUILD.md, \"One package\").") from err
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # importing the modules must not look for a GPU
 
 project = "maskdp-jax"
@@ -68,7 +71,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(typing|collections|dataclasses|enum|os|pathlib|threading|concurrent|"
                r"contextlib|abc|types|io|json|signal|functools|tempfile|secrets|open)(\..*)?"),
     # Type variables and private helpers that appear in signatures.
-    (r"py:class", r"run\.guard\.T|.*\._[A-Za-z]\w*"),
+    (r"py:class", r"maskdp_jax\.run\.guard\.T|.*\._[A-Za-z]\w*"),
     (r"py:class", r"(Any|Callable|Iterable|Iterator|Sequence|Mapping|Protocol|NamedTuple|"
                   r"Optional|Union|Literal|TypeVar|Generic|ClassVar|Self|"
                   r"int|float|str|bool|bytes|dict|list|tuple|set|frozenset|object|type|"

@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 from own_model import SmallCNN, make_data, train  # the script beside this one
 
-from audit import lira, metrics
+from maskdp_jax.audit import lira, metrics
 
 
 def main() -> None:

@@ -7,8 +7,8 @@ would shadow the accounting package it calls)::
 
 It prints σ for ε = 1, ε of that σ after the planned steps by the RDP and the PLD accountant
 under both masked adjacencies (``special``: one video's private part present or absent;
-``replace``: the private part replaced), and checks that ``python -m accounting`` prints the same
-numbers.
+``replace``: the private part replaced), and checks that ``python -m maskdp_jax.accounting`` prints
+the same numbers.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 import subprocess
 import sys
 
-import accounting
 import maskdp_jax as mdp
+from maskdp_jax import accounting
 
 N, B, STEPS, DELTA = 2000, 40, 200, 1e-5
 
@@ -45,15 +45,16 @@ def main() -> None:
     # The same numbers from the command line.
     for adjacency in ("special", "replace"):
         out = subprocess.run(
-            [sys.executable, "-m", "accounting", "epsilon", "--sigma",
+            [sys.executable, "-m", "maskdp_jax.accounting", "epsilon", "--sigma",
              repr(plan.noise_multiplier), "--q", repr(plan.q), "--steps", str(STEPS),
              "--delta", repr(DELTA), "--method", "both", "--adjacency", adjacency],
             check=True, capture_output=True, text=True).stdout
         for method, value in re.findall(r"epsilon\[(\w+)\] = ([0-9.]+)", out):
             if (adjacency, method) in ours and abs(float(value) - ours[adjacency, method]) > 1e-4:
-                raise SystemExit(f"python -m accounting gives ε[{method}, {adjacency}] = {value}, "
+                raise SystemExit(f"python -m maskdp_jax.accounting gives "
+                                 f"ε[{method}, {adjacency}] = {value}, "
                                  f"the library {ours[adjacency, method]:.5f}")
-        print(f"python -m accounting epsilon --adjacency {adjacency}: the same ε")
+        print(f"python -m maskdp_jax.accounting epsilon --adjacency {adjacency}: the same ε")
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ The API, by task:
 The modules:
 
 No IO, no plots, no config dicts: every function takes typed keyword arguments and the modules
-import only jax/flax/optax/einops/numpy, :mod:`accounting` (a library of the same layer) and each
-other; never :mod:`data`, :mod:`models`, the run layer or the reporting layer.
+import only jax/flax/optax/einops/numpy, :mod:`maskdp_jax.accounting` (a library of the same
+layer) and each other; never :mod:`maskdp_jax.data`, :mod:`maskdp_jax.models`, the run layer or
+the reporting layer.
 
 * :mod:`maskdp_jax.plan`: :class:`~maskdp_jax.plan.Mode` and the run's
   :class:`~maskdp_jax.plan.PrivacyPlan` (mode, adjacency, effective sampling scheme, q, steps, δ,
@@ -61,66 +62,98 @@ other; never :mod:`data`, :mod:`models`, the run layer or the reporting layer.
   that applies them (also used by the audit's shadow models).
 """
 
-from accounting import Ledger, calibrate_noise_multiplier, epsilon
-from maskdp_jax.clipping import ClipStats, clipped_grad_sum
-from maskdp_jax.gradient import (
-    Examples,
-    GradStats,
-    masked_gradient,
-    noisy_gradient,
-    pass_examples,
-    pass_view,
-    public_grad_sum,
-)
-from maskdp_jax.plan import Mode, PrivacyPlan
-from maskdp_jax.randomness import Randomness, draw_secret
-from maskdp_jax.sampling import (
-    PRIVATE_STREAM,
-    PUBLIC_STREAM,
-    LogicalBatch,
-    PoissonSampler,
-    padded_indices,
-    physical_batches,
-)
-from maskdp_jax.tokenizer import Tokenizer, Views, tokenizer_for, warn_degenerate_masks
-from maskdp_jax.train_step import (
-    LogicalBatchData,
-    PixelViews,
-    TrainState,
-    ViewFn,
-    make_train_step,
-)
+from __future__ import annotations
 
-__all__ = [
-    "PRIVATE_STREAM",
-    "PUBLIC_STREAM",
-    "ClipStats",
-    "Examples",
-    "GradStats",
-    "Ledger",
-    "LogicalBatch",
-    "LogicalBatchData",
-    "Mode",
-    "PixelViews",
-    "PoissonSampler",
-    "PrivacyPlan",
-    "Randomness",
-    "Tokenizer",
-    "TrainState",
-    "ViewFn",
-    "Views",
-    "calibrate_noise_multiplier",
-    "clipped_grad_sum",
-    "draw_secret",
-    "epsilon",
-    "make_train_step",
-    "masked_gradient",
-    "noisy_gradient",
-    "pass_examples",
-    "padded_indices",
-    "pass_view",
-    "physical_batches",
-    "public_grad_sum",
-    "tokenizer_for",
-    "warn_degenerate_masks",
-]
+import importlib
+from typing import TYPE_CHECKING
+
+# ``maskdp_jax`` is also the import root of the models, the data, the run layer and the commands
+# (``python -m maskdp_jax.anonymize`` needs neither JAX nor this API), so the API below is bound on
+# first use (PEP 562) instead of at ``import maskdp_jax``: importing a subpackage does not pay for
+# JAX. No library does this for a handful of names; ``TYPE_CHECKING`` gives type checkers and
+# IDEs the same names eagerly.
+_EXPORTS = {
+    "calibrate_noise_multiplier": "maskdp_jax.accounting",
+    "clipped_grad_sum": "maskdp_jax.clipping",
+    "ClipStats": "maskdp_jax.clipping",
+    "draw_secret": "maskdp_jax.randomness",
+    "epsilon": "maskdp_jax.accounting",
+    "Examples": "maskdp_jax.gradient",
+    "GradStats": "maskdp_jax.gradient",
+    "Ledger": "maskdp_jax.accounting",
+    "LogicalBatch": "maskdp_jax.sampling",
+    "LogicalBatchData": "maskdp_jax.train_step",
+    "make_train_step": "maskdp_jax.train_step",
+    "masked_gradient": "maskdp_jax.gradient",
+    "Mode": "maskdp_jax.plan",
+    "noisy_gradient": "maskdp_jax.gradient",
+    "padded_indices": "maskdp_jax.sampling",
+    "pass_examples": "maskdp_jax.gradient",
+    "pass_view": "maskdp_jax.gradient",
+    "physical_batches": "maskdp_jax.sampling",
+    "PixelViews": "maskdp_jax.train_step",
+    "PoissonSampler": "maskdp_jax.sampling",
+    "PrivacyPlan": "maskdp_jax.plan",
+    "PRIVATE_STREAM": "maskdp_jax.sampling",
+    "public_grad_sum": "maskdp_jax.gradient",
+    "PUBLIC_STREAM": "maskdp_jax.sampling",
+    "Randomness": "maskdp_jax.randomness",
+    "Tokenizer": "maskdp_jax.tokenizer",
+    "tokenizer_for": "maskdp_jax.tokenizer",
+    "TrainState": "maskdp_jax.train_step",
+    "ViewFn": "maskdp_jax.train_step",
+    "Views": "maskdp_jax.tokenizer",
+    "warn_degenerate_masks": "maskdp_jax.tokenizer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'maskdp_jax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+if TYPE_CHECKING:
+    from maskdp_jax.accounting import Ledger, calibrate_noise_multiplier, epsilon  # noqa: F401
+    from maskdp_jax.clipping import ClipStats, clipped_grad_sum  # noqa: F401
+    from maskdp_jax.gradient import (  # noqa: F401
+        Examples,
+        GradStats,
+        masked_gradient,
+        noisy_gradient,
+        pass_examples,
+        pass_view,
+        public_grad_sum,
+    )
+    from maskdp_jax.plan import Mode, PrivacyPlan  # noqa: F401
+    from maskdp_jax.randomness import Randomness, draw_secret  # noqa: F401
+    from maskdp_jax.sampling import (  # noqa: F401
+        PRIVATE_STREAM,
+        PUBLIC_STREAM,
+        LogicalBatch,
+        PoissonSampler,
+        padded_indices,
+        physical_batches,
+    )
+    from maskdp_jax.tokenizer import (  # noqa: F401
+        Tokenizer,
+        Views,
+        tokenizer_for,
+        warn_degenerate_masks,
+    )
+    from maskdp_jax.train_step import (  # noqa: F401
+        LogicalBatchData,
+        PixelViews,
+        TrainState,
+        ViewFn,
+        make_train_step,
+    )

@@ -38,8 +38,8 @@ from typing import Any
 
 from dp_accounting import dp_event
 
-import accounting
-from accounting import accountant, events, inputs
+from maskdp_jax import accounting
+from maskdp_jax.accounting import accountant, events, inputs
 
 
 class Mode(enum.StrEnum):
@@ -170,7 +170,7 @@ class PrivacyPlan:
           mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
           num_examples: N, training videos.
           batch_size: B, expected batch size (``q = B / N``).
-          epochs: planned epochs (:func:`accounting.steps_for_epochs`), or
+          epochs: planned epochs (:func:`maskdp_jax.accounting.steps_for_epochs`), or
           steps: planned logical steps; exactly one of the two.
           l2_clip_norm: C.
           delta: δ (refused unless ``0 < δ < 1/N`` in private modes).
@@ -178,7 +178,7 @@ class PrivacyPlan:
           sampling: the *requested* scheme (``config.sampling``); the plan holds the effective
             one.
           target_epsilon: calibrate σ to reach this ε at δ over the planned steps
-            (smallest such σ, :func:`accounting.calibrate_noise_multiplier`).
+            (smallest such σ, :func:`maskdp_jax.accounting.calibrate_noise_multiplier`).
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
             the two in private modes; neither for ``nonprivate``.
 
@@ -223,7 +223,7 @@ class PrivacyPlan:
         Decoupled: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``;
         the public pass adds nothing (its batch is independent of the private one). Nonprivate:
         ``NonPrivateDpEvent``. Coupled sampling has no dp-accounting event (the revealed-sample
-        bound is :mod:`accounting.coupled`): refused.
+        bound is :mod:`maskdp_jax.accounting.coupled`): refused.
         """
         steps = self.steps if steps is None else inputs.check_steps(steps, minimum=0)
         if not self.mode.is_private:

@@ -138,8 +138,8 @@ def for_run(*, mode: str, seed: int, restored: Mapping[str, Any] | None) -> Rand
       seed: the public seed (``config.seed``).
       restored: the ``randomness`` entry (:meth:`Randomness.to_meta`) of the checkpoint being
         resumed, or None. A checkpoint without a secret (written in seeded mode) gives a fresh
-        secret here; resuming it is then refused by :func:`run.guard.validate_meta` (the config
-        differs).
+        secret here; resuming it is then refused by :func:`maskdp_jax.run.guard.validate_meta` (the
+        config differs).
     """
     if mode == "seeded":
         return Randomness(mode="seeded", seed=seed)

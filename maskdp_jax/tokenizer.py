@@ -17,7 +17,7 @@ This module owns the token-cell geometry (:func:`.public_cells`, one erosion sha
 and the host-side checks) and the degenerate-mask check (:func:`warn_degenerate_masks`, videos with
 no public or no private cell). The views are written for one clip and are jit/vmap friendly.
 Checking mask *files* (rank, shape, binary values) is the data loader's business:
-:func:`data.decode.binarize_mask`.
+:func:`maskdp_jax.data.decode.binarize_mask`.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import flax.linen as nn
 
-from models import convert, finetune, ghost_rules
-from models.mvit import MViT
-from models.presets import PRESETS, PRETRAINED
+from maskdp_jax.models import convert, finetune, ghost_rules
+from maskdp_jax.models.mvit import MViT
+from maskdp_jax.models.presets import PRESETS, PRETRAINED
 
 __all__ = ["PRESETS", "PRETRAINED", "MViT", "convert", "finetune", "get_model", "ghost_rules"]
 

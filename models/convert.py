@@ -4,11 +4,11 @@ Usage::
 
     # torchvision K400 weights (https://download.pytorch.org/models/mvit_v2_s-ae3be167.pth) with a
     # fresh 60-class head, written as an orbax checkpoint that train.py starts from:
-    python -m models.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \
+    python -m maskdp_jax.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \
         --num_classes 60 --preset mvit_v2_s
     python train.py --config.model.name=mvit_v2_s --config.model.init_from=/tmp/mvit_v2_s_k400
     # seed 003's MViT-B 16x4 (https://download.pytorch.org/models/mvit_v1_b-dbeb1030.pth):
-    python -m models.convert --src mvit_v1_b-dbeb1030.pth --dst /tmp/mvit_v1_b_k400 \
+    python -m maskdp_jax.convert --src mvit_v1_b-dbeb1030.pth --dst /tmp/mvit_v1_b_k400 \
         --num_classes 101 --preset mvit_v1_b
 
 Inputs: a torchvision ``state_dict`` or a PySlowFast checkpoint (``model_state`` inside), as
@@ -31,7 +31,6 @@ private data.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 
-from models.mvit import Adapter
+from maskdp_jax.models.mvit import Adapter
 
 FORMATS = ("torchvision", "pyslowfast")
 
@@ -293,12 +292,12 @@ def restore_params(path: str, *, like: Any) -> Any:
     torchvision/PySlowFast file (converted on the fly).
 
     Args:
-      path: the orbax directory (``python -m models.convert --dst``) or a ``.pth``/``.safetensors``/
-        ``.npz`` checkpoint file.
+      path: the orbax directory (``python -m maskdp_jax.convert --dst``) or a
+        ``.pth``/``.safetensors``/``.npz`` checkpoint file.
       like: the model's parameters, as :func:`import_template` gives them (or a full
         ``model.init``). Adapters, absent from checkpoints, keep these values; for a checkpoint
         file, so does a head for a different number of classes, and so does the head for an
-        orbax checkpoint exported without one (``python -m run.checkpoint --drop_head``).
+        orbax checkpoint exported without one (``python -m maskdp_jax.export --drop_head``).
 
     Returns:
       A parameter tree with the structure and shapes of ``like``.
@@ -310,7 +309,7 @@ def restore_params(path: str, *, like: Any) -> Any:
     if not os.path.isdir(path):
         raise FileNotFoundError(
             f"init_from={path!r} is neither an orbax checkpoint directory nor a checkpoint file; "
-            "write one with `python -m models.convert --src ... --dst ...`."
+            "write one with `python -m maskdp_jax.convert --src ... --dst ...`."
         )
     ckptr = ocp.Checkpointer(ocp.CompositeCheckpointHandler())
     restored = ckptr.restore(os.path.abspath(path),
@@ -322,8 +321,10 @@ def restore_params(path: str, *, like: Any) -> Any:
         if p in flat:
             value = flat.pop(p)
             if tuple(value.shape) != tuple(target.shape):
-                hint = (" (number of classes differs: re-run `python -m models.convert` with "
-                        "--num_classes)") if p[0] == "head" else ""
+                hint = ""
+                if p[0] == "head":
+                    hint = (" (number of classes differs: re-run "
+                            "`python -m maskdp_jax.convert` with --num_classes)")
                 errors.append(f"{_path_str(p)}: checkpoint {tuple(value.shape)}, model "
                               f"{tuple(target.shape)}{hint}")
             out[p] = jnp.asarray(value, target.dtype)
@@ -336,42 +337,3 @@ def restore_params(path: str, *, like: Any) -> Any:
         raise ConversionError(f"checkpoint {path!r} (preset {restored['info'].get('preset')!r}) "
                               "does not fit the model:\n  " + "\n  ".join(errors))
     return traverse_util.unflatten_dict(out)
-
-
-# ----------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> None:
-    """``python -m models.convert``: convert ``--src`` for ``--preset``, write ``--dst``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--src", required=True, help=".pth/.pt/.pyth, .safetensors or .npz file")
-    parser.add_argument("--dst", required=True, help="orbax checkpoint directory to create")
-    parser.add_argument("--num_classes", type=int, required=True,
-                        help="classes of the new task; the head is re-initialised if it differs")
-    parser.add_argument("--preset", default="mvit_v2_s", help="models.presets name")
-    parser.add_argument("--format", choices=FORMATS, default=None,
-                        help="checkpoint format (default: detected from the key names)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of a re-initialised head")
-    args = parser.parse_args(argv)
-
-    import models  # here, so that `models/__init__` importing this module stays acyclic
-
-    if os.path.exists(args.dst):
-        raise FileExistsError(f"{args.dst!r} already exists; choose a new --dst.")
-
-    model = models.get_model(args.preset, num_classes=args.num_classes)
-    like = import_template(model, input_shape=(*model.input_size, 3),
-                           key=jax.random.key(args.seed))
-    params, info = convert_state_dict(load_state_dict(args.src), like=like, fmt=args.format)
-    info = {**info, "preset": args.preset, "num_classes": args.num_classes,
-            "src": os.path.abspath(args.src)}
-    save_params(args.dst, params, info=info)
-    n = sum(int(np.size(x)) for x in jax.tree.leaves(params))
-    print(f"Wrote {n:,} parameters ({info['format']}, head {info['head']}) to {args.dst}:\n"
-          f"  python train.py --config.model.name={args.preset} "
-          f"--config.model.init_from={os.path.abspath(args.dst)}")
-
-
-if __name__ == "__main__":
-    main()

@@ -32,7 +32,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from models import mvit, pooling
+from maskdp_jax.models import mvit, pooling
 
 F32 = jnp.float32
 

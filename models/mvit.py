@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.pooling import depthwise_conv3d, max_pool3d, pooled_size, strided_window
+from maskdp_jax.models.pooling import depthwise_conv3d, max_pool3d, pooled_size, strided_window
 
 LN_EPS = 1e-6
 
@@ -463,8 +463,8 @@ class MViT(nn.Module):
         see the module docstring.
       attention_impl: ``"auto"`` (cuDNN's fused attention on a GPU in bfloat16, else our
         einsum path), ``"einsum"``, ``"xla"`` or ``"cudnn"``:
-        :func:`~models.mvit.attention_implementation`. The same function whichever runs; a speed
-        setting only.
+        :func:`~maskdp_jax.models.mvit.attention_implementation`. The same function whichever runs;
+        a speed setting only.
     """
 
     num_classes: int

@@ -3,7 +3,7 @@ DP-SGD, seed 003), and CPU-sized presets of the same code."""
 
 from __future__ import annotations
 
-from models.mvit import BlockSpec
+from maskdp_jax.models.mvit import BlockSpec
 
 
 def _mvit_v2_s_blocks() -> tuple[BlockSpec, ...]:
@@ -57,9 +57,9 @@ def _cpu_preset(width: int) -> dict:
     )
 
 
-#: The presets the papers fine-tune from Kinetics-400 weights (``python -m models.convert``): with
-#: a frozen backbone and no ``model.init_from`` their runs would train a random network's last
-#: layers, so ``run.config.check_config`` refuses that.
+#: The presets the papers fine-tune from Kinetics-400 weights (``python -m maskdp_jax.convert``):
+#: with a frozen backbone and no ``model.init_from`` their runs would train a random network's
+#: last layers, so ``run.config.check_config`` refuses that.
 PRETRAINED = ("mvit_v2_s", "mvit_v1_b")
 
 #: Architecture of each model preset, by name (``config.model.name``).

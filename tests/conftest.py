@@ -57,19 +57,10 @@ class TinyVideoNet(nn.Module):
         return nn.Dense(self.num_classes, name="head")(x)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collect_file(file_path, parent):
-    """``--doctest-modules`` (pyproject.toml) is for the library packages: the files here hold no
-    examples, and importing them again would import tests/fixtures' torch-only generator and skip
-    the torch-only tests twice."""
-    collectors = yield
-    return [c for c in collectors if type(c).__name__ != "DoctestModule"]
-
-
 @pytest.fixture
 def no_model(monkeypatch):
     """Replaces ``train.build_model`` by a function that fails the test."""
-    import train
+    from maskdp_jax import train
 
     def build_model(*args, **kwargs):
         raise AssertionError("the bad input was not refused before the model was built")

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import ml_collections
 import pytest
 
-from configs import default
+from maskdp_jax.configs import default
 
 
 class Case(NamedTuple):

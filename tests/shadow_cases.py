@@ -28,10 +28,9 @@ def tiny():
     import jax
     import optax
 
-    import models
-    from audit import shadows
-    from data import synthetic
-    from maskdp_jax import partition
+    from maskdp_jax import models, partition
+    from maskdp_jax.audit import shadows
+    from maskdp_jax.data import synthetic
     from maskdp_jax.plan import PrivacyPlan
     from maskdp_jax.tokenizer import Tokenizer
 
@@ -54,7 +53,7 @@ def tiny():
 def main(out: str) -> None:
     import jax
 
-    from audit import shadows
+    from maskdp_jax.audit import shadows
 
     if jax.local_device_count() != 2:
         raise SystemExit("run with XLA_FLAGS=--xla_force_host_platform_device_count=2")

@@ -6,8 +6,8 @@ import dp_accounting
 import numpy as np
 import pytest
 
-import accounting
-from accounting import accountant
+from maskdp_jax import accounting
+from maskdp_jax.accounting import accountant
 
 NTU_Q = 128 / 40320
 NTU_STEPS = 47250  # 150 epochs of 315 steps
@@ -313,7 +313,7 @@ def test_pld_equals_dp_accountings_pld_accountant_exactly(adjacency):
     heterogeneous history and for each prefix of a run (the rows a training log asks for)."""
     from dp_accounting.pld import pld_privacy_accountant
 
-    from accounting import events
+    from maskdp_jax.accounting import events
 
     histories = [
         (events.Segment(q=0.0625, noise_multiplier=3.9, steps=s),) for s in (10, 20, 256)

@@ -1,12 +1,12 @@
-"""`python -m accounting` and the papers' settings."""
+"""`python -m maskdp_jax.accounting` and the papers' settings."""
 
 import re
 
 import pytest
 
-import accounting
-from accounting import __main__ as cli
-from accounting import paper_settings
+from maskdp_jax import accounting
+from maskdp_jax.accounting import __main__ as cli
+from maskdp_jax.accounting import paper_settings
 
 
 def _numbers(text, key):
@@ -14,7 +14,8 @@ def _numbers(text, key):
 
 
 def test_epsilon_command_matches_library(capsys):
-    rc = cli.main(["epsilon", "--sigma", "1.3", "--q", "0.01", "--steps", "500", "--delta", "1e-5"])
+    rc = cli.cli(["prog", "epsilon", "--sigma", "1.3", "--q", "0.01", "--steps", "500",
+                  "--delta", "1e-5"])
     assert rc == 0
     values = _numbers(capsys.readouterr().out, "epsilon")
     for method in ("rdp", "pld"):
@@ -26,7 +27,7 @@ def test_epsilon_command_matches_library(capsys):
 
 def test_epsilon_command_from_dataset_size(capsys):
     args = ["epsilon", "--sigma", "2", "--num-examples", "1000", "--batch-size", "50"]
-    rc = cli.main(args + ["--epochs", "3", "--delta", "1e-5", "--method", "rdp"])
+    rc = cli.cli(["prog", *args, "--epochs", "3", "--delta", "1e-5", "--method", "rdp"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "steps=60" in out  # 3 epochs of ceil(1000 / 50) steps
@@ -37,7 +38,7 @@ def test_epsilon_command_from_dataset_size(capsys):
 
 def test_sigma_command_meets_target(capsys):
     args = ["sigma", "--epsilon", "2", "--q", "0.003", "--steps", "3000", "--delta", "1e-5"]
-    assert cli.main(args) == 0
+    assert cli.cli(["prog", *args]) == 0
     values = _numbers(capsys.readouterr().out, "sigma")
     assert set(values) == {"rdp", "pld"} and values["pld"] < values["rdp"]
     for method, sigma in values.items():
@@ -49,7 +50,7 @@ def test_sigma_command_meets_target(capsys):
 
 def test_replace_rdp_reported_as_unavailable(capsys):
     args = ["epsilon", "--sigma", "1", "--q", "0.01", "--steps", "10", "--delta", "1e-5"]
-    assert cli.main(args + ["--adjacency", "replace"]) == 0
+    assert cli.cli(["prog", *args, "--adjacency", "replace"]) == 0
     out = capsys.readouterr().out
     assert "epsilon[rdp] = n/a" in out and "epsilon[pld] =" in out
 
@@ -67,14 +68,14 @@ def test_replace_rdp_reported_as_unavailable(capsys):
     ],
 )
 def test_bad_arguments_exit_with_message(capsys, args, match):
-    assert cli.main(["epsilon", "--sigma", "1", "--method", "pld"] + args) == 2
+    assert cli.cli(["prog", "epsilon", "--sigma", "1", "--method", "pld"] + args) == 2
     assert match in capsys.readouterr().err
 
 
 def test_table_command(capsys, monkeypatch):
     small = (paper_settings.PaperSetting("small", num_examples=40000, epochs=10, delta=1e-6),)
     monkeypatch.setattr(paper_settings, "PAPER_SETTINGS", small)
-    assert cli.main(["table", "--epsilons", "2"]) == 0
+    assert cli.cli(["prog", "table", "--epsilons", "2"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| 2 |")]
     assert len(rows) == 1
@@ -104,5 +105,5 @@ def test_paper_settings():
 ], ids=["q-above-1", "negative-sigma", "delta-zero", "unreachable-target"])
 def test_invalid_input_exits_2_with_the_message(args, message, capsys):
     argv = args if "--delta" in args else [*args, "--delta", "1e-5"]
-    assert cli.main(argv) == 2
+    assert cli.cli(["prog", *argv]) == 2
     assert re.search(message, capsys.readouterr().err)

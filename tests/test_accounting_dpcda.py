@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from accounting import dpcda, without_replacement
-from accounting.theorem41 import balle2020_curve
+from maskdp_jax.accounting import dpcda, without_replacement
+from maskdp_jax.accounting.theorem41 import balle2020_curve
 
 PUBLIC = dict(num_classes=10, min_class_size=139, num_records=1437, num_synthetic=1437,
               delta=1e-5)  # the digits split

@@ -11,7 +11,7 @@ import math
 
 from malformed import Case, assert_refused, table
 
-import accounting
+from maskdp_jax import accounting
 
 EPS = dict(q=0.01, noise_multiplier=1.0, steps=100, delta=1e-5, method="rdp")
 CAL = dict(target_epsilon=1.0, q=0.01, steps=100, delta=1e-5, method="rdp")

@@ -6,8 +6,8 @@ import math
 import dp_accounting
 import pytest
 
-import accounting
-from accounting import Ledger, Segment
+from maskdp_jax import accounting
+from maskdp_jax.accounting import Ledger, Segment
 
 DELTA = 1e-5
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-import accounting
-from accounting import accountant, ledger, theorem41
+from maskdp_jax import accounting
+from maskdp_jax.accounting import accountant, ledger, theorem41
 
 ORDERS = list(range(2, 65)) + [128, 256]
 GRID = [

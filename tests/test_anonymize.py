@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
-from anonymize import pose as pose_lib
-from data import decode
+from maskdp_jax.anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
+from maskdp_jax.anonymize import pose as pose_lib
+from maskdp_jax.data import decode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -510,16 +510,16 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
     video, _ = scene()
     src = str(tmp_path / "src")
     write_source(src, {"c/v.mp4": video})
-    base = [sys.executable, "-m", "anonymize", f"--src={src}", f"--dst={tmp_path / 'dst'}",
-            f"--mask_dir={tmp_path / 'masks'}", "--config.segment.method=background",
-            "--config.segment.detector=none"]
+    base = [sys.executable, "-m", "maskdp_jax.anonymize", f"--src={src}",
+            f"--dst={tmp_path / 'dst'}", f"--mask_dir={tmp_path / 'masks'}",
+            "--config.segment.method=background", "--config.segment.detector=none"]
     bad = subprocess.run(base + ["--config.max_reads=none"], cwd=ROOT, capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "more than max_reads='none'" in bad.stderr
     ok = subprocess.run(base + [f"--preview_dir={tmp_path / 'preview'}"], cwd=ROOT,
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    from anonymize.opencv import cv2
+    from maskdp_jax.anonymize.opencv import cv2
 
     strip = cv2().imread(str(tmp_path / "preview" / "c" / "v.png"))
     assert strip.shape == (3 * video.shape[1], 5 * video.shape[2], 3)
@@ -531,8 +531,8 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
 @pytest.mark.slow
 def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
     """Real footage -> anonymise (detector + GrabCut) -> folder layout -> train.py, unchanged."""
-    import train
-    from configs import folder_maskdp
+    from maskdp_jax import train
+    from maskdp_jax.configs import folder_maskdp
 
     frames = pipeline.read_video(real_clip("carphone_pristine.mp4"))[:75]  # he turns away after
     src, dst, masks = (str(tmp_path / d) for d in ("src", "dst", "masks"))
@@ -578,7 +578,7 @@ def test_the_default_segmenter_finds_the_person_in_every_frame_of_a_real_clip(ca
     every frame of the cut, his pose too, and its mask matches the hand-labelled frame 0
     (tests/fixtures/anonymize_people) with IoU > 0.85 (GrabCut in HOG/Haar boxes: 0.5 of the
     frames found is what its own test asks)."""
-    from anonymize.opencv import cv2
+    from maskdp_jax.anonymize.opencv import cv2
 
     q, poses = face_case
     assert q.any(axis=(1, 2)).all()
@@ -667,7 +667,7 @@ def test_a_pose_stage_is_held_to_max_reads_and_poses_to_their_shape(tmp_path):
 def test_the_shipped_model_files_are_the_recorded_ones():
     """Every file in anonymize/weights/ is a recorded model or licence, each model's bytes have
     its recorded SHA-256, and its licence text lies beside it."""
-    from anonymize import model_files
+    from maskdp_jax.anonymize import model_files
 
     shipped = set(os.listdir(model_files.WEIGHTS_DIR))
     licences = {m.licence_file for m in model_files.MODELS.values()}
@@ -679,21 +679,22 @@ def test_the_shipped_model_files_are_the_recorded_ones():
 
 
 def test_the_package_data_ships_every_model_file():
-    """pyproject's package data names a pattern under anonymize/ that matches every model file and
-    licence, so `pip install .` carries them."""
+    """pyproject's package data names a pattern for the weights folder that matches every model
+    file and licence, so `pip install .` carries them (tests/test_packaging.py builds the wheel)."""
     import fnmatch
     import tomllib
 
-    from anonymize import model_files
+    from maskdp_jax.anonymize import model_files
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        patterns = tomllib.load(f)["tool"]["setuptools"]["package-data"]["anonymize"]
+        data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
+    patterns = data["maskdp_jax.anonymize.weights"]
     for name in os.listdir(model_files.WEIGHTS_DIR):
-        assert any(fnmatch.fnmatch(f"weights/{name}", p) for p in patterns), name
+        assert any(fnmatch.fnmatch(name, p) for p in patterns), name
 
 
 def test_a_missing_or_altered_model_file_says_what_to_do(tmp_path, monkeypatch):
-    from anonymize import centerface, model_files
+    from maskdp_jax.anonymize import centerface, model_files
 
     monkeypatch.setattr(model_files, "WEIGHTS_DIR", str(tmp_path))
     model_files.path.cache_clear()
@@ -754,7 +755,7 @@ def test_the_default_avatar_stays_inside_the_person_mask():
     """The avatar (and so the public mask) is clipped to the cleaned person mask with the
     default configuration: no avatar pixel where the segmenter declared no person, even where a
     pose's bones run far past the mask; the coarse grid (avatar.cell >= 1) is what spills."""
-    from configs import anonymize as config_lib
+    from maskdp_jax.configs import anonymize as config_lib
 
     config = config_lib.get_config()
     video, person = scene(t=6)
@@ -788,7 +789,7 @@ def test_the_default_avatar_stays_inside_the_person_mask():
 def test_selfie_segmentation_finds_the_person_without_a_face_detector(carphone):
     """The whole-frame selfie segmenter (segment.method='selfie') finds the carphone man in every
     frame of the cut, matching the hand-labelled frame 0 with IoU > 0.85; it reads the video."""
-    from anonymize.opencv import cv2
+    from maskdp_jax.anonymize.opencv import cv2
 
     try:
         seg = segment.SelfieSegmentation()

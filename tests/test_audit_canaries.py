@@ -1,5 +1,6 @@
 """audit.canaries: canaries sit in the region they claim (down to the model's token views), the
-one-run bound behaves on known answers, and ``python -m audit`` runs the canary config."""
+one-run bound behaves on known answers, and ``python -m maskdp_jax.audit`` runs the canary
+config."""
 
 import math
 
@@ -7,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from audit import canaries
-from data import synthetic
+from maskdp_jax.audit import canaries
+from maskdp_jax.data import synthetic
 from maskdp_jax.tokenizer import Tokenizer
 
 STRIDE = (2, 4, 4)
@@ -92,8 +93,8 @@ def test_what_each_mode_promises_each_region():
 def test_canary_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_canaries.py at a tiny size: one row per (mode, ε, region, seed), σ
     calibrated under replace adjacency, the report and the plot."""
-    from audit import runs
-    from configs import audit_canaries
+    from maskdp_jax.audit import runs
+    from maskdp_jax.configs import audit_canaries
 
     config = audit_canaries.get_config()
     config.modes, config.epsilons, config.seeds = ("maskdp",), (4.0,), (0,)

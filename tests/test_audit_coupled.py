@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import PATCH_STRIDE, random_batch
 
-from audit import coupled
 from maskdp_jax import sampling
+from maskdp_jax.audit import coupled
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer
 

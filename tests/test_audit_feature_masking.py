@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from audit import feature_masking as fm
-from audit import runs
-from configs import audit_feature_masking
-from data import synthetic
+from maskdp_jax.audit import feature_masking as fm
+from maskdp_jax.audit import runs
+from maskdp_jax.configs import audit_feature_masking
+from maskdp_jax.data import synthetic
 from maskdp_jax.tokenizer import Tokenizer
 
 

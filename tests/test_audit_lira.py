@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit import lira, metrics
+from maskdp_jax.audit import lira, metrics
 
 M, N = 64, 300
 
@@ -161,7 +161,7 @@ def test_standard_auc_sees_a_planted_leak_and_stays_in_its_null_band_without_one
                                    delta=1e-5).auc_hull for _ in range(30)]
     assert np.mean(hull) > 0.53  # the hull's no-leak level is not 0.5
 
-    from audit import shadows  # noqa: PLC0415  (the design the audits use)
+    from maskdp_jax.audit import shadows  # noqa: PLC0415  (the design the audits use)
     inclusion = shadows.complementary_inclusion(np.random.default_rng(2), 16, 64)
     null = metrics.lira_null(inclusion, kind="online", options=lira.Options())["auc"]
     base = rng.normal(0, 2, 64) + rng.normal(size=(16, 64))
@@ -175,7 +175,7 @@ def test_standard_auc_sees_a_planted_leak_and_stays_in_its_null_band_without_one
 def test_asr_max_null_differs_between_offline_and_online():
     """With 16 models and 64 examples and nothing to find, offline ASR^M centres on the binomial
     chance level 0.75 and online ASR^M on about 0.81: one line cannot serve both."""
-    from audit import shadows  # noqa: PLC0415
+    from maskdp_jax.audit import shadows  # noqa: PLC0415
 
     inclusion = shadows.complementary_inclusion(np.random.default_rng(0), 16, 64)
     offline = metrics.lira_null(inclusion, kind="offline", draws=300)["asr_max"]
@@ -214,7 +214,7 @@ def test_fixed_variance_makes_online_lira_stronger_with_few_shadow_models():
     """16 shadow models, examples whose scores share one spread: a per-example σ from 7 scores is
     noise, one global σ is not; the online attack gains (Carlini et al.'s advice), yet with a
     small leak it stays below offline."""
-    from audit import shadows  # noqa: PLC0415
+    from maskdp_jax.audit import shadows  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     inclusion = shadows.complementary_inclusion(rng, 16, 200)

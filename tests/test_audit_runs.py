@@ -1,4 +1,4 @@
-"""``python -m audit`` end to end on the coupled-sampling audit, at a tiny size."""
+"""``python -m maskdp_jax.audit`` end to end on the coupled-sampling audit, at a tiny size."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from configs import audit_coupled
+from maskdp_jax.configs import audit_coupled
 
 pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
 
@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_coupled_audit_command_writes_its_report(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "audit", "--config=configs/audit_coupled.py",
+        [sys.executable, "-m", "maskdp_jax.audit", "--config=configs/audit_coupled.py",
          f"--workdir={tmp_path}", "--config.input.num_train=16", "--config.batch_size=4",
          "--config.physical_batch_size=8", "--config.attack_steps=4"],
         cwd=ROOT, capture_output=True, text=True, env=os.environ | {"JAX_PLATFORMS": "cpu"})
@@ -31,7 +31,7 @@ def test_coupled_audit_command_writes_its_report(tmp_path):
 
 def test_unknown_audit_is_refused(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "audit", "--config=configs/audit_coupled.py",
+        [sys.executable, "-m", "maskdp_jax.audit", "--config=configs/audit_coupled.py",
          f"--workdir={tmp_path}", "--config.audit=nope"],
         cwd=ROOT, capture_output=True, text=True, env=os.environ | {"JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 2 and "config.audit must be one of" in proc.stderr
@@ -41,8 +41,8 @@ def test_unknown_audit_is_refused(tmp_path):
 def test_lira_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_synthetic.py at a tiny size: one row per (mode, ε, seed), the table's mean ±
     std over seeds, the report and the ASR^M plot."""
-    from audit import membership, runs
-    from configs import audit_synthetic
+    from maskdp_jax.audit import membership, runs
+    from maskdp_jax.configs import audit_synthetic
 
     config = audit_synthetic.get_config()
     config.modes, config.epsilons, config.seeds = ("nonprivate", "maskdp"), (4.0,), (0, 1)
@@ -69,8 +69,8 @@ def test_lira_audit_writes_its_table_and_plot(tmp_path):
 
 
 def test_bad_lira_options_are_refused_before_training(tmp_path):
-    from audit import runs
-    from configs import audit_synthetic
+    from maskdp_jax.audit import runs
+    from maskdp_jax.configs import audit_synthetic
 
     for key, value, match in (("variance", "fixed", "variance must be one of"),
                               ("estimator", "mode", "estimator must be one of"),

@@ -11,8 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from audit import lira, shadows
 from maskdp_jax import parallel, partition
+from maskdp_jax.audit import lira, shadows
 from maskdp_jax.plan import PrivacyPlan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

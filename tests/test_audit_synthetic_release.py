@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from audit import lira, runs, synthetic_release
-from configs import audit_dpcda
-from release import run
+from maskdp_jax.audit import lira, runs, synthetic_release
+from maskdp_jax.configs import audit_dpcda
+from maskdp_jax.release import run
 
 
 def _config():

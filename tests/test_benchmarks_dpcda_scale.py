@@ -4,8 +4,8 @@ accountant's calibration, the table has a row per (dataset, ε)."""
 import numpy as np
 import pytest
 
-from accounting import dpcda
 from benchmarks import dpcda_scale
+from maskdp_jax.accounting import dpcda
 
 
 @pytest.mark.parametrize("sigma,num_classes", [(0.32, 10), (1.0, 10), (0.5, 3), (4.0, 10)])

@@ -17,10 +17,9 @@ pytest.importorskip("opacus")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-import models  # noqa: E402
 from benchmarks import opacus_maskdp as bench  # noqa: E402
 from benchmarks import opacus_torch_step as ots  # noqa: E402
-from maskdp_jax import tokenizer  # noqa: E402
+from maskdp_jax import models, tokenizer  # noqa: E402
 
 TINY = bench.SIZES["tiny"]
 

@@ -9,10 +9,9 @@ import numpy as np
 import optax
 import pytest
 
-import accounting
-import train
-from accounting import paper_settings
-from configs import (
+from maskdp_jax import accounting, train
+from maskdp_jax.accounting import paper_settings
+from maskdp_jax.configs import (
     hmdb51_maskdp,
     ntu60_xsub_maskdp,
     tsh_cs_maskdp,
@@ -20,7 +19,7 @@ from configs import (
     ucf101_multiclip,
     video_paper,
 )
-from run import config as run_config
+from maskdp_jax.run import config as run_config
 
 SEED_000 = ("a 0.01 learning rate over 150 epochs. The training includes a 20-epoch warmup and "
             "a 130-epoch cosine decay. Non-private training uses standard SGD")
@@ -141,7 +140,7 @@ def test_trainer_cli_and_paper_table_count_the_same_steps(module):
     assert plan.steps == setting.steps == accounting.steps_for_epochs(
         num_examples=setting.num_examples, batch_size=128, epochs=setting.epochs)
     out = subprocess.run(
-        [sys.executable, "-m", "accounting", "epsilon", "--num-examples",
+        [sys.executable, "-m", "maskdp_jax.accounting", "epsilon", "--num-examples",
          str(setting.num_examples), "--batch-size", "128", "--epochs", str(setting.epochs),
          "--sigma", "1.0", "--delta", str(setting.delta), "--method", "rdp"],
         capture_output=True, text=True, check=True)

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from data import atomic
+from maskdp_jax.data import atomic
 
 
 @pytest.mark.parametrize("content", [b"\x00\xffbytes", "text: \u00e9\n"])

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data import clips, layouts, synthetic, testing
-from data.video_dataset import VideoDataset, VideoOptions
+from maskdp_jax.data import clips, layouts, synthetic, testing
+from maskdp_jax.data.video_dataset import VideoDataset, VideoOptions
 
 
 def _grid(num_video_frames: int, num_frames: int, stride: int) -> tuple[int, int, int]:

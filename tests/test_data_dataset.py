@@ -5,9 +5,9 @@ import types
 import numpy as np
 import pytest
 
-import data
-from data import clips, layouts, synthetic, testing, tfds_ucf101
-from data.video_dataset import VideoDataset, VideoOptions
+from maskdp_jax import data
+from maskdp_jax.data import clips, layouts, synthetic, testing, tfds_ucf101
+from maskdp_jax.data.video_dataset import VideoDataset, VideoOptions
 
 
 def _options(**overrides) -> VideoOptions:

@@ -14,11 +14,9 @@ import numpy as np
 import pytest
 from malformed import Case, assert_refused, set_keys, table, tiny_config
 
-import data
-import train
-from data import decode, labels, layouts, preprocess, testing
-from maskdp_jax import tokenizer
-from run import datasets as run_datasets
+from maskdp_jax import data, tokenizer, train
+from maskdp_jax.data import decode, labels, layouts, preprocess, testing
+from maskdp_jax.run import datasets as run_datasets
 
 # ---------------------------------------------------------------------------------------------
 # Masks (public information, but they decide what is protected)
@@ -101,7 +99,7 @@ def test_maskdp_without_masks_is_refused(tmp_path, no_model):
 
 
 def _folder_input(root) -> ml_collections.ConfigDict:
-    from configs import video_paper
+    from maskdp_jax.configs import video_paper
 
     c = video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3).input
     c.data_dir, c.split_dir = str(root / "videos"), str(root)
@@ -230,7 +228,7 @@ def test_bad_videos(case, tmp_path):
 
 
 def _folder_input_blank():
-    from configs import video_paper
+    from maskdp_jax.configs import video_paper
 
     return video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3).input
 

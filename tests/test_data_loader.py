@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from data import StepPrefetcher
+from maskdp_jax.data import StepPrefetcher
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])

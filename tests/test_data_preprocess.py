@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from data import preprocess
+from maskdp_jax.data import preprocess
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "k400_transform_torchvision.npz")
 LEVEL = 1.0 / 255 / 0.225  # one uint8 step after normalisation

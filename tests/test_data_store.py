@@ -1,6 +1,6 @@
-"""Clip store (data/store.py, python -m run.prepare): batches read from it equal the batches
-decoded from the videos bit for bit; stores of other videos or another preprocessing are refused;
-an interrupted prepare resumes; training from it equals training from the videos."""
+"""Clip store (data/store.py, python -m maskdp_jax.prepare): batches read from it equal the
+batches decoded from the videos bit for bit; stores of other videos or another preprocessing are
+refused; an interrupted prepare resumes; training from it equals training from the videos."""
 
 import json
 import os
@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from configs import ucf101_maskdp
-from data import store, testing
-from run import datasets as run_datasets
-from run import prepare
+from maskdp_jax import prepare
+from maskdp_jax.configs import ucf101_maskdp
+from maskdp_jax.data import store, testing
+from maskdp_jax.run import datasets as run_datasets
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_a_store_of_other_videos_or_preprocessing_is_refused(ucf, stored, tmp_pa
 
 
 def test_missing_or_incomplete_store_says_what_to_run(ucf, tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m run.prepare"):
+    with pytest.raises(FileNotFoundError, match="python -m maskdp_jax.prepare"):
         run_datasets.get_datasets(_config(ucf, str(tmp_path / "none")).input, mode="maskdp")
     with pytest.raises(ValueError, match="set --config.input.store_dir"):
         prepare.prepare_stores(_config(ucf), workers=1)
@@ -200,7 +200,7 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
     run too: the store and the resume are each exact)."""
     import signal
 
-    import train
+    from maskdp_jax import train
 
     load = train.load_logical_batch
 
@@ -240,8 +240,8 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
 
 @pytest.mark.slow
 def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
-    """python -m run.prepare: the clip store's first step (docs/guides/own_videos.md), as a user
-    runs it."""
+    """python -m maskdp_jax.prepare: the clip store's first step (docs/guides/own_videos.md), as
+    a user runs it."""
     import subprocess
     import sys
 
@@ -250,7 +250,8 @@ def test_the_command_writes_the_stores_and_says_what_is_missing(ucf, tmp_path):
              f"--config.input.split_dir={ucf['split_dir']}",
              f"--config.input.mask_dir={ucf['mask_dir']}", "--config.input.resize_size=24",
              "--config.input.crop_size=24", "--config.input.clip_frames=4", "--workers=1"]
-    cmd = [sys.executable, "-m", "run.prepare", "--config=configs/ucf101_maskdp.py", *flags]
+    cmd = [sys.executable, "-m", "maskdp_jax.prepare", "--config=configs/ucf101_maskdp.py",
+           *flags]
     bad = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800)
     assert bad.returncode != 0 and "set --config.input.store_dir" in bad.stderr
     ok = subprocess.run(cmd + [f"--config.input.store_dir={tmp_path}"], cwd=root,

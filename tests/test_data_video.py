@@ -13,11 +13,11 @@ import zipfile
 import numpy as np
 import pytest
 
-import data
-from configs import ucf101_maskdp
-from data import clips, decode, layouts, testing
-from run import datasets as run_datasets
-from run import evaluation
+from maskdp_jax import data
+from maskdp_jax.configs import ucf101_maskdp
+from maskdp_jax.data import clips, decode, layouts, testing
+from maskdp_jax.run import datasets as run_datasets
+from maskdp_jax.run import evaluation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -243,7 +243,7 @@ def test_get_batch_deterministic_and_independent_of_threads(ucf):
 
 
 def test_dataset_without_masks_runs_dp_but_not_maskdp(ucf, tmp_path):
-    import train
+    from maskdp_jax import train
 
     c = _input(ucf, mask_dir="")
     ds, _ = run_datasets.get_datasets(c, mode="dp")

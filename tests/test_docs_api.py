@@ -14,13 +14,18 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("maskdp_jax", "accounting", "models", "data", "run", "audit", "release", "anonymize",
-            "reporting")
+# docs/api/<page>.md -> the folder of the package it documents.
+FOLDERS = {"maskdp_jax": "maskdp_jax", "accounting": "accounting", "models": "models",
+           "data": "data", "run": "maskdp_jax/run", "audit": "maskdp_jax/audit",
+           "release": "maskdp_jax/release", "anonymize": "maskdp_jax/anonymize",
+           "reporting": "maskdp_jax/reporting"}
+PACKAGES = tuple(FOLDERS)
 
 
-def _modules(package: str) -> list[str]:
+def _modules(page: str) -> list[str]:
+    package = "maskdp_jax" if page == "maskdp_jax" else f"maskdp_jax.{page}"
     return [package if p.stem == "__init__" else f"{package}.{p.stem}"
-            for p in sorted((ROOT / package).glob("*.py"))]
+            for p in sorted((ROOT / FOLDERS[page]).glob("*.py"))]
 
 
 def _documented(package: str) -> set[str]:

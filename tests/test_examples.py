@@ -50,9 +50,63 @@ def run(python: str, cwd, *args: str) -> str:
 
 @pytest.mark.slow
 def test_package_imports_from_another_directory(installed, tmp_path):
-    out = run(installed, tmp_path, "-c", "import maskdp_jax as mdp, accounting, audit, configs;"
-              "print(mdp.__file__, len(mdp.__all__))")
+    out = run(installed, tmp_path, "-c", "import maskdp_jax as mdp, maskdp_jax.accounting, "
+              "maskdp_jax.audit, maskdp_jax.configs; print(mdp.__file__, len(mdp.__all__))")
     assert out.startswith(os.path.join(ROOT, "maskdp_jax")), out
+
+
+USER_PROJECT = {
+    "models/__init__.py": "NAME = 'the user models'\n",
+    "data/__init__.py": "def images(n):\n    import numpy as np\n"
+                        "    return np.random.default_rng(0).normal(size=(n, 8, 8, 3))\n",
+    "configs/__init__.py": "STEPS = 2\n",
+    "train_mine.py": '''
+import jax, jax.numpy as jnp, numpy as np, optax
+import configs, data, models                       # the user's own packages
+import maskdp_jax as mdp
+from maskdp_jax.configs import default              # ours, beside theirs
+from maskdp_jax.run import model as run_model
+
+assert models.NAME == "the user models"
+images = data.images(64).astype(np.float32)
+labels, masks = np.arange(64) % 2, np.zeros((64, 8, 8), np.uint8)
+masks[:, :, :4] = 1
+def loss(w, image, label):
+    return optax.sigmoid_binary_cross_entropy(jnp.sum(w * image), label)
+plan = mdp.PrivacyPlan.calibrate(mode="maskdp", num_examples=64, batch_size=16,
+                                 steps=configs.STEPS, l2_clip_norm=1.0, delta=1e-4,
+                                 target_epsilon=2.0)
+rng = mdp.Randomness(mode="seeded", seed=0)
+sampler, ledger = rng.sampler(num_examples=64, expected_batch_size=16), mdp.Ledger()
+w = jnp.zeros((8, 8, 3))
+for step in range(plan.steps):
+    drawn = sampler.logical_batch(step, mode=plan.mode)
+    def rows(i):
+        i, weight = mdp.padded_indices(i, multiple_of=16)
+        return mdp.Examples(inputs=images[i], targets=labels[i], masks=masks[i], weights=weight)
+    grad, _ = mdp.masked_gradient(loss, w, plan=plan,
+                                  key=jax.random.fold_in(rng.noise_key(), step),
+                                  public=rows(drawn.public), private=rows(drawn.private),
+                                  tokens=mdp.Tokenizer(patch_stride=(4, 4)))
+    w = w - 0.1 * grad
+    plan.record_step(ledger)
+config = default.get_config()
+config.model.name = "mvit_test"
+built = run_model.build(config.model, num_classes=3, seed=0)
+print(f"steps {ledger.steps} eps {plan.epsilon(ledger):.3f} model {built.counts()['total']}")
+''',
+}
+
+
+@pytest.mark.slow
+def test_a_user_project_with_its_own_models_data_and_configs_trains(installed, tmp_path):
+    """A project whose own ``models``, ``data`` and ``configs`` packages would shadow generic
+    top-level names trains through the public API and builds our model beside its own."""
+    for name, text in USER_PROJECT.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    out = run(installed, tmp_path, "train_mine.py")
+    assert re.search(r"steps 2 eps [0-9.]+ model [0-9]+", out), out
 
 
 @pytest.mark.slow

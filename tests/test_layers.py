@@ -1,4 +1,5 @@
-"""The layers of the tree (README, "Code layout"): no import runs up the layers.
+"""The layers of the tree (README, "Code layout"): no import runs up the layers, and every
+first-party import goes through the one import root, ``maskdp_jax``.
 
 Read from the source with ``ast`` (every ``import`` statement, also inside functions), so a lazy
 import cannot hide an upward dependency.
@@ -6,27 +7,56 @@ import cannot hide an upward dependency.
 
 import ast
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# package -> first-party packages it may import (besides itself).
+# layer -> the folders (or files) that hold it, relative to the repository root. The DP core is
+# the top-level modules of maskdp_jax/ that are not commands. The commands are the top layer:
+# those top-level command modules and every package's __main__.py (nothing imports them).
+COMMANDS = ("train.py", "sweep.py", "prepare.py", "export.py", "convert.py", "paper_tables.py")
+HOME = {
+    "accounting": ["accounting"],
+    "models": ["models"],
+    "data": ["data"],
+    "configs": ["configs"],
+    "core": [f"maskdp_jax/{p.name}" for p in sorted((ROOT / "maskdp_jax").glob("*.py"))
+             if p.name not in COMMANDS],
+    "run": ["maskdp_jax/run"],
+    "reporting": ["maskdp_jax/reporting"],
+    "release": ["maskdp_jax/release"],
+    "audit": ["maskdp_jax/audit"],
+    "anonymize": ["maskdp_jax/anonymize"],
+    "commands": [f"maskdp_jax/{name}" for name in COMMANDS] + sorted(
+        str(p.relative_to(ROOT)) for folder in ("maskdp_jax", "accounting", "models", "data")
+        for p in (ROOT / folder).rglob("__main__.py")),
+}
+# layer -> the layers it may import (besides itself).
 ALLOWED = {
     "accounting": set(),
     "models": set(),
     "data": set(),
-    "maskdp_jax": {"accounting"},
-    "run": {"accounting", "models", "data", "maskdp_jax", "configs"},
-    "reporting": {"accounting", "models", "data", "maskdp_jax"},
-    "release": {"accounting", "data", "maskdp_jax", "reporting", "run"},
-    "audit": {"accounting", "data", "maskdp_jax", "models", "reporting", "run", "release"},
-    "anonymize": {"data"},
+    "core": {"accounting"},
+    "configs": {"data", "reporting"},
+    "run": {"accounting", "models", "data", "core", "configs"},
+    "reporting": {"accounting", "models", "data", "core"},
+    "release": {"accounting", "data", "core", "reporting", "run"},
+    "audit": {"accounting", "data", "core", "models", "reporting", "run", "release"},
+    "anonymize": {"data", "configs"},
+    "commands": set(HOME) - {"commands"},
 }
-FIRST_PARTY = set(ALLOWED) | {"configs", "train", "sweep", "benchmarks", "tests"}
-# Third-party imports a package must not make (the DP core: no IO layers, no plots, no configs).
+# maskdp_jax.<name> -> the layer it belongs to (a top-level module not named here is the core).
+SUBPACKAGES = {name: name for name in HOME if name not in ("core", "commands")}
+SUBPACKAGES |= {pathlib.Path(name).stem: "commands" for name in COMMANDS}
+# Names that must never be imported as roots of their own: the installed package has one root.
+GENERIC_ROOTS = {"models", "accounting", "data", "configs", "run", "reporting", "release",
+                 "audit", "anonymize", *(pathlib.Path(name).stem for name in COMMANDS)}
+LIBRARY_ONLY = {"benchmarks", "tests"}  # a library layer must not import these
+# Third-party imports a layer must not make (the DP core: no IO layers, no plots, no configs).
 FORBIDDEN = {
-    "maskdp_jax": {"matplotlib", "ml_collections", "orbax", "tensorboardX"},
+    "core": {"matplotlib", "ml_collections", "orbax", "tensorboardX"},
     "data": {"ml_collections", "matplotlib"},
     "accounting": {"matplotlib", "ml_collections", "orbax"},
     "models": {"matplotlib", "ml_collections"},
@@ -34,30 +64,69 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: pathlib.Path) -> set[str]:
-    out = set()
+def _layer_of(module: str, names: list[str]) -> set[str]:
+    """The layers an import of ``module`` (``from module import names``) reaches."""
+    parts = module.split(".")
+    if parts[0] != "maskdp_jax":
+        return set()
+    if len(parts) > 1:
+        return {SUBPACKAGES.get(parts[1], "core")}
+    return {SUBPACKAGES.get(name, "core") for name in names}  # from maskdp_jax import data
+
+
+def _imports(path: pathlib.Path) -> tuple[set[str], set[str]]:
+    """``(top-level names, first-party layers)`` that ``path`` imports."""
+    roots, layers = set(), set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            out |= {alias.name.split(".")[0] for alias in node.names}
+            for alias in node.names:
+                roots.add(alias.name.split(".")[0])
+                layers |= _layer_of(alias.name, [])
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
+            roots.add(node.module.split(".")[0])
+            layers |= _layer_of(node.module, [alias.name for alias in node.names])
+    return roots, layers
+
+
+def _files(layer: str) -> list[pathlib.Path]:
+    out = []
+    for home in HOME[layer]:
+        path = ROOT / home
+        out += [path] if path.suffix == ".py" else sorted(
+            p for p in path.rglob("*.py") if p.name != "__main__.py")
     return out
 
 
-@pytest.mark.parametrize("package", sorted(ALLOWED))
-def test_no_import_runs_up_the_layers(package):
-    for path in sorted((ROOT / package).rglob("*.py")):
-        found = _imports(path)
-        upward = (found & FIRST_PARTY) - ALLOWED[package] - {package}
+@pytest.mark.parametrize("layer", sorted(HOME))
+def test_no_import_runs_up_the_layers(layer):
+    for path in _files(layer):
+        roots, layers = _imports(path)
+        upward = layers - ALLOWED[layer] - {layer}
         assert not upward, f"{path.relative_to(ROOT)} imports {sorted(upward)}"
-        banned = found & FORBIDDEN.get(package, set())
+        banned = roots & (FORBIDDEN.get(layer, set()) | LIBRARY_ONLY)
         assert not banned, f"{path.relative_to(ROOT)} imports {sorted(banned)}"
+
+
+def test_first_party_code_imports_through_the_one_root():
+    tracked = [p for p in ROOT.rglob("*.py")
+               if not any(part.startswith(".") or part in ("build", "docs")
+                          for part in p.relative_to(ROOT).parts[:-1])]
+    for path in tracked:
+        generic = _imports(path)[0] & GENERIC_ROOTS
+        assert not generic, f"{path.relative_to(ROOT)} imports {sorted(generic)}: use maskdp_jax."
+        # the same in >>> examples and in code run by a subprocess (strings)
+        generic = set(re.findall(rf"(?:>>> |[\"';] *)(?:from|import) ({'|'.join(GENERIC_ROOTS)})\b",
+                                 path.read_text()))
+        assert not generic, f"{path.relative_to(ROOT)} runs code importing {sorted(generic)}"
 
 
 def test_the_checker_sees_an_upward_import(tmp_path):
     bad = tmp_path / "m.py"
-    bad.write_text("def f():\n    from run import guard\n    import matplotlib.pyplot\n")
-    assert {"run", "matplotlib"} <= _imports(bad)
+    bad.write_text("def f():\n    from maskdp_jax.run import guard\n    import matplotlib.pyplot\n"
+                   "    from maskdp_jax import data, Mode\n    import models\n")
+    roots, layers = _imports(bad)
+    assert {"matplotlib", "models"} <= roots
+    assert layers == {"run", "data", "core"}
 
 
 def _test_map() -> dict[str, list[str]]:
@@ -74,8 +143,8 @@ def _test_map() -> dict[str, list[str]]:
 
 def test_every_library_module_has_a_row_in_the_test_map():
     rows = _test_map()
-    modules = {str(p.relative_to(ROOT)) for package in ALLOWED
-               for p in (ROOT / package).rglob("*.py") if p.name != "__init__.py"}
+    modules = {str(p.relative_to(ROOT)) for layer in HOME if layer != "configs"
+               for p in _files(layer) if p.name != "__init__.py"}
     assert modules - set(rows) == set(), "add these modules to BUILD.md's test map"
     assert set(rows) - modules == set(), "BUILD.md's test map names modules that do not exist"
     for module, files in rows.items():

@@ -15,7 +15,7 @@ from conftest import CLIP_SHAPE, TinyVideoNet
 
 from benchmarks import ghost_equality
 from maskdp_jax import clipping, ghost
-from run import model as run_model
+from maskdp_jax.run import model as run_model
 
 C = ghost_equality.CLIP_NORM
 TOLERANCE = 1e-5

@@ -6,7 +6,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-import accounting
+from maskdp_jax import accounting
 from maskdp_jax.plan import Mode, PrivacyPlan
 
 COMMON = dict(num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delta=1e-5)

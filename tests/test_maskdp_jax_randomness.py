@@ -13,13 +13,12 @@ import jax
 import numpy as np
 import pytest
 
-import accounting
-from configs import default
-from maskdp_jax import randomness, sampling
+from maskdp_jax import accounting, randomness, sampling
+from maskdp_jax.configs import default
 from maskdp_jax.plan import PrivacyPlan
-from reporting import privacy as privacy_lib
-from reporting import run_report as report
-from run import checkpoint, guard, identity, journal
+from maskdp_jax.reporting import privacy as privacy_lib
+from maskdp_jax.reporting import run_report as report
+from maskdp_jax.run import checkpoint, guard, identity, journal
 
 N, B = 64, 16
 
@@ -206,7 +205,7 @@ def test_seeded_report_carries_the_warning(mode):
 
 
 def test_shipped_configs_are_secret_but_the_research_sweep():
-    from configs import (
+    from maskdp_jax.configs import (
         hmdb51_maskdp,
         ntu60_xsub_maskdp,
         sweep_synthetic,

@@ -8,9 +8,10 @@ import optax
 import pytest
 from conftest import PATCH_STRIDE, random_batch
 
-from data import clips
 from maskdp_jax import partition
+from maskdp_jax.data import clips
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.run import model as run_model
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import (
     LogicalBatchData,
@@ -21,7 +22,6 @@ from maskdp_jax.train_step import (
     make_train_step,
     zeros_accumulator,
 )
-from run import model as run_model
 
 KEY = jax.random.key(42)
 # The private pass' two ways to per-example norms (config.privacy.per_example): the tests marked

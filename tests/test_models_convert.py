@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-import models
-from configs import default
-from maskdp_jax import partition
-from models import convert
-from run import model as run_model
+from maskdp_jax import convert as convert_command
+from maskdp_jax import models, partition
+from maskdp_jax.configs import default
+from maskdp_jax.models import convert
+from maskdp_jax.run import model as run_model
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 NUM_CLASSES = 5  # of the fixture's head
@@ -220,12 +220,13 @@ def checkpoints(fixture, tmp_path_factory):
     out = {"src": src}
     for classes in (NUM_CLASSES, 3):
         out[classes] = str(root / f"ckpt_{classes}")
-        convert.main(["--src", src, "--dst", out[classes], "--num_classes", str(classes),
-                      "--preset", "mvit_parity"])
+        assert convert_command.cli(["prog", "--src", src, "--dst", out[classes],
+                                    "--num_classes", str(classes), "--preset", "mvit_parity"]) == 0
     return out
 
 
-def test_cli_checkpoint_restores_the_converted_parameters(fixture, checkpoints, like):
+def test_cli_checkpoint_restores_the_converted_parameters(fixture, checkpoints, like,
+                                                           capsys):
     """What the CLI wrote is what the converter produces (whose logits test_models_mvit_parity
     checks)."""
     state, _ = fixture
@@ -235,9 +236,10 @@ def test_cli_checkpoint_restores_the_converted_parameters(fixture, checkpoints, 
     params = convert.restore_params(checkpoints[NUM_CLASSES], like=template)
     jax.tree.map(np.testing.assert_array_equal, params, expected)
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
-    with pytest.raises(FileExistsError, match="choose a new --dst"):
-        convert.main(["--src", checkpoints["src"], "--dst", checkpoints[NUM_CLASSES],
-                      "--num_classes", "5", "--preset", "mvit_parity"])
+    assert convert_command.cli(["prog", "--src", checkpoints["src"], "--dst",
+                                checkpoints[NUM_CLASSES], "--num_classes", "5",
+                                "--preset", "mvit_parity"]) == 2
+    assert "choose a new --dst" in capsys.readouterr().err
 
 
 def test_restore_from_a_checkpoint_file_converts_on_the_fly(fixture, checkpoints):

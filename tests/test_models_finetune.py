@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-import models
-from maskdp_jax import partition
-from models import convert, finetune
+from maskdp_jax import models, partition
+from maskdp_jax.models import convert, finetune
 
 CLASSES = 60
 HEAD = 769 * CLASSES  # 768 features + bias per class
@@ -123,8 +122,8 @@ def test_adapters_at_init_leave_the_output_unchanged():
 def test_first_trainable_block_is_where_the_frozen_prefix_ends():
     """The feature cache's cut: selective k trains from block L - k, linear only after the last
     block, norms and adapters from block 0; full has no frozen prefix and is refused."""
-    import models
-    from models import finetune
+    from maskdp_jax import models
+    from maskdp_jax.models import finetune
 
     model = models.get_model("mvit_parity", num_classes=3)
     params = jax.eval_shape(model.init, jax.random.key(0),

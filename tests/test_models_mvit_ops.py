@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.mvit import DepthwiseConv3d, PatchEmbed, _im2col
-from models.pooling import max_pool3d, pooled_size, strided_window
+from maskdp_jax.models.mvit import DepthwiseConv3d, PatchEmbed, _im2col
+from maskdp_jax.models.pooling import max_pool3d, pooled_size, strided_window
 
 pytestmark = pytest.mark.slow  # every test here compiles pieces of the network (BUILD.md)
 
@@ -135,7 +135,7 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding, monkeypatch):
     ``nn.Conv``'s. Overlapping windows: on a GPU or TPU the embedding is
     ``lax.conv_general_dilated``, a path the CPU suite never takes: forced here on the CPU, it
     equals the library too."""
-    import models.mvit
+    import maskdp_jax.models.mvit
 
     x = jax.random.normal(jax.random.key(2), (2, 4, 16, 16, 3))
     reference = nn.Conv(8, kernel, strides=stride, padding=[(p, p) for p in padding])
@@ -164,7 +164,7 @@ def test_patch_embed_equals_flax_conv(kernel, stride, padding, monkeypatch):
         np.testing.assert_array_equal(out_x[:, 1:], out_y[:, 1:])
         assert not np.allclose(out_x[:, 0, 0, 0], out_y[:, 0, 0, 0])
     else:
-        monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
+        monkeypatch.setattr(maskdp_jax.models.mvit.jax, "default_backend", lambda: "gpu")
         accelerator = value_and_grads(ours)
         np.testing.assert_allclose(accelerator[0], want[0], rtol=1e-5, atol=1e-5)
         _assert_trees_close(accelerator[1], want[1], rtol=1e-4, atol=1e-4)
@@ -197,7 +197,7 @@ def test_prefix_then_suffix_is_the_whole_network_at_every_cut(preset):
     apply(x, stop_block=k) then apply(tokens, start_block=k) must be apply(x), for every k
     (v2 relative positions and v1 absolute positions), and entering the final norm the class
     token alone suffices."""
-    import models
+    from maskdp_jax import models
 
     model = models.get_model(preset, num_classes=5)
     x = jax.random.normal(jax.random.key(0), (2, *model.input_size, 3))
@@ -230,7 +230,7 @@ def test_prefix_then_suffix_is_the_whole_network_at_every_cut(preset):
 def test_bfloat16_compute_keeps_float32_parameters_logits_and_gradients():
     """dtype=bfloat16 runs the products in bfloat16 and everything the DP step reads (logits,
     loss, per-parameter gradients) in float32, close to the float32 model."""
-    import models
+    from maskdp_jax import models
 
     x = jax.random.normal(jax.random.key(0), (2, 8, 32, 32, 3))
     full, half = (models.get_model("mvit_test", num_classes=5, dtype=d)
@@ -278,7 +278,7 @@ def _assert_close(got, want, tol):
 
 @pytest.fixture(scope="module")
 def mvit_test_params():
-    import models
+    from maskdp_jax import models
 
     x = jax.random.normal(jax.random.key(0), (2, 8, 32, 32, 3))
     model = models.get_model("mvit_test", num_classes=5)
@@ -296,7 +296,7 @@ def test_the_fused_attention_branch_equals_the_einsum_branch(mvit_test_params):
     logits and gradients (every parameter, relative-position tables included, and the input)
     equal our einsum path's to float32 tolerance. mvit_test's sequences are all of odd length
     (``1 + t*h*w``), so both padding branches run."""
-    import models
+    from maskdp_jax import models
 
     params, x = mvit_test_params
     einsum, fused = (_loss_and_grads(models.get_model("mvit_test", num_classes=5,
@@ -308,7 +308,7 @@ def test_the_fused_attention_branch_equals_the_einsum_branch(mvit_test_params):
 
 
 def test_which_attention_runs_and_bad_choices():
-    from models.mvit import attention_implementation
+    from maskdp_jax.models.mvit import attention_implementation
 
     assert attention_implementation("auto", jnp.bfloat16, 96) == "einsum"  # the CPU
     assert attention_implementation("auto", jnp.float32, 96) == "einsum"
@@ -322,12 +322,12 @@ def test_which_attention_runs_and_bad_choices():
 
 
 def test_auto_attention_picks_cudnn_on_a_gpu_in_bfloat16_only(monkeypatch):
-    import models.mvit
+    import maskdp_jax.models.mvit
 
-    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
-    assert models.mvit.attention_implementation("auto", jnp.bfloat16, 96) == "cudnn"
-    assert models.mvit.attention_implementation("auto", jnp.float32, 96) == "einsum"
-    assert models.mvit.attention_implementation("auto", jnp.bfloat16, 100) == "einsum"
+    monkeypatch.setattr(maskdp_jax.models.mvit.jax, "default_backend", lambda: "gpu")
+    assert maskdp_jax.models.mvit.attention_implementation("auto", jnp.bfloat16, 96) == "cudnn"
+    assert maskdp_jax.models.mvit.attention_implementation("auto", jnp.float32, 96) == "einsum"
+    assert maskdp_jax.models.mvit.attention_implementation("auto", jnp.bfloat16, 100) == "einsum"
 
 
 def test_on_a_gpu_auto_takes_the_cudnn_branch_or_falls_back_where_cudnn_refuses(
@@ -339,7 +339,7 @@ def test_on_a_gpu_auto_takes_the_cudnn_branch_or_falls_back_where_cudnn_refuses(
     Where cuDNN's checks refuse the call (an older GPU, cuDNN version, a shape), ``auto``
     computes the attention as two products and says so, and the logits of the two agree to
     bfloat16 precision; an explicit ``"cudnn"`` fails with cuDNN's reason."""
-    import models
+    from maskdp_jax import models
 
     params, x = mvit_test_params
     original, calls = jax.nn.dot_product_attention, []
@@ -351,14 +351,16 @@ def test_on_a_gpu_auto_takes_the_cudnn_branch_or_falls_back_where_cudnn_refuses(
     def refusing(*args, implementation=None, **kwargs):
         raise NotImplementedError("cuDNN says no")
 
+    import maskdp_jax.models.mvit
+
     auto, cudnn = (models.get_model("mvit_test", num_classes=5, dtype=jnp.bfloat16,
                                     attention_impl=impl) for impl in ("auto", "cudnn"))
-    monkeypatch.setattr(models.mvit.jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(models.mvit.jax.nn, "dot_product_attention", recorded)
+    monkeypatch.setattr(maskdp_jax.models.mvit.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(maskdp_jax.models.mvit.jax.nn, "dot_product_attention", recorded)
     fused = jax.jit(auto.apply)({"params": params}, x)
     assert set(calls) == {"cudnn"} and len(calls) == len(auto.blocks), calls
 
-    monkeypatch.setattr(models.mvit.jax.nn, "dot_product_attention", refusing)
+    monkeypatch.setattr(maskdp_jax.models.mvit.jax.nn, "dot_product_attention", refusing)
     with caplog.at_level("WARNING"):
         fallback = jax.jit(auto.apply)({"params": params}, x)
     assert "refused" in caplog.text and "cuDNN says no" in caplog.text, caplog.text

@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
-from models import convert
+from maskdp_jax import models
+from maskdp_jax.models import convert
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 FIXTURE = os.path.join(FIXTURES, "mvit_tiny_torchvision.npz")

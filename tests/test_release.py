@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from configs import dpcda_digits, dpcda_npz
-from release import datasets, mixing, run
+from maskdp_jax.configs import dpcda_digits, dpcda_npz
+from maskdp_jax.release import datasets, mixing, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -191,7 +191,7 @@ def test_a_users_npz_releases_what_the_same_data_as_a_benchmark_releases(tmp_pat
 
 
 def _cli(*flags):
-    return subprocess.run([sys.executable, "-m", "release", *flags], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "maskdp_jax.release", *flags], cwd=ROOT,
                           capture_output=True, text=True,
                           env=os.environ | {"JAX_PLATFORMS": "cpu"})
 

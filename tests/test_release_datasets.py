@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from configs import dpcda_npz
-from release import datasets, run
+from maskdp_jax.configs import dpcda_npz
+from maskdp_jax.release import datasets, run
 from tests.malformed import set_keys
 
 K, PER_CLASS, DIM = 3, 20, 4

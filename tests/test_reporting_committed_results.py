@@ -13,9 +13,9 @@ import re
 import numpy as np
 import pytest
 
-from configs import default
-from reporting import results
-from run import model as run_model
+from maskdp_jax.configs import default
+from maskdp_jax.reporting import results
+from maskdp_jax.run import model as run_model
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")
@@ -93,8 +93,8 @@ def sweep_reports():
 
 
 def test_sweep_is_the_whole_grid_each_run_calibrated_to_its_epsilon(sweep_reports):
-    import sweep
-    from configs import sweep_synthetic
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_synthetic
 
     expected = {name for name, _ in sweep.grid(sweep_synthetic.get_config())}
     assert {r["run"] for r in sweep_reports} == expected
@@ -129,8 +129,8 @@ CONTEXT_RUNS = os.path.join(ROOT, "docs", "results", "context")
 def test_context_ablation_table_is_recomputed_from_its_reports():
     """Seed 000 Table 3 on the embedded data: the committed runs are the sweep_context grid, and
     the table in results.md and the guide is their view_table."""
-    import sweep
-    from configs import sweep_context
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_context
 
     reports = _load(CONTEXT_RUNS)
     expected = {name for name, _ in sweep.grid(sweep_context.get_config())}
@@ -152,8 +152,8 @@ def test_multiclip_table_is_recomputed_from_its_reports():
     sweep_multiclip_segment grid, every run of a mode at the same σ (ε does not depend on K), and
     the table in results.md and the guide is theirs, as is the guide's per-seed K = 1 → 8 table
     (the paired gains its text quotes)."""
-    import sweep
-    from configs import sweep_multiclip_segment
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_multiclip_segment
 
     reports = _load(MULTICLIP_RUNS)
     expected = {name for name, _ in sweep.grid(sweep_multiclip_segment.get_config())}
@@ -210,7 +210,7 @@ def test_docs_quotes_the_spread_of_fresh_default_runs():
 def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
     """The committed reports of a variant sweep: exactly its grid, with ``randomness``, each
     calibrated to ε = 1."""
-    import sweep
+    from maskdp_jax import sweep
 
     reports = _load(root)
     assert {r["run"] for r in reports} == {name for name, _ in sweep.grid(config)}
@@ -223,7 +223,7 @@ def _sweep_reports(root: str, config, *, randomness: str) -> list[dict]:
 def test_docs_quotes_the_robustness_sweep():
     """The variant table in docs/guides/training.md is recomputed from the committed
     reports, which are exactly the sweep's grid (secret randomness, each calibrated to ε = 1)."""
-    from configs import sweep_robustness
+    from maskdp_jax.configs import sweep_robustness
 
     root = os.path.join(ROOT, "docs", "results", "robustness")
     config = sweep_robustness.get_config()
@@ -256,7 +256,7 @@ def _dpcda(name):
 def test_dpcda_reports_are_recomputed_from_their_study_rows(name):
     """The study's tables are its rows' tables and cover l = 1 … min_class_size − 1; the release
     met its ε and its report points to the study as outside it."""
-    from release import run as release_run
+    from maskdp_jax.release import run as release_run
 
     report, study, release_md, study_md = _dpcda(name)
     rows, config = study["sweep"], report["config"]
@@ -275,7 +275,7 @@ def test_dpcda_reports_are_recomputed_from_their_study_rows(name):
 
 
 def test_docs_quotes_the_dpcda_results():
-    from release import run as release_run
+    from maskdp_jax.release import run as release_run
 
     with open(guide("dpcda")) as f:
         page = f.read()
@@ -363,7 +363,7 @@ def test_docs_quotes_the_dpcda_lira_audit():
 def test_docs_anonymisation_table_is_the_committed_summary():
     """docs/guides/anonymize.md: each row is recomputed from the committed summary.json,
     and the committed mask is one train.py reads, with the summary's public fraction."""
-    from data import decode
+    from maskdp_jax.data import decode
 
     directory = os.path.join(ROOT, "docs", "results", "anonymize")
     with open(os.path.join(directory, "summary.json")) as f:
@@ -439,7 +439,7 @@ def test_anonymisation_memory_figures_are_the_benchmark_output():
         page = " ".join(f.read().split())
     assert (f"in {gib} GiB of peak memory for the whole process, {per_pixel} bytes per pixel and "
             f"frame") in page and f"at {fps} frames/s" in page
-    with open(os.path.join(ROOT, "anonymize", "pipeline.py")) as f:
+    with open(os.path.join(ROOT, "maskdp_jax", "anonymize", "pipeline.py")) as f:
         docstring = " ".join(f.read().split())
     assert f"Measured: {per_pixel} bytes per pixel and frame" in docstring
     assert f"1920 x 1080 clip, {gib} GiB" in docstring
@@ -450,7 +450,7 @@ def lira_page_rows(report: dict) -> list[str]:
     the standard AUC of seed 004's offline and online attacks, of online with the configured
     (global) σ on one query and on every query, then ASR^M of seed 004's offline and of the
     configured online, and seed 004's offline ε lower bound."""
-    from audit import membership
+    from maskdp_jax.audit import membership
 
     table = membership.table(report)
 
@@ -473,7 +473,7 @@ def lira_page_rows(report: dict) -> list[str]:
 def lira_page_nulls(report: dict) -> str:
     """The guide's sentence of the LiRA nulls (the first setting's; every setting has the same
     design)."""
-    from audit import membership
+    from maskdp_jax.audit import membership
 
     e = {x["attack"]: x for x in membership.table(report)[:6]}
 
@@ -540,7 +540,7 @@ def test_docs_quotes_the_precision_sweep():
     """The bfloat16 table in docs/guides/gpu_bf16.md is recomputed from the committed reports:
     the sweep's grid, seeded (paired: a seed's two runs share batches, clips and noise), each
     at ε = 1."""
-    from configs import sweep_precision
+    from maskdp_jax.configs import sweep_precision
 
     root = os.path.join(ROOT, "docs", "results", "precision")
     reports = _sweep_reports(root, sweep_precision.get_config(), randomness="seeded")
@@ -581,7 +581,7 @@ def test_docs_quotes_the_h100_suite_files():
 def canary_page_rows(report: dict) -> list[str]:
     """The guide's canary rows (audit.canaries.table): the one-run bound, the standard AUC and its
     null mean and 95 % band, and the hull's AUC."""
-    from audit import canaries
+    from maskdp_jax.audit import canaries
 
     rows = []
     for e in canaries.table(report):
@@ -618,7 +618,7 @@ def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
     with its null), and the committed masks keep the MILP's constraint."""
     import ml_collections
 
-    from audit import feature_masking
+    from maskdp_jax.audit import feature_masking
 
     root = os.path.join(ROOT, "docs", "results", "audit_feature_masking")
     with open(os.path.join(root, "report.json")) as f:
@@ -680,10 +680,10 @@ def test_benchmark_summaries_quote_the_measured_outputs():
 
 
 def test_accounting_guide_sigma_table_is_the_accountants_output():
-    """docs/guides/accounting.md's σ table is `python -m accounting table`'s output: its settings
-    rows exactly, and the ε = 1 row's RDP cells recomputed (the whole table takes a minute; RDP
-    at one ε, a few seconds)."""
-    from accounting import accountant, paper_settings
+    """docs/guides/accounting.md's σ table is `python -m maskdp_jax.accounting table`'s output: its
+    settings rows exactly, and the ε = 1 row's RDP cells recomputed (the whole table takes a minute;
+    RDP at one ε, a few seconds)."""
+    from maskdp_jax.accounting import accountant, paper_settings
 
     page = _read(guide("accounting"))
     for s in paper_settings.PAPER_SETTINGS:

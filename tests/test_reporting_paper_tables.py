@@ -11,9 +11,10 @@ import re
 
 import pytest
 
-import sweep
-from configs import sweep_paper
-from reporting import paper_tables
+from maskdp_jax import paper_tables as tables_command
+from maskdp_jax import sweep
+from maskdp_jax.configs import sweep_paper
+from maskdp_jax.reporting import paper_tables
 
 SEEDS = "/work/shared/seeds"
 
@@ -63,7 +64,7 @@ def test_sweep_grid_is_the_tables_and_the_estimate_counts_its_runs(capsys):
     steps = 150 * math.ceil(40320 / 128)
     expected = steps * (12 * 0.8054 + 12 * 1.5692 + 2 * 0.7947) / 3600
     assert paper_tables.gpu_hours(ntu) == pytest.approx(expected)
-    assert paper_tables.main(["--table=ntu60"]) == 0
+    assert tables_command.cli(["prog", "--table=ntu60"]) == 0
     out = capsys.readouterr().out
     assert "| Anonymized MaskDP | — / 4.2 | — / 16.18 |" in out and f"{steps:,} steps" in out
     with pytest.raises(ValueError, match="unknown paper table"):
@@ -73,12 +74,12 @@ def test_sweep_grid_is_the_tables_and_the_estimate_counts_its_runs(capsys):
 @pytest.mark.slow
 def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     """docs/guides/reproduce.md at a tiny size: generated UCF-101-layout videos with person masks
-    -> python -m anonymize's pipeline (masks from files; background and person outputs) -> clip
-    store -> the UCF-101 paper sweep (shrunk: test preset, one ε, 2 steps) on the anonymised
+    -> python -m maskdp_jax.anonymize's pipeline (masks from files; background and person outputs)
+    -> clip store -> the UCF-101 paper sweep (shrunk: test preset, one ε, 2 steps) on the anonymised
     videos -> the table generator prints our cells beside the paper's."""
-    from anonymize import pipeline, segment
-    from data import testing
-    from run import prepare
+    from maskdp_jax import prepare
+    from maskdp_jax.anonymize import pipeline, segment
+    from maskdp_jax.data import testing
 
     raw = testing.make_ucf101_folder(str(tmp_path / "raw"), train_per_class=4, num_frames=16,
                                      height=32, width=40)
@@ -110,7 +111,7 @@ def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     sweep.check_runs(sweep.grid(config))
     sweep.run_all(sweep.grid(config), workdir, num_workers=1)
     capsys.readouterr()
-    assert paper_tables.main(["--table=ucf101", f"--anonymized={workdir}"]) == 0
+    assert tables_command.cli(["prog", "--table=ucf101", f"--anonymized={workdir}"]) == 0
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("| Anonymized MaskDP |"))
     cells = [c.strip() for c in row.strip("| \n").split("|")][1:]
@@ -118,4 +119,4 @@ def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     assert re.fullmatch(r"\d+\.\d / 15\.4", cells[1])  # ε = 1: ours beside the paper's
     assert re.fullmatch(r"\d+\.\d / 85\.9", cells[-1])  # ∞: our non-private run
     assert "| Real World DP | — / 1.2 |" in table  # no --real runs given
-    assert paper_tables.main(["--table=ucf101", f"--real={tmp_path / 'none'}"]) == 2
+    assert tables_command.cli(["prog", "--table=ucf101", f"--real={tmp_path / 'none'}"]) == 2

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from accounting import Ledger
+from maskdp_jax.accounting import Ledger
 from maskdp_jax.plan import PrivacyPlan
-from reporting import privacy
+from maskdp_jax.reporting import privacy
 
 
 def _ledger(q=128 / 40320, sigma=1.0, steps=3000):

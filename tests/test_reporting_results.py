@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-import sweep
-from configs import sweep_synthetic
-from reporting import results
+from maskdp_jax import sweep
+from maskdp_jax.configs import sweep_synthetic
+from maskdp_jax.reporting import results
 
 
 def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant=""):
@@ -96,7 +96,7 @@ def test_grid_calibrates_every_run_and_skips_nothing():
 def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
     """K clips at one ε and one-view runs: the clips plot, the view table (seed 000 Table 3)
     from the reports, and the ε table without the one-view runs."""
-    from configs import sweep_context, sweep_multiclip
+    from maskdp_jax.configs import sweep_context, sweep_multiclip
 
     truth = {}
     for seed in range(3):
@@ -128,7 +128,7 @@ def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
 
 
 def test_multiclip_and_context_grids():
-    from configs import sweep_context, sweep_multiclip
+    from maskdp_jax.configs import sweep_context, sweep_multiclip
 
     runs = dict(sweep.grid(sweep_multiclip.get_config()))
     assert len(runs) == 24 and {c.mode for c in runs.values()} == {"dp", "maskdp"}
@@ -136,7 +136,7 @@ def test_multiclip_and_context_grids():
     assert {c.privacy.target_epsilon for c in runs.values()} == {1.0}
     # The segment-cue study fine-tunes the committed public backbone: it must exist, and the
     # frozen-backbone check accepts its runs.
-    from configs import sweep_multiclip_segment
+    from maskdp_jax.configs import sweep_multiclip_segment
 
     runs = sweep.grid(sweep_multiclip_segment.get_config())
     assert len(runs) == 24 and {c.input.cue for _, c in runs} == {"segment"}
@@ -152,7 +152,7 @@ def test_multiclip_and_context_grids():
 def test_variants_repeat_the_grid_with_the_named_keys_changed_and_get_a_table(tmp_path):
     """sweep.variants: each variant's runs have exactly its keys changed (the rest is the base),
     a key the config lacks is refused, and results.md has one row per variant from the reports."""
-    from configs import sweep_robustness
+    from maskdp_jax.configs import sweep_robustness
 
     config = sweep_robustness.get_config()
     runs = dict(sweep.grid(config))
@@ -252,7 +252,7 @@ def test_per_class_plot_takes_counts_from_a_non_dp_run(tmp_path, monkeypatch, mo
 def test_sweep_without_a_full_view_run_writes_its_table_and_no_per_class_plot(tmp_path):
     """A context ablation of one-view runs only (no full view) used to divide by zero in the
     per-class plot after the runs had finished; its table is written and the plot left out."""
-    from configs import sweep_context
+    from maskdp_jax.configs import sweep_context
 
     for seed in range(2):
         for view, top1 in (("public", 0.5), ("background", 0.6)):
@@ -281,7 +281,8 @@ def test_results_name_the_recorded_command_and_commit(tmp_path):
         assert "its command line and commit were not recorded" in f.read()
     commit = results.code_commit()
     assert len(commit.split()[0]) == 12 and int(commit.split()[0], 16) >= 0
-    command = "python sweep.py --config=configs/sweep_synthetic.py --config.base.num_epochs=16"
+    command = ("python -m maskdp_jax.sweep --config=configs/sweep_synthetic.py "
+               "--config.base.num_epochs=16")
     results.record_command(str(tmp_path), command)
     with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
         md = f.read()

@@ -8,7 +8,7 @@ chosen for the code path that is the study's point:
   ``default``'s run covers it): maskdp at ε = 1, seeded;
 * ``context``: the non-private run on the background view;
 * ``multiclip_pretrain``: the non-private public pre-training on other videos (``data_seed``),
-  exported without its head as ``python -m run.checkpoint --drop_head`` does;
+  exported without its head as ``python -m maskdp_jax.export --drop_head`` does;
 * ``multiclip_segment``: dp with K = 2 clips of segment-cue videos, ``norms`` fine-tuning from
   that export (``model.init_from``; the committed init is an mvit_cpu one, the test's is the
   tiny preset's, from the run above);
@@ -53,10 +53,8 @@ import jaxlib
 import numpy as np
 import pytest
 
-import sweep
-import train
-from maskdp_jax import randomness
-from run import checkpoint
+from maskdp_jax import randomness, sweep, train
+from maskdp_jax.run import checkpoint
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "reproduce.json")
 
@@ -66,14 +64,15 @@ class Study:
     """One committed study and the run of it that the test trains.
 
     Attributes:
-      config: its config file: a sweep config (``sweep.py``) or a training config (``train.py``).
+      config: its config file: a sweep config (``python -m maskdp_jax.sweep``) or a training
+        config (``train.py``).
       run: the run's name in ``sweep.grid`` of a sweep config; "" for a training config.
       keys: ``((dotted key, value), ...)`` of the training config that its results' command sets
         (a training config's ``--config.<key>``); none for a sweep, whose grid sets them.
       narrow: the sweep's command-line keys that narrow its grid to (about) the run.
       secret: the study runs with secret randomness; the test pins the secret (:data:`SECRET`).
       init_from: a study whose run's final parameters, exported without the head as the study
-        exports them (``python -m run.checkpoint --drop_head``), are this run's
+        exports them (``python -m maskdp_jax.export --drop_head``), are this run's
         ``model.init_from``; that study must come first in :data:`STUDIES`.
     """
 
@@ -153,13 +152,14 @@ def command(study: str) -> str:
     flags = f"XLA_FLAGS='{os.environ.get('XLA_FLAGS', '')}'"
     if s.run:
         init = " --config.base.model.init_from=INIT" if s.init_from else ""
-        line = (f"{flags} python sweep.py --config={s.config} --workdir=DIR {s.narrow} "
+        line = (f"{flags} python -m maskdp_jax.sweep --config={s.config} --workdir=DIR {s.narrow} "
                 f"{_flags('base.', OVERRIDES.items())}{init}  # the run {s.run}")
         if s.init_from:
             line += f"; INIT: the {s.init_from} entry's export"
     else:
         line = (f"{flags} python train.py --config={s.config} --workdir=DIR "
-                f"{_flags('', (*s.keys, *OVERRIDES.items()))} && python -m run.checkpoint "
+                f"{_flags('', (*s.keys, *OVERRIDES.items()))} "
+                "&& python -m maskdp_jax.export "
                 "--workdir=DIR --dst=INIT --drop_head")
     if s.secret:
         line += (f"  # secret randomness with the secret pinned to {SECRET:#x} (the test "
@@ -236,7 +236,8 @@ def reproduced(tmp_path_factory):
                                               workdir)
             out[study] = numbers(report, seen[0])
             if any(other.init_from == study for other in STUDIES.values()):
-                exported[study] = os.path.join(workdir, "init")  # as `python -m run.checkpoint`
+                # as `python -m maskdp_jax.export` writes it
+                exported[study] = os.path.join(workdir, "init")
                 checkpoint.export_params(workdir, exported[study], drop_head=True)
     finally:
         train.evaluation.predict, randomness.draw_secret = predict, draw_secret

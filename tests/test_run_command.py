@@ -2,8 +2,8 @@
 line ``error: <reason>`` on stderr naming what to change, and no new file in the workdir.
 
 Table-driven, in-process (each command is ``cli(argv) -> int``), so a row costs milliseconds:
-train.py, sweep.py, ``python -m run.prepare``, ``-m audit`` and ``-m release``. The accounting
-and anonymisation commands sit below the run layer and keep their own tables
+train.py, sweep.py, ``python -m maskdp_jax.prepare``, ``-m audit`` and ``-m release``. The
+accounting and anonymisation commands sit below the run layer and keep their own tables
 (tests/test_accounting_cli.py, tests/test_anonymize.py); a user's bad data file for the release is
 in tests/test_release_datasets.py.
 """
@@ -18,12 +18,10 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-import sweep
-import train
-from audit import __main__ as audit_main
-from data import testing
-from release import __main__ as release_main
-from run import prepare
+from maskdp_jax import prepare, sweep, train
+from maskdp_jax.audit import __main__ as audit_main
+from maskdp_jax.data import testing
+from maskdp_jax.release import __main__ as release_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(ROOT, "configs", "default.py")
@@ -43,7 +41,7 @@ class Row(NamedTuple):
     cli: object
     args: list[str]  # after the program name; {folder}, {masks}: the bad folder dataset
     match: str  # fragment of the one-line reason
-    workdir: bool = True  # the command takes --workdir (run.prepare writes into input.store_dir)
+    workdir: bool = True  # takes --workdir (maskdp_jax.prepare writes into input.store_dir)
 
 
 ROWS = [
@@ -107,7 +105,7 @@ ROWS = [
         "run dp_eps-1_k1_seed0: --config.privacy.target_epsilon"),
     Row("sweep-bad-base", sweep.cli, [f"--config={SWEEP}", "--config.base.batch_size=0"],
         "--config.batch_size must be an integer >= 1"),
-    # python -m run.prepare
+    # python -m maskdp_jax.prepare
     Row("prepare-no-config", prepare.cli, [], "--config is required", workdir=False),
     Row("prepare-synthetic", prepare.cli, [f"--config={DEFAULT}"], "folder datasets",
         workdir=False),
@@ -120,14 +118,14 @@ ROWS = [
          "--config.input.mask_dir={masks}", "--config.input.store_dir={work}/store",
          "--workers=1"],
         "must be binary", workdir=False),
-    # python -m audit
+    # python -m maskdp_jax.audit
     Row("audit-training-config", audit_main.cli, [f"--config={DEFAULT}"],
         "is not an audit config"),
     Row("audit-unknown-key", audit_main.cli, [f"--config={AUDIT}", "--config.num_shadow=8"],
         "no key 'num_shadow' (closest: num_shadows"),
     Row("audit-unknown-audit", audit_main.cli, [f"--config={AUDIT}", "--config.audit=lira2"],
         "lira2"),
-    # python -m release
+    # python -m maskdp_jax.release
     Row("release-training-config", release_main.cli, [f"--config={DEFAULT}"],
         "is not a release config"),
     Row("release-unknown-key", release_main.cli, [f"--config={RELEASE}", "--config.epsilon=1"],
@@ -183,8 +181,8 @@ def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["train.py", "--config.epsilon=1"],
-    ["sweep.py", f"--config={DEFAULT}", "--workdir=w"],
-    ["-m", "run.prepare", f"--config={DEFAULT}"],
+    ["-m", "maskdp_jax.sweep", f"--config={DEFAULT}", "--workdir=w"],
+    ["-m", "maskdp_jax.prepare", f"--config={DEFAULT}"],
 ], ids=["train", "sweep", "prepare"])
 def test_the_scripts_exit_2_with_one_line(argv, tmp_path):
     """The same convention through ``python <script>`` (the ``__main__`` paths)."""

@@ -11,9 +11,9 @@ import math
 
 from malformed import Case, assert_refused, set_keys, table, tiny_config
 
-import train
-from configs import default
-from run import config as run_config
+from maskdp_jax import train
+from maskdp_jax.configs import default
+from maskdp_jax.run import config as run_config
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def test_bad_config(case, tmp_path):
 
 def test_every_shipped_config_passes_the_checks():
     """The checks are not stricter than the configs we ship (all modes)."""
-    from configs import (
+    from maskdp_jax.configs import (
         hmdb51_maskdp,
         ntu60_xsub_maskdp,
         sweep_synthetic,

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from configs import video_paper
-from data import testing
-from run import config as run_config
-from run import datasets as run_datasets
+from maskdp_jax.configs import video_paper
+from maskdp_jax.data import testing
+from maskdp_jax.run import config as run_config
+from maskdp_jax.run import datasets as run_datasets
 
 
 def _folder(root, *, train_keys, test_keys, write=("train", "test")):
@@ -83,7 +83,7 @@ def test_without_split_files_a_seeded_stratified_split_holds_out_each_class(tmp_
 
 
 def test_seeded_split_moves_at_most_one_video_when_one_is_added():
-    from data import layouts
+    from maskdp_jax.data import layouts
 
     keys = {"a": [f"a/{i}.avi" for i in range(40)]}
     before = layouts.seeded_split(keys, test_fraction=0.25, seed=1)
@@ -99,8 +99,8 @@ def test_seeded_split_moves_at_most_one_video_when_one_is_added():
 def test_folder_config_needs_only_the_data_and_mask_dirs(tmp_path):
     """configs/folder_maskdp.py with --config.input.data_dir and mask_dir (and, for a test this
     small, a batch below N and one step) trains, and its report names the split."""
-    import train
-    from configs import folder_maskdp
+    from maskdp_jax import train
+    from maskdp_jax.configs import folder_maskdp
 
     paths = testing.make_ucf101_folder(str(tmp_path / "data"), train_per_class=4)
     config = folder_maskdp.get_config()

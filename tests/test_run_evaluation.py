@@ -6,7 +6,7 @@ import pytest
 from conftest import CLIP_SHAPE, PATCH_STRIDE, random_batch
 
 from maskdp_jax import tokenizer
-from run import evaluation
+from maskdp_jax.run import evaluation
 
 
 class _Clips:

@@ -12,14 +12,13 @@ import numpy as np
 import optax
 import pytest
 
-import models
-from data import feature_cache, synthetic
-from maskdp_jax import partition
+from maskdp_jax import models, partition
+from maskdp_jax.data import feature_cache, synthetic
+from maskdp_jax.models import finetune
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.run import features
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
-from models import finetune
-from run import features
 
 sys.path.insert(0, os.path.dirname(__file__))
 from malformed import tiny_config  # noqa: E402
@@ -175,7 +174,7 @@ def test_a_stopped_build_continues_and_bf16_halves_the_bytes(setup, tmp_path, mo
     ({"feature_cache.dtype": "float16"}, "feature_cache.dtype"),
 ])
 def test_a_config_the_cache_cannot_serve_is_refused(overrides, match):
-    from run import config as run_config
+    from maskdp_jax.run import config as run_config
 
     config = _config("maskdp")
     for key, value in overrides.items():
@@ -187,7 +186,7 @@ def test_a_config_the_cache_cannot_serve_is_refused(overrides, match):
 
 @pytest.mark.slow
 def test_train_py_trains_from_the_cache_beside_the_checkpoints(tmp_path):
-    import train
+    from maskdp_jax import train
 
     config = _config("maskdp")
     config.privacy.randomness = "seeded"

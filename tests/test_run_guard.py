@@ -15,12 +15,10 @@ import numpy as np
 import pytest
 from malformed import BATCH, N_TRAIN, STEPS, Q, tiny_config
 
-import accounting
-import train
-from maskdp_jax import randomness
+from maskdp_jax import accounting, randomness, train
 from maskdp_jax.plan import PrivacyPlan
-from run import checkpoint, guard, identity, journal
-from run import config as run_config
+from maskdp_jax.run import checkpoint, guard, identity, journal
+from maskdp_jax.run import config as run_config
 
 
 def write_checkpoint(workdir, config, ledger: accounting.Ledger, *, topology=None) -> None:
@@ -275,7 +273,7 @@ def _guard(config, workdir):
 
 
 def test_a_second_run_in_the_same_workdir_is_refused(tmp_path, no_model):
-    from run import workdir_lock
+    from maskdp_jax.run import workdir_lock
 
     config = tiny_config({"privacy.randomness": "seeded"})
     first = _guard(config, tmp_path / "run")
@@ -298,14 +296,14 @@ def test_a_killed_runs_lock_does_not_block_the_next(tmp_path):
     import sys
 
     # The holder sleeps far longer than a loaded machine needs to reach the kill below.
-    code = ("import sys, time; from run.workdir_lock import WorkdirLock; "
+    code = ("import sys, time; from maskdp_jax.run.workdir_lock import WorkdirLock; "
             f"lock = WorkdirLock({str(tmp_path)!r}); print('locked', flush=True); "
             "time.sleep(3600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         assert proc.stdout.readline().strip() == "locked"
-        from run import workdir_lock
+        from maskdp_jax.run import workdir_lock
 
         with pytest.raises(workdir_lock.WorkdirBusyError, match=rf"pid {proc.pid} on"):
             workdir_lock.WorkdirLock(str(tmp_path))
@@ -435,10 +433,10 @@ def test_a_deleted_journal_is_rebuilt_from_the_checkpoint_ledger(tmp_path, no_mo
 
 
 def test_export_params_writes_the_final_parameters_and_nothing_else(tmp_path):
-    """python -m run.checkpoint --workdir --dst: the newest checkpoint's parameters (trainable
-    and frozen merged) become an init_from checkpoint that models.convert.restore_params reads
-    back equal; the meta (the noise secret) and the optimiser state do not leave."""
-    from models import convert
+    """python -m maskdp_jax.export --workdir --dst: the newest checkpoint's parameters
+    (trainable and frozen merged) become an init_from checkpoint that models.convert.restore_params
+    reads back equal; the meta (the noise secret) and the optimiser state do not leave."""
+    from maskdp_jax.models import convert
 
     trainable = {"head": {"kernel": np.arange(6, dtype=np.float32).reshape(2, 3)}}
     frozen = {"embed": {"kernel": np.full((3, 2), 7.0, np.float32)}}

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from maskdp_jax.plan import PrivacyPlan
-from run import guard as guard_lib
-from run import journal
-from run.guard import PrivacyGuard
+from maskdp_jax.run import guard as guard_lib
+from maskdp_jax.run import journal
+from maskdp_jax.run.guard import PrivacyGuard
 
 PLAN = PrivacyPlan.calibrate(mode="maskdp", num_examples=64, batch_size=16, epochs=1,
                              l2_clip_norm=1.0, delta=1e-3, noise_multiplier=1.0)

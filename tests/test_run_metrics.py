@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from run import metrics
+from maskdp_jax.run import metrics
 
 
 def _steps(path):

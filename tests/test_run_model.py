@@ -5,9 +5,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
-from configs import audit_canaries, audit_coupled, audit_feature_masking, audit_synthetic, default
-from run import model as run_model
+from maskdp_jax import models
+from maskdp_jax.configs import (
+    audit_canaries,
+    audit_coupled,
+    audit_feature_masking,
+    audit_synthetic,
+    default,
+)
+from maskdp_jax.run import model as run_model
 
 
 def _model_config(**overrides):

@@ -15,11 +15,10 @@ import os
 import numpy as np
 import pytest
 
-import train
-from configs import context_ablation, default
-from data import synthetic
-from maskdp_jax import tokenizer
-from run import views
+from maskdp_jax import tokenizer, train
+from maskdp_jax.configs import context_ablation, default
+from maskdp_jax.data import synthetic
+from maskdp_jax.run import views
 
 TOKENS = tokenizer.Tokenizer(patch_stride=(2, 4, 4), fill_value=0.0)
 
@@ -240,7 +239,7 @@ def test_background_view_is_the_room_without_the_avatar():
     embedded splits show the room the avatar hides, pixel for pixel the anonymised video wherever
     the avatar is not, with no trace of the avatar; labels and masks unchanged; select_view
     leaves them as loaded. A folder dataset without input.background_dir is refused."""
-    from run import datasets as run_datasets
+    from maskdp_jax.run import datasets as run_datasets
 
     config = default.get_config()
     config.input.num_train, config.input.num_test = 16, 8

@@ -6,9 +6,9 @@ import os
 import numpy as np
 import pytest
 
-import train
-from configs import default
-from run import config as run_config
+from maskdp_jax import train
+from maskdp_jax.configs import default
+from maskdp_jax.run import config as run_config
 
 pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
 
@@ -78,8 +78,8 @@ def test_plan_privacy_divides_by_expected_batch_and_counts_steps():
 def test_private_metrics_are_off_by_default_and_labelled_non_dp():
     """Metrics computed from private data are not DP: never logged unless opted in, then named
     ``(non-DP)``; the run report says which kind was logged."""
-    from configs import hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp
-    from reporting import run_report as report
+    from maskdp_jax.configs import hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp
+    from maskdp_jax.reporting import run_report as report
 
     for module in (default, hmdb51_maskdp, ntu60_xsub_maskdp, tsh_cs_maskdp, ucf101_maskdp):
         assert module.get_config().log_private_metrics is False

@@ -19,9 +19,9 @@ import time
 import numpy as np
 import pytest
 
-import train
-from run import checkpoint
-from run import journal as journal_lib
+from maskdp_jax import train
+from maskdp_jax.run import checkpoint
+from maskdp_jax.run import journal as journal_lib
 
 pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
 

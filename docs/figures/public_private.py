@@ -4,7 +4,7 @@ and private views that a MaskDP step trains on.
 The views are the library's own (:func:`maskdp_jax.tokenizer.make_views` with the default model's
 patch stride), so the picture shows exactly what each pass sees: the public pass the avatar's
 token cells (no noise), the private pass everything else (clipped and noised). Run from the
-repository root: ``PYTHONPATH=. python docs/figures/public_private.py``.
+repository root: ``python docs/figures/public_private.py``.
 """
 
 import os
@@ -12,10 +12,10 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
-from data import synthetic
 from maskdp_jax import tokenizer
-from reporting import plots
-from run import model
+from maskdp_jax.data import synthetic
+from maskdp_jax.reporting import plots
+from maskdp_jax.run import model
 
 GREY = 128.0  # hidden cells drawn mid-grey: the training fill value 0 after normalisation
 

@@ -1,0 +1,607 @@
+"""Algorithm 1 of seed 001 on one video (:func:`anonymize_video`) and on a folder
+(:func:`anonymize_folder`), writing the layout ``train.py`` reads.
+
+Output, for each source video ``<src>/<key>``:
+
+* ``<dst>/<key>``: the anonymised video under the same relative path and file name (so split
+  files such as UCF-101's ``trainlist01.txt`` still name it). ``store="lossless"`` (default)
+  writes FFV1 ``bgr0`` in a Matroska container whatever the extension: decord and PyAV read it
+  back bit-exactly. ``store="h264"``: H.264 (crf 18) in MP4, and the public mask is eroded by
+  ``codec_margin`` px more; not a guarantee (:mod:`maskdp_jax.anonymize`).
+* ``<mask_dir>/<key stem>.npz``: uint8 ``[T, H, W]`` under ``mask``, 1 = public (the eroded
+  avatar region), and ``<mask_dir>/<key stem>.json``: the video's summary.
+* ``<dst>/summary.json``: every video's summary (public fraction, frames without a person, what
+  the segmenter read) and the settings.
+
+Optional outputs, for the papers' other rows (configs point at them):
+
+* ``<background_dir>/<key>`` (``background_dir``): the *inpainted background*, the video with the
+  person removed and no avatar (seed 001 Table 3, "Inpainted Background"; ``--config.view=
+  background`` with ``--config.input.background_dir``). Every pixel of it is private (the room).
+* ``<person_dir>/<key stem>.npz`` (``person_dir``): the cleaned person mask, uint8 ``[T, H, W]``
+  under ``mask``, 1 = person. As a training ``mask_dir`` over the *source* videos it makes the
+  person public and the rest private: seed 000's "Real World MaskDP" rows, which protect only
+  the background of unanonymised videos (the person is then not protected at all).
+
+Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
+frame are measured). Files are written to a temporary name and renamed, so an interrupted run
+leaves no half file; a second run skips videos whose outputs exist and were made from the same
+source file (size, modification time and probe) with the same settings (``overwrite=True``
+redoes them); a changed source is redone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import warnings
+from fractions import Fraction
+
+import numpy as np
+
+from maskdp_jax.anonymize import avatar as avatar_lib
+from maskdp_jax.anonymize import cleanup, compose, inpaint, segment
+from maskdp_jax.anonymize import pose as pose_lib
+from maskdp_jax.anonymize.stages import (
+    READS,
+    REFINER_READS,
+    Cleanup,
+    Inpainter,
+    InputError,
+    NoRefinement,
+    PoseStage,
+    Refiner,
+    Renderer,
+    Segmenter,
+    check_reads,
+)
+from maskdp_jax.data import atomic, decode
+from maskdp_jax.data.decode import MASK_VIDEO_EXTENSIONS
+from maskdp_jax.data.layouts import VIDEO_EXTENSIONS
+
+STORES = ("lossless", "h264")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """The pluggable stages (:mod:`maskdp_jax.anonymize.stages`); ``poses`` None: the renderer gets
+    the person mask only (the silhouette avatar)."""
+
+    segmenter: Segmenter
+    cleanup: Cleanup = cleanup.MaskCleanup()
+    inpainter: Inpainter = inpaint.TemporalMedian()
+    renderer: Renderer = avatar_lib.ProceduralAvatar()
+    refiner: Refiner = NoRefinement()
+    poses: PoseStage | None = None
+
+    def __post_init__(self):
+        check_reads(self.segmenter.reads, allowed=READS, what="the segmenter")
+        if self.poses is not None:
+            check_reads(self.poses.reads, allowed=READS, what="the pose stage")
+        check_reads(self.refiner.reads, allowed=REFINER_READS, what="the refiner")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Settings of the pipeline around the stages.
+
+    Attributes:
+      blend_sigma: std (px) of the avatar's compositing edge; the public mask is the avatar
+        region eroded by ⌈3 σ⌉ px.
+      tubelet_pad / tubelet_window: ``C``'s crop padding (px) and smoothing window (frames).
+      store: ``"lossless"`` or ``"h264"`` (module docstring).
+      codec_margin: extra erosion (px) of the public mask under ``store="h264"``.
+      max_reads: the most a segmenter may read (:data:`maskdp_jax.anonymize.stages.READS`); e.g.
+        ``"boxes"`` refuses background subtraction, whose mask depends on the background.
+      allow_no_person: write a video in which no person was found in any frame (an all-private
+        mask: MaskDP then treats the whole video as DP-SGD would) instead of refusing it.
+        It changes no output, so a resume does not compare it.
+      chunk_frames: frames composed at once (:func:`anonymize_video`, memory).
+    """
+
+    blend_sigma: float = 1.5
+    tubelet_pad: int = 8
+    tubelet_window: int = 9
+    store: str = "lossless"
+    codec_margin: int = 16
+    max_reads: str = "video"
+    allow_no_person: bool = False
+    chunk_frames: int = 16
+
+    def __post_init__(self):
+        if self.store not in STORES:
+            raise InputError(f"store must be one of {STORES}; got {self.store!r}.")
+        check_reads(self.max_reads, allowed=READS, what="max_reads")
+        if self.blend_sigma < 0 or self.tubelet_pad < 0 or self.tubelet_window < 1 or \
+                self.codec_margin < 0 or self.chunk_frames < 1:
+            raise InputError("blend_sigma, tubelet_pad and codec_margin must be >= 0, "
+                             "tubelet_window and chunk_frames >= 1.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """One anonymised video: ``video`` uint8 ``[T, H, W, 3]``, ``public`` bool ``[T, H, W]``
+    (True = public), the cleaned ``person`` mask, the ``avatar_region``, the ``summary`` and,
+    when asked for, the inpainted ``background`` (uint8 ``[T, H, W, 3]``: the person removed, no
+    avatar; private)."""
+
+    video: np.ndarray
+    public: np.ndarray
+    person: np.ndarray
+    avatar_region: np.ndarray
+    summary: dict
+    background: np.ndarray | None = None
+
+
+class NoPersonError(InputError):
+    """No person was found in any frame of a video."""
+
+
+def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options, *,
+                    in_place: bool = False, with_background: bool = False) -> Result:
+    """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``); see the package docstring for what
+    the returned public mask means.
+
+    Memory: the segmenter and the pose stage see the whole video; everything after them runs
+    on chunks of ``options.chunk_frames`` frames (the cleanup with its temporal window's frames
+    on either side, the inpainter from a background plate fitted once on a frame subsample, the
+    renderer, merge, ``G`` and ``K``), so besides the video (3 bytes per pixel and frame) the
+    whole-video arrays are bool masks (the person mask, its cleaned version, the avatar region
+    and the public mask: 4 bytes) and the output (3 bytes, none with ``in_place=True``, which
+    writes the output over ``video``). Measured: 11.9 bytes per pixel and frame of peak RSS for
+    the whole ``python -m maskdp_jax.anonymize`` process (interpreter, libraries and models
+    included) with the default configuration on a 300-frame 1920 x 1080 clip, 6.88 GiB
+    (``python -m benchmarks.anonymize_memory``, ``docs/benchmarks.md`` "Anonymisation
+    memory"); decoding briefly holds two copies of the frames
+    (:func:`maskdp_jax.data.decode.read_video` stacks decoded frames), and the encoder its own
+    buffers. A cleanup without a ``temporal_radius`` attribute is run on the whole video at once
+    (its float32 alpha: 4 bytes more). ``with_background`` also keeps the inpainted background (3
+    bytes more).
+
+    Raises:
+      NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
+      ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
+    """
+    for name, stage in (("segmenter", stages.segmenter), ("pose stage", stages.poses)):
+        if stage is not None and READS.index(stage.reads) > READS.index(options.max_reads):
+            raise InputError(
+                f"the {name} reads {stage.reads!r}, more than max_reads={options.max_reads!r} "
+                "allows: its output (public: the mask and the avatar) would depend on pixels "
+                "outside what you allowed. Use masks (and poses) from files or person boxes, or "
+                "raise max_reads.")
+    video = np.asarray(video)
+    if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
+        raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
+                         f"{video.shape}.")
+    if options.store == "h264" and (video.shape[1] % 2 or video.shape[2] % 2):
+        raise InputError(f"{key}: store='h264' needs even frame sizes (yuv420p); got "
+                         f"{video.shape[2]}x{video.shape[1]}. Use store='lossless'.")
+    # A stage that declares it reads no pixel is handed none (a blank video of the shape).
+    blank = np.broadcast_to(np.uint8(0), video.shape)
+    q = np.asarray(stages.segmenter(blank if stages.segmenter.reads == "none" else video, key))
+    if q.shape != video.shape[:3] or q.dtype != np.bool_:
+        raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
+                         f"{video.shape[:3]}.")
+    without = np.flatnonzero(~q.any(axis=(1, 2)))
+    if len(without) == len(q) and not options.allow_no_person:
+        raise NoPersonError(
+            f"{key}: no person found in any of its {len(q)} frames. Nothing to anonymise: its "
+            "mask would be all private. Check the segmenter (configs/anonymize.py: "
+            "segment.method), or set allow_no_person=True to write it with an all-private mask.")
+    poses = None
+    if stages.poses is not None:
+        poses = pose_lib.check_poses(
+            stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
+    t = len(video)
+    spans = [(lo, min(lo + options.chunk_frames, t)) for lo in range(0, t, options.chunk_frames)]
+    radius = getattr(stages.cleanup, "temporal_radius", None)
+    whole_alpha = None
+    if radius is None:
+        cleaned, whole_alpha = stages.cleanup(q)
+    else:
+        cleaned = np.empty_like(q)
+        for lo, hi in spans:
+            cleaned[lo:hi] = _clean_chunk(stages.cleanup, q, lo, hi, radius)[0]
+
+    def render(lo, hi):
+        chunk_poses = None if poses is None else poses[lo:hi]
+        q_c = cleaned[lo:hi]
+        avatar = stages.renderer(q_c) if chunk_poses is None else stages.renderer(q_c,
+                                                                                   chunk_poses)
+        if (avatar.region.shape != q_c.shape or avatar.region.dtype != np.bool_
+                or avatar.rgb.shape != (*q_c.shape, 3) or not np.all(np.isfinite(avatar.rgb))):
+            raise InputError(f"{key}: the renderer must return a bool region {q_c.shape} and "
+                             f"finite colours {(*q_c.shape, 3)}; got {avatar.region.dtype} "
+                             f"{avatar.region.shape} and {avatar.rgb.shape}.")
+        return avatar
+
+    region = np.empty_like(q)
+    for lo, hi in spans:  # C needs the whole region before any chunk is composed
+        region[lo:hi] = render(lo, hi).region
+    crops = compose.tubelets(region, pad=options.tubelet_pad, window=options.tubelet_window)
+    fit = getattr(stages.inpainter, "fit", None)
+    inpainter = fit(video, cleaned) if fit is not None else stages.inpainter
+    margin = options.codec_margin if options.store == "h264" else 0
+    out = video if in_place else np.empty_like(video)
+    public = np.empty_like(q)
+    inpainted = np.empty_like(video) if with_background else None
+    for lo, hi in spans:
+        q_c = cleaned[lo:hi]
+        alpha = (whole_alpha[lo:hi] if whole_alpha is not None
+                 else _clean_chunk(stages.cleanup, q, lo, hi, radius)[1])
+        frames = video[lo:hi]
+        removed = np.asarray(inpainter(frames, q_c))
+        if removed.shape != frames.shape or not np.all(np.isfinite(removed)):
+            raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} "
+                             "with non-finite values or a shape other than the video's "
+                             f"{frames.shape}.")
+        background = alpha[..., None] * removed + (1 - alpha[..., None]) * frames
+        del removed
+        if inpainted is not None:
+            inpainted[lo:hi] = np.clip(np.rint(background), 0, 255).astype(np.uint8)
+        avatar = render(lo, hi)
+        if not np.array_equal(avatar.region, region[lo:hi]):
+            raise InputError(f"{key}: the renderer returned another region for the same input: "
+                             "it must be deterministic (it is called twice per chunk).")
+        merged = compose.merge(background, avatar, options.blend_sigma)
+        del background
+        composed, touched = compose.refine_and_compose(
+            merged, avatar, q_c, _chunk_tubelets(crops, lo, hi), stages.refiner,
+            options.blend_sigma)
+        del merged
+        public[lo:hi] = compose.public_mask(avatar.region, options.blend_sigma,
+                                            codec_margin=margin) & ~touched
+        out[lo:hi] = np.clip(np.rint(composed), 0, 255).astype(np.uint8)
+    summary = {
+        "frames": int(len(video)),
+        "size": [int(video.shape[1]), int(video.shape[2])],
+        "public_fraction": float(public.mean()),
+        "person_fraction": float(cleaned.mean()),
+        "frames_without_person": without.tolist(),
+        "tubelets": len(crops),
+        "segmenter": type(stages.segmenter).__name__,
+        "segmenter_reads": stages.segmenter.reads,
+        "pose_reads": None if stages.poses is None else stages.poses.reads,
+        "frames_with_pose": None if poses is None else int(sum(len(p) > 0 for p in poses)),
+        "refiner_reads": stages.refiner.reads,
+        "store": options.store,
+    }
+    return Result(out, public, cleaned, region, summary, inpainted)
+
+
+def _clean_chunk(cleanup_stage: Cleanup, q: np.ndarray, lo: int, hi: int, radius: int):
+    """The cleanup of frames ``lo:hi``, run on them and ``radius`` frames either side (what a
+    temporal window of that radius reads), so the result equals the whole video's cleanup."""
+    a, b = max(lo - radius, 0), min(hi + radius, len(q))
+    cleaned, alpha = cleanup_stage(q[a:b])
+    return cleaned[lo - a: hi - a], alpha[lo - a: hi - a]
+
+
+def _chunk_tubelets(crops: list[compose.Tubelet], lo: int, hi: int) -> list[compose.Tubelet]:
+    """The parts of ``crops`` in frames ``lo:hi``, their starts relative to ``lo``."""
+    out = []
+    for tube in crops:
+        a, b = max(tube.start, lo), min(tube.start + len(tube.boxes), hi)
+        if a < b:
+            out.append(compose.Tubelet(a - lo, tube.boxes[a - tube.start: b - tube.start]))
+    return out
+
+
+def find_videos(src: str) -> list[str]:
+    """Keys (paths relative to ``src``, sorted) of the video files under ``src``."""
+    if not os.path.isdir(src):
+        raise InputError(f"{src}: source video directory not found.")
+    keys = []
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        keys += [os.path.relpath(os.path.join(root, f), src) for f in sorted(files)
+                 if f.lower().endswith(VIDEO_EXTENSIONS)]
+    if not keys:
+        raise InputError(f"{src}: no video files ({', '.join(VIDEO_EXTENSIONS)}).")
+    return keys
+
+
+def read_video(path: str) -> np.ndarray:
+    """Every frame of ``path`` at its own size, uint8 ``[T, H, W, 3]`` (PyAV);
+    :class:`maskdp_jax.data.decode.BadVideoError` if it cannot be read."""
+    info = decode.probe_video(path, decoder="pyav")
+    return decode.read_video(path, np.arange(info.num_frames), size=(info.height, info.width),
+                             decoder="pyav")
+
+
+def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -> None:
+    """Write uint8 ``[T, H, W, 3]`` atomically (temporary file, then rename): FFV1 ``bgr0`` in
+    Matroska (lossless) or H.264 crf 18 in MP4, whatever ``path``'s extension."""
+    import av
+
+    lossless = store == "lossless"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with (atomic.replacing(path) as tmp,
+          av.open(tmp, "w", format="matroska" if lossless else "mp4") as container):
+        stream = container.add_stream("ffv1" if lossless else "libx264",
+                                      rate=Fraction(fps).limit_denominator(1001))
+        stream.height, stream.width = frames.shape[1:3]
+        stream.pix_fmt = "bgr0" if lossless else "yuv420p"
+        if not lossless:
+            stream.options = {"crf": "18"}
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+
+
+def _save(path: str, content: bytes | str) -> None:
+    """Atomically write ``content`` to ``path``, making its directory."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomic.write(path, content)
+
+
+def _fps(path: str) -> float:
+    import av
+
+    with av.open(path) as container:
+        rate = container.streams.video[0].average_rate
+    return float(rate) if rate else 25.0
+
+
+def preview_frames(num_frames: int, frames: int = 5) -> np.ndarray:
+    """Indices of the ``frames`` evenly spaced frames a preview shows."""
+    return np.linspace(0, num_frames - 1, frames).round().astype(int)
+
+
+def preview(source: np.ndarray, result: Result, *, frames: int = 5) -> np.ndarray:
+    """uint8 ``[3 H, frames W, 3]`` RGB: ``frames`` evenly spaced frames of the source (top row),
+    the anonymised video (middle) and the public mask (bottom, white = public). ``source`` is the
+    whole source video or just those frames (:func:`preview_frames`)."""
+    idx = preview_frames(len(result.video), frames)
+    shown = source if len(source) == len(idx) != len(result.video) else source[idx]
+    mask = np.repeat(result.public[idx, ..., None], 3, axis=-1).astype(np.uint8) * 255
+    rows = [np.concatenate(list(a), axis=1) for a in (shown, result.video[idx], mask)]
+    return np.concatenate(rows, axis=0)
+
+
+def source_signature(path: str) -> dict:
+    """What a resume compares to notice a replaced source: its size in bytes, modification time
+    (ns) and probe (frames, height, width)."""
+    st = os.stat(path)
+    info = decode.probe_video(path, decoder="pyav")
+    return {"bytes": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
+            "frames": int(info.num_frames), "height": int(info.height),
+            "width": int(info.width)}
+
+
+def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
+                     overwrite: bool = False, skip_bad: bool = False, preview_dir: str = "",
+                     progress: bool = True, background_dir: str = "",
+                     person_dir: str = "") -> dict:
+    """Anonymise every video under ``src`` (module docstring for what is written).
+
+    Every source video is probed first: an unreadable one stops the run before anything is
+    written (``skip_bad=True`` leaves it out and lists it in the summary instead). A video with
+    no person anywhere raises :class:`NoPersonError` (videos already written stay, and a rerun
+    resumes). ``dst`` and ``mask_dir`` must differ from ``src``. ``preview_dir``: also write
+    ``<preview_dir>/<key stem>.png`` (:func:`preview`) for each video processed.
+
+    Returns:
+      the summary written to ``<dst>/summary.json``.
+    """
+    keys = find_videos(src)
+    _check_output_dirs(src, dst, mask_dir, stages, background_dir=background_dir,
+                       person_dir=person_dir)
+    stems: dict[str, str] = {}
+    for key in keys:
+        stem = os.path.splitext(key)[0]
+        if stem in stems:
+            raise InputError(f"{stems[stem]} and {key} would share the mask {stem}.npz (masks "
+                             "mirror the path without its extension); rename one.")
+        stems[stem] = key
+        shadows = [os.path.join(mask_dir, stem) + ext for ext in (".npy", *MASK_VIDEO_EXTENSIONS)
+                   if os.path.isfile(os.path.join(mask_dir, stem) + ext)]
+        if shadows:  # train.py would read it instead of (or beside) the .npz written here
+            raise InputError(f"{shadows[0]} exists: train.py would read it as the mask of {key} "
+                             f"instead of the {stem}.npz this run writes (a stale or person "
+                             "mask would be trained as public). Remove it or pick another "
+                             "--mask_dir. Nothing was written.")
+    settings = _settings(stages, options)
+    if stages.segmenter.reads == "video" and progress:
+        print(f"note: the segmenter {type(stages.segmenter).__name__} reads the whole video "
+              "(reads='video'): each public mask and avatar then depends on every pixel of its "
+              "video, background included (whatever a detector takes for a person, anywhere in "
+              "the frame), not only on the person; masks or boxes from files "
+              "(max_reads='boxes') bound that.", flush=True)
+    bad = []
+    for key in keys:
+        try:
+            decode.probe_video(os.path.join(src, key), decoder="pyav")
+        except decode.BadVideoError as e:
+            bad.append((key, str(e)))
+    if bad and not skip_bad:
+        listed = "\n  ".join(f"{k}: {reason}" for k, reason in bad)
+        raise InputError(f"{len(bad)} unreadable source video(s); nothing was written "
+                         f"(skip_bad=True leaves them out):\n  {listed}")
+    bad_keys = {k for k, _ in bad}
+    videos = {}
+    from tqdm import tqdm
+
+    for key in tqdm(keys, desc="anonymise", unit="video", disable=not progress):
+        if key in bad_keys:
+            continue
+        stem = os.path.splitext(os.path.join(mask_dir, key))[0]
+        out_path = os.path.join(dst, key)
+        source = os.path.join(src, key)
+        signature = source_signature(source)
+        extra = {}  # the optional outputs asked for: what -> path
+        if background_dir:
+            extra["background"] = os.path.join(background_dir, key)
+        if person_dir:
+            extra["person"] = os.path.splitext(os.path.join(person_dir, key))[0] + ".npz"
+        if not overwrite and all(os.path.isfile(p) for p in
+                                 (out_path, stem + ".npz", stem + ".json", *extra.values())):
+            with open(stem + ".json") as f:
+                done = json.load(f)
+            if done.get("settings") != settings:
+                raise InputError(
+                    f"{out_path} was made with other settings than this run's (stages, reads, "
+                    "store or options differ; see its summary "
+                    f"{stem}.json): rerun with --overwrite, or write to another --dst and "
+                    "--mask_dir. Nothing was changed.")
+            if done.get("source") == signature:
+                videos[key] = done
+                continue
+            print(f"{key}: the source changed since its outputs were written (size, "
+                  "modification time or probe differ from its summary): anonymised again.",
+                  flush=True)
+        frames = read_video(source)
+        shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
+        result = anonymize_video(frames, key, stages, options, in_place=True,
+                                 with_background="background" in extra)
+        del frames  # result.video is the same array, overwritten chunk by chunk
+        result.summary["settings"] = settings
+        result.summary["source"] = signature
+        write_video(out_path, result.video, store=options.store, fps=_fps(source))
+        _save(stem + ".npz", _npz(result.public))
+        if "background" in extra:
+            write_video(extra["background"], result.background, store=options.store,
+                        fps=_fps(source))
+        if "person" in extra:
+            _save(extra["person"], _npz(result.person))
+        _save(stem + ".json", _json(result.summary))
+        if preview_dir:
+            png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
+            _save(png, _png(preview(shown, result)))
+        videos[key] = result.summary
+    if options.store == "h264":
+        warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
+                      "information (motion compensation, rate control); the codec margin only "
+                      "narrows the leak. Use store='lossless' for the guarantee.", stacklevel=2)
+    summary = {
+        "src": os.path.abspath(src),
+        "videos": videos,
+        "skipped_unreadable": [{"key": k, "reason": r} for k, r in bad],
+        "settings": settings,
+        "segmenter_reads": sorted({v["segmenter_reads"] for v in videos.values()}),
+        "public_fraction_mean": float(np.mean([v["public_fraction"] for v in videos.values()]))
+        if videos else 0.0,
+        "videos_with_frames_without_person": sorted(
+            k for k, v in videos.items() if v["frames_without_person"]),
+    }
+    _save(os.path.join(dst, "summary.json"), _json(summary))
+    return summary
+
+
+def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages, *,
+                       background_dir: str = "", person_dir: str = "") -> None:
+    src_real = os.path.realpath(src)
+    outputs = [(d, n) for d, n in ((dst, "dst"), (mask_dir, "mask_dir"),
+                                   (background_dir, "background_dir"),
+                                   (person_dir, "person_dir")) if d]
+    for out_dir, name in outputs:
+        real = os.path.realpath(out_dir)
+        if real == src_real or real.startswith(src_real + os.sep):
+            raise InputError(f"{name} ({out_dir}) must lie outside the source directory {src}: "
+                             "the source videos would be overwritten or read back as sources.")
+    for i, (a, name_a) in enumerate(outputs[1:], start=1):
+        for b, name_b in outputs[:i]:
+            if name_a in ("background_dir", "person_dir") and (
+                    os.path.realpath(a) == os.path.realpath(b)):
+                raise InputError(f"{name_a} ({a}) must differ from {name_b}: a person mask would "
+                                 "be read as a public mask, or a background as the anonymised "
+                                 "video.")
+    files_dir = getattr(stages.segmenter, "mask_dir", "")
+    if files_dir and os.path.realpath(files_dir) == os.path.realpath(mask_dir):
+        raise InputError(f"mask_dir must differ from the person-mask folder {files_dir}: "
+                         "train.py would read person masks (1 = person) as public masks.")
+
+
+def _settings(stages: Stages, options: Options) -> dict:
+    """What a video's outputs were made with (compared on resume): each stage's class and
+    parameters, the segmenter's ``reads``, and the options that change an output (not
+    :data:`_OUTPUT_IRRELEVANT`)."""
+
+    def describe(stage) -> dict:
+        params = (dataclasses.asdict(stage) if dataclasses.is_dataclass(stage)
+                  else dict(getattr(stage, "__dict__", {})))
+        return {"class": type(stage).__name__,
+                **{k: v for k, v in params.items() if isinstance(v, (str, int, float, bool))}}
+
+    options_out = {k: v for k, v in dataclasses.asdict(options).items()
+                   if k not in _OUTPUT_IRRELEVANT}
+    return json.loads(json.dumps({
+        "stages": {f.name: describe(getattr(stages, f.name)) for f in dataclasses.fields(stages)},
+        "segmenter_reads": stages.segmenter.reads,
+        "options": options_out,
+    }))
+
+
+# Options that change whether a video is written, never what is written: not compared on resume.
+_OUTPUT_IRRELEVANT = ("allow_no_person",)
+
+
+def _png(rgb: np.ndarray) -> bytes:
+    from maskdp_jax.anonymize.opencv import cv2
+
+    ok, data = cv2().imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
+    if not ok:
+        raise OSError("PNG encoding failed.")
+    return data.tobytes()
+
+
+def _npz(public: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, mask=public.astype(np.uint8))
+    return buffer.getvalue()
+
+
+def _json(payload: dict) -> str:
+    return json.dumps(payload, indent=1) + "\n"
+
+
+def build_stages(config) -> tuple[Stages, Options]:
+    """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config."""
+    seg = config.segment
+    if seg.method == "centerface":
+        segmenter = segment.FacePeople(threshold=seg.face_threshold, refine=seg.refine,
+                                       margin=seg.margin, max_gap=seg.face_max_gap)
+    elif seg.method == "grabcut":
+        segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
+                                          max_gap=seg.max_gap)
+    elif seg.method == "selfie":
+        segmenter = segment.SelfieSegmentation()
+    elif seg.method == "background":
+        segmenter = segment.BackgroundSubtraction(detector=seg.detector, max_gap=seg.max_gap)
+    elif seg.method == "files":
+        if not seg.files_dir:
+            raise InputError("segment.method='files' needs segment.files_dir (your person masks).")
+        segmenter = segment.MaskFiles(seg.files_dir)
+    else:
+        raise InputError(f"segment.method must be 'centerface', 'grabcut', 'selfie', "
+                         f"'background' or 'files'; got {seg.method!r}.")
+    if config.pose.method == "segmenter":
+        poses = (segment.SegmenterPoses(segmenter) if getattr(segmenter, "refine", "") == "pose"
+                 else None)
+    elif config.pose.method == "files":
+        if not config.pose.files_dir:
+            raise InputError("pose.method='files' needs pose.files_dir (your poses).")
+        poses = pose_lib.PoseFiles(config.pose.files_dir)
+    elif config.pose.method == "none":
+        poses = None
+    else:
+        raise InputError(f"pose.method must be 'segmenter', 'files' or 'none'; got "
+                         f"{config.pose.method!r}.")
+    inpainters = {"median": inpaint.TemporalMedian, "opencv": inpaint.OpenCVInpaint}
+    if config.inpaint not in inpainters:
+        raise InputError(f"inpaint must be one of {sorted(inpainters)}; got {config.inpaint!r}.")
+    stages = Stages(
+        segmenter=segmenter,
+        cleanup=cleanup.MaskCleanup(**config.cleanup),
+        inpainter=inpainters[config.inpaint](),
+        renderer=avatar_lib.ProceduralAvatar(**config.avatar),
+        poses=poses,
+    )
+    options = Options(blend_sigma=config.blend_sigma, tubelet_pad=config.tubelet_pad,
+                      tubelet_window=config.tubelet_window, store=config.store,
+                      codec_margin=config.codec_margin, max_reads=config.max_reads,
+                      allow_no_person=config.allow_no_person,
+                      chunk_frames=config.chunk_frames)
+    return stages, options

@@ -1,0 +1,116 @@
+"""``f_pos``: body poses, from a neural model shipped with this package or from files.
+
+A pose is float32 ``[33, 3]``: ``(x, y, visibility)`` of the 33 BlazePose keypoints
+(:data:`maskdp_jax.anonymize.pose.KEYPOINTS`) in frame pixels, visibility in [0, 1]. A video's poses
+are a list with one float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 where nobody was found).
+
+* :class:`BlazePose`: MediaPipe's BlazePose GHUM "full" landmark model
+  (``anonymize/weights/pose_landmark_full.tflite``, Apache-2.0, copied from the ``mediapipe``
+  0.10.21 wheel: :mod:`maskdp_jax.anonymize.model_files`), run through OpenCV's DNN module on a
+  square crop around a person. Besides the keypoints it outputs a person segmentation of the crop,
+  which :class:`maskdp_jax.anonymize.segment.FacePeople` uses as the person mask. MediaPipe's own
+  person detector (``pose_detection.tflite``) uses a TFLite operator (DENSIFY) that OpenCV cannot
+  load, so the crops come from the face detector instead.
+* :class:`PoseFiles` (``reads="none"``): poses you made (e.g. NTU RGB+D's skeletons projected
+  to the image), ``<dir>/<key stem>.json`` = ``{"poses": [[frame, x0, y0, v0, ..., x32, y32,
+  v32], ...]}``.
+
+The poses are released outside DP exactly like the mask: the avatar is drawn from them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from maskdp_jax.anonymize import model_files, segment
+from maskdp_jax.anonymize.opencv import cv2 as _cv2
+from maskdp_jax.anonymize.stages import InputError
+
+#: Keypoints per pose.
+NUM_KEYPOINTS = 33
+#: The BlazePose keypoints' names, in the model's order.
+KEYPOINTS = ("nose", "left_eye_inner", "left_eye", "left_eye_outer", "right_eye_inner",
+             "right_eye", "right_eye_outer", "left_ear", "right_ear", "mouth_left",
+             "mouth_right", "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
+             "left_wrist", "right_wrist", "left_pinky", "right_pinky", "left_index",
+             "right_index", "left_thumb", "right_thumb", "left_hip", "right_hip", "left_knee",
+             "right_knee", "left_ankle", "right_ankle", "left_heel", "right_heel",
+             "left_foot_index", "right_foot_index")
+#: Limbs drawn by a pose-driven avatar: (keypoint a, keypoint b, part) with part 0 = head,
+#: 1 = torso / arms, 2 = legs (the avatar's palette rows).
+BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 15, 1),
+         (12, 14, 1), (14, 16, 1), (23, 25, 2), (25, 27, 2), (24, 26, 2), (26, 28, 2),
+         (27, 31, 2), (28, 32, 2))
+_INPUT = 256
+
+
+class BlazePose:
+    """BlazePose landmarks and person segmentation of one person in a square crop.
+
+    ``__call__(frame, box)``: uint8 ``[H, W, 3]`` RGB and a square ``(x0, y0, x1, y1)`` around
+    the person (may reach past the frame: zero padding) -> ``(pose, presence, mask)``: float32
+    ``[33, 3]`` keypoints in frame pixels, the model's person-presence score, and bool
+    ``[H, W]`` the person's pixels (the segmentation output above 0.5, only inside the crop).
+    """
+
+    def __init__(self):
+        self.path = model_files.path("pose_landmark_full.tflite")
+        self._net = _cv2().dnn.readNetFromTFLite(self.path)
+        self._names = self._net.getUnconnectedOutLayersNames()
+
+    def __call__(self, frame: np.ndarray, box: np.ndarray):
+        cv2 = _cv2()
+        h, w = frame.shape[:2]
+        x0, y0, x1, _ = (float(v) for v in box[:4])
+        s = _INPUT / (x1 - x0)
+        to_crop = np.array([[s, 0, -x0 * s], [0, s, -y0 * s]])
+        crop = cv2.warpAffine(frame, to_crop, (_INPUT, _INPUT), flags=cv2.INTER_AREA,
+                              borderMode=cv2.BORDER_CONSTANT)
+        self._net.setInput(crop.astype(np.float32).transpose(2, 0, 1)[None] / 255)
+        out = dict(zip(self._names, self._net.forward(self._names), strict=True))
+        # outputs: Identity [1, 195] = 39 x (x, y, z, visibility, presence) in crop px (the last
+        # 6 are auxiliary), Identity_1 [1, 1] person presence, Identity_2 segmentation logits
+        lm = out["Identity"].reshape(-1, 5)[:NUM_KEYPOINTS]
+        pose = np.stack([x0 + lm[:, 0] / s, y0 + lm[:, 1] / s,
+                         0.5 + 0.5 * np.tanh(lm[:, 3] / 2)], 1)  # sigmoid.astype(np.float32)
+        logits = out["Identity_2"][0, 0]
+        mask = cv2.warpAffine(logits, to_crop, (w, h),
+                              flags=cv2.WARP_INVERSE_MAP | cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_CONSTANT, borderValue=-1.0) > 0
+        return pose, float(out["Identity_1"].ravel()[0]), mask
+
+
+class PoseFiles:
+    """Poses read from ``<poses_dir>/<key stem>.json`` (module docstring); ``reads="none"``."""
+
+    reads = "none"
+
+    def __init__(self, poses_dir: str):
+        if not os.path.isdir(poses_dir):
+            raise InputError(f"{poses_dir}: pose directory not found.")
+        self.poses_dir = poses_dir
+
+    def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        t = len(video)
+        path = os.path.splitext(os.path.join(self.poses_dir, key))[0] + ".json"
+        rows = segment.read_frame_rows(
+            path, field="poses", what="pose", width=1 + 3 * NUM_KEYPOINTS, num_frames=t,
+            layout="[[frame, x0, y0, v0, ..., x32, y32, v32], ...]")
+        return [r.reshape(-1, NUM_KEYPOINTS, 3).astype(np.float32) for r in rows]
+
+
+def check_poses(poses, num_frames: int, key: str) -> list[np.ndarray]:
+    """``poses`` as a list of float32 ``[n, 33, 3]``, one per frame, or an InputError."""
+    if len(poses) != num_frames:
+        raise InputError(f"{key}: the pose stage returned {len(poses)} frames of poses for a "
+                         f"video of {num_frames} frames.")
+    out = []
+    for p in poses:
+        p = np.asarray(p, np.float32)
+        if p.ndim != 3 or p.shape[1:] != (NUM_KEYPOINTS, 3) or not np.all(np.isfinite(p)):
+            raise InputError(f"{key}: poses must be finite float32 [n, {NUM_KEYPOINTS}, 3] per "
+                             f"frame; got {p.shape}.")
+        out.append(p)
+    return out

@@ -1,0 +1,492 @@
+"""``f_seg``: person masks, four ways (each a :class:`maskdp_jax.anonymize.stages.Segmenter`).
+
+* :class:`FacePeople` (the default, ``reads="video"``): a neural face detector (CenterFace,
+  :mod:`maskdp_jax.anonymize.centerface`) finds each face; BlazePose
+  (:mod:`maskdp_jax.anonymize.pose`) segments the person and gives their keypoints in a square crop
+  where the body should be (``refine="grabcut"``: GrabCut in a body box below the face instead,
+  seeded with the face and the chest as person). Both models' files ship in ``anonymize/weights/``
+  (:mod:`maskdp_jax.anonymize.model_files`). It finds people whose face is visible (front,
+  three-quarter, profile); people seen from behind or with faces under ~10 px are missed (their
+  pixels stay private).
+* :class:`SelfieSegmentation` (``reads="video"``): MediaPipe's selfie segmentation model on the
+  whole frame: a person mask without a face detector (back views too), for close-up footage
+  (video calls, one or two people near the camera); on wide shots and on non-human scenes it
+  marks non-people (measured in docs/results/anonymize_quality), hence not the default.
+* :class:`MaskFiles` (``reads="none"``): masks you made with your own segmenter, mirroring the
+  video paths (``<dir>/<key stem>.npy|.npz`` or a gray mask video, found and read as
+  ``train.py`` finds and reads masks, 1/255 = person).
+* :class:`BackgroundSubtraction` (``reads="video"``): OpenCV's MOG2 for static cameras (NTU RGB+D,
+  Toyota Smarthome), opened/closed by morphology, small blobs dropped and, optionally, only blobs
+  near a person found by OpenCV's people/face detectors kept. It models every pixel's history:
+  the background is read, and anything that moves in it can enter the mask.
+* :class:`GrabCutPeople` : OpenCV's GrabCut inside person boxes. Boxes from OpenCV's HOG people
+  detector and frontal-face cascade (``reads="video"``: the detectors scan every pixel) or from
+  box files (``reads="boxes"``: GrabCut is run on the box plus ``margin`` cropped out of the frame,
+  so the mask depends on no pixel outside it; this is the mode whose mask depends on the person's
+  pixels, and the margin's, only; whoever made the boxes answers for what *they* read, and the
+  cleanup's temporal vote mixes in the boxes of neighbouring frames).
+
+OpenCV is the library (its classical detectors and segmenters run offline on a CPU); the choice
+between them is the user's (configs/anonymize.py). Detectors are imprecise: the summary reports
+the frames where no person was found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from maskdp_jax.anonymize import centerface, model_files
+from maskdp_jax.anonymize import pose as pose_lib
+from maskdp_jax.anonymize.opencv import cv2 as _cv2
+from maskdp_jax.anonymize.stages import InputError
+from maskdp_jax.data import decode
+from maskdp_jax.data.video_dataset import find_mask
+
+
+class MaskFiles:
+    """Person masks read from files mirroring the video paths (1 or 255 = person).
+
+    A missing file, a non-binary mask, or a mask whose ``[T, H, W]`` differs from the video's
+    raises :class:`maskdp_jax.data.decode.BadVideoError` naming the file.
+    """
+
+    reads = "none"
+
+    def __init__(self, mask_dir: str):
+        if not os.path.isdir(mask_dir):
+            raise InputError(f"{mask_dir}: person-mask directory not found.")
+        self.mask_dir = mask_dir
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        path = find_mask(self.mask_dir, key)  # train.py's lookup: same names, same order
+        mask, _ = decode.load_mask(path)
+        return decode.binarize_mask(mask, path=path, video_shape=video.shape).astype(bool)
+
+
+def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndarray]:
+    """Per frame, int ``[n, 4]`` person boxes ``(x0, y0, x1, y1)`` (exclusive ends): OpenCV's HOG
+    people detector, plus frontal faces grown to head and shoulders (the HOG window is 64 x 128
+    px: close-ups are found by their face)."""
+    cv2 = _cv2()
+    hog = cv2.HOGDescriptor()
+    hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+    face = cv2.CascadeClassifier(os.path.join(cv2.data.haarcascades,
+                                              "haarcascade_frontalface_default.xml"))
+    if face.empty():
+        raise RuntimeError("OpenCV's haarcascade_frontalface_default.xml did not load; reinstall "
+                           "opencv-python-headless (pip install -r requirements.txt).")
+    t, h, w, _ = video.shape
+    out = []
+    for frame in video:
+        bgr = frame[..., ::-1]
+        boxes = []
+        if h >= 128 and w >= 64:
+            found, _ = hog.detectMultiScale(np.ascontiguousarray(bgr), winStride=(8, 8))
+            boxes += [(x, y, x + bw, y + bh) for x, y, bw, bh in np.reshape(found, (-1, 4))]
+        gray = cv2.cvtColor(np.ascontiguousarray(bgr), cv2.COLOR_BGR2GRAY)
+        faces = face.detectMultiScale(gray, face_scale, 4)
+        for x, y, fw, fh in np.reshape(faces, (-1, 4)):
+            boxes.append((x - 0.75 * fw, y - 0.4 * fh, x + 1.75 * fw, y + 3.5 * fh))
+        out.append(_clip_boxes(np.reshape(np.asarray(boxes, np.float64), (-1, 4)), h, w))
+    return out
+
+
+def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
+    """Frames without a box take the boxes of the nearest frame with one, if at most ``max_gap``
+    frames away (detectors miss frames; a person does not vanish for a frame)."""
+    found = np.array([len(b) > 0 for b in boxes])
+    if not found.any():
+        return boxes
+    where = np.flatnonzero(found)
+    out = []
+    for i, b in enumerate(boxes):
+        if len(b):
+            out.append(b)
+            continue
+        j = where[np.argmin(np.abs(where - i))]
+        out.append(boxes[j] if abs(j - i) <= max_gap else b)
+    return out
+
+
+def read_frame_rows(path: str, *, field: str, what: str, width: int, num_frames: int,
+                    layout: str) -> list[np.ndarray]:
+    """Per-frame rows from a JSON file ``{field: [[frame, v1, ..., v_{width-1}], ...]}``: for each
+    of ``num_frames`` frames the ``[n, width - 1]`` float64 rows of that frame (n may be 0).
+
+    Raises:
+      data.decode.BadVideoError: the file is unreadable, not of that layout (``layout`` is quoted
+        in the message), or a frame index is not an integer in ``[0, num_frames)``.
+    """
+    try:
+        with open(path) as f:
+            rows = np.reshape(np.asarray(json.load(f)[field], np.float64), (-1, width))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise decode.BadVideoError(
+            path, f"{what} file unreadable ({type(e).__name__}: {e}); expected "
+                  f'{{"{field}": {layout}}}.') from e
+    frame = rows[:, 0].astype(np.int64)
+    if rows.size and (frame.min() < 0 or frame.max() >= num_frames
+                      or not np.array_equal(frame, rows[:, 0])):
+        raise decode.BadVideoError(
+            path, f"{what} frame indices must be integers in [0, {num_frames}).")
+    return [rows[frame == i, 1:] for i in range(num_frames)]
+
+
+def read_boxes(boxes_dir: str, key: str, num_frames: int,
+               size: tuple[int, int]) -> list[np.ndarray]:
+    """Person boxes from ``<boxes_dir>/<key stem>.json``: ``{"boxes": [[frame, x0, y0, x1, y1],
+    ...]}`` in pixels, ends exclusive (e.g. from NTU's skeletons or an annotation tool)."""
+    path = os.path.splitext(os.path.join(boxes_dir, key))[0] + ".json"
+    rows = read_frame_rows(path, field="boxes", what="person box", width=5, num_frames=num_frames,
+                           layout="[[frame, x0, y0, x1, y1], ...]")
+    return [_clip_boxes(r, *size) for r in rows]
+
+
+def _clip_boxes(boxes: np.ndarray, h: int, w: int) -> np.ndarray:
+    b = np.round(boxes).astype(np.int64)
+    b[:, [0, 2]] = np.clip(b[:, [0, 2]], 0, w)
+    b[:, [1, 3]] = np.clip(b[:, [1, 3]], 0, h)
+    return b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+
+
+class GrabCutPeople:
+    """GrabCut (OpenCV) inside each person box, on the box plus ``margin`` px cut out of the frame.
+
+    Args:
+      boxes_dir: ``""``: boxes from :func:`detect_people` (``reads="video"``); else a folder of
+        box files (:func:`read_boxes`, ``reads="boxes"``).
+      margin: px of context around a box given to GrabCut as sure background.
+      iterations: GrabCut iterations.
+      max_gap: frames a detection is carried to frames where the detector found nobody.
+    """
+
+    def __init__(self, *, boxes_dir: str = "", margin: int = 8, iterations: int = 3,
+                 max_gap: int = 12):
+        if margin < 1 or iterations < 1 or max_gap < 0:
+            raise InputError("GrabCutPeople needs margin >= 1, iterations >= 1, max_gap >= 0.")
+        if boxes_dir and not os.path.isdir(boxes_dir):
+            raise InputError(f"{boxes_dir}: person-box directory not found.")
+        self.boxes_dir, self.margin, self.iterations, self.max_gap = (
+            boxes_dir, margin, iterations, max_gap)
+        self.reads = "boxes" if boxes_dir else "video"
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        if self.boxes_dir:
+            boxes = read_boxes(self.boxes_dir, key, t, (h, w))
+        else:
+            boxes = fill_gaps(detect_people(video), self.max_gap)
+        q = np.zeros((t, h, w), bool)
+        for i, frame_boxes in enumerate(boxes):
+            for x0, y0, x1, y1 in frame_boxes:
+                cx0, cy0 = max(x0 - self.margin, 0), max(y0 - self.margin, 0)
+                cx1, cy1 = min(x1 + self.margin, w), min(y1 + self.margin, h)
+                crop = np.ascontiguousarray(video[i, cy0:cy1, cx0:cx1, ::-1])
+                rect = (int(x0 - cx0), int(y0 - cy0), int(x1 - x0), int(y1 - y0))
+                if rect[2] < 2 or rect[3] < 2 or rect[2] >= crop.shape[1] - 1 and \
+                        rect[3] >= crop.shape[0] - 1:
+                    continue  # no background left to model: a box that fills the frame
+                labels = np.zeros(crop.shape[:2], np.uint8)
+                cv2.setRNGSeed(0)  # GrabCut's GMM initialisation: deterministic output
+                cv2.grabCut(crop, labels, rect, np.zeros((1, 65)), np.zeros((1, 65)),
+                            self.iterations, cv2.GC_INIT_WITH_RECT)
+                person = (labels == cv2.GC_FGD) | (labels == cv2.GC_PR_FGD)
+                q[i, cy0:cy1, cx0:cx1] |= person
+        return q
+
+
+class BackgroundSubtraction:
+    """MOG2 background subtraction for static cameras, then morphology and blob filtering.
+
+    The model first learns the whole video, every frame with the same weight (learning rate
+    1/T), then labels each frame with the learnt model (so the first frames are labelled as well
+    as the last). A pixel's background is made of its most frequent colours up to
+    ``background_ratio`` of the frames (MOG2's default 0.9 would call a person who covers a pixel
+    in 10 % of the frames background). Shadows (MOG2's 127) count as background.
+
+    Args:
+      history: frames of history of the MOG2 model.
+      var_threshold: MOG2's squared Mahalanobis threshold.
+      background_ratio: MOG2's background ratio (above).
+      min_area: blobs smaller than this fraction of the frame are dropped.
+      detector: ``"people"``: keep only blobs that overlap a box of :func:`detect_people` (gaps
+        filled over ``max_gap`` frames); ``"none"``: keep every blob.
+    """
+
+    reads = "video"
+
+    def __init__(self, *, history: int = 200, var_threshold: float = 16.0,
+                 background_ratio: float = 0.6, min_area: float = 0.002,
+                 detector: str = "people", max_gap: int = 12):
+        if detector not in ("people", "none"):
+            raise InputError(f"detector must be 'people' or 'none'; got {detector!r}.")
+        self.history, self.var_threshold, self.min_area = history, var_threshold, min_area
+        self.background_ratio = background_ratio
+        self.detector, self.max_gap = detector, max_gap
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        model = cv2.createBackgroundSubtractorMOG2(self.history, self.var_threshold, True)
+        model.setBackgroundRatio(self.background_ratio)
+        for frame in video:
+            model.apply(np.ascontiguousarray(frame[..., ::-1]), learningRate=1.0 / t)
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+        boxes = (fill_gaps(detect_people(video), self.max_gap) if self.detector == "people"
+                 else None)
+        q = np.zeros((t, h, w), bool)
+        for i, frame in enumerate(video):
+            fg = (model.apply(np.ascontiguousarray(frame[..., ::-1]), learningRate=0) == 255)
+            fg = cv2.morphologyEx(fg.astype(np.uint8), cv2.MORPH_OPEN, kernel)
+            fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, kernel)
+            n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+            for c in range(1, n):
+                x, y, bw, bh, area = stats[c]
+                if area < self.min_area * h * w:
+                    continue
+                if boxes is not None and not any(
+                        x < x1 and x + bw > x0 and y < y1 and y + bh > y0
+                        for x0, y0, x1, y1 in boxes[i]):
+                    continue
+                q[i] |= labels == c
+        return q
+
+
+def pose_box(face: np.ndarray) -> np.ndarray:
+    """The square ``(x0, y0, x1, y1)`` the pose model segments for a face ``(x0, y0, x1, y1)``:
+    7.5 face heights on a side, centred 3.4 face heights below the face's top (an upright
+    person's head to knees or feet; close-ups reach past the frame and are zero-padded)."""
+    x0, y0, x1, y1 = face[:4]
+    fh = y1 - y0
+    cx, cy, half = (x0 + x1) / 2, y0 + 3.4 * fh, 3.75 * fh
+    return np.array([cx - half, cy - half, cx + half, cy + half])
+
+
+class SegmenterPoses:
+    """A pose stage that returns the poses a segmenter found while segmenting (e.g.
+    :class:`FacePeople`): it reads what the segmenter reads."""
+
+    def __init__(self, segmenter):
+        self.segmenter = segmenter
+        self.reads = segmenter.reads
+
+    def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        return self.segmenter.poses(video, key)
+
+
+def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """Where a person whose face is ``face`` (``x0, y0, x1, y1``) probably is.
+
+    Returns ``(box, likely, sure)``: the box GrabCut may mark person (2 face widths either side
+    of the face's centre, from a third of a face above it to 6 faces below it: head, shoulders,
+    arms and torso of an upright person, legs in a wide shot), the boxes seeded as probable
+    person (the head with hair and the torso below it) and those seeded as sure person (the
+    face's centre and the neck and upper chest). Proportions are a prior for upright people;
+    GrabCut then follows the colours inside the box.
+    """
+    x0, y0, x1, y1 = face[:4]
+    fw, fh = x1 - x0, y1 - y0
+    cx = (x0 + x1) / 2
+    box = np.array([cx - 2.0 * fw, y0 - 0.35 * fh, cx + 2.0 * fw, y1 + 6.0 * fh])
+    likely = [np.array([x0 - 0.1 * fw, y0 - 0.3 * fh, x1 + 0.1 * fw, y1 + 0.1 * fh]),
+              np.array([cx - 0.9 * fw, y1, cx + 0.9 * fw, y1 + 3.0 * fh])]
+    sure = [np.array([cx - 0.3 * fw, y0 + 0.2 * fh, cx + 0.3 * fw, y1 - 0.1 * fh]),
+            np.array([cx - 0.25 * fw, y1 + 0.15 * fh, cx + 0.25 * fw, y1 + 1.2 * fh])]
+    return box, likely, sure
+
+
+def attached_to_person(mask: np.ndarray, face: np.ndarray,
+                       keypoints: np.ndarray | None = None) -> np.ndarray:
+    """bool ``[H, W]``: the 8-connected components of ``mask`` (bool ``[H, W]``, one person's
+    segmentation) that share a pixel with the face box ``face`` (``x0, y0, x1, y1`` in frame
+    pixels) or hold one of the person's ``keypoints`` (float ``[K, 3]``: ``x, y, visibility`` in
+    frame pixels; those with visibility above :data:`VISIBLE` count); the rest of ``mask`` is
+    dropped. Parts of the box or keypoints outside the frame are ignored.
+
+    A person's pixels are connected to their face, or (where an occluder or a missed neck splits
+    them) to a body part the pose model sees; a component touching neither is background the
+    model marked beside them (on compressed or blurred frames, specks of a few dozen px; on
+    bikes, patches of a car in front of the cyclist), which would become an avatar fragment and a
+    tubelet of its own. The rule only removes pixels: what it drops stays private.
+    """
+    h, w = mask.shape
+    if not mask.any():
+        return np.zeros_like(mask)
+    _, labels = _cv2().connectedComponents(mask.astype(np.uint8), connectivity=8)
+    x0, y0 = max(int(np.floor(face[0])), 0), max(int(np.floor(face[1])), 0)
+    x1, y1 = min(int(np.ceil(face[2])), w), min(int(np.ceil(face[3])), h)
+    seeds = [labels[y0:y1, x0:x1].ravel()]
+    if keypoints is not None and len(keypoints):
+        kp = np.asarray(keypoints)
+        x, y = np.floor(kp[:, 0]).astype(int), np.floor(kp[:, 1]).astype(int)
+        ok = (kp[:, 2] > VISIBLE) & (x >= 0) & (x < w) & (y >= 0) & (y < h)
+        seeds.append(labels[y[ok], x[ok]])
+    touching = np.unique(np.concatenate(seeds))
+    return np.isin(labels, touching[touching > 0])
+
+
+#: BlazePose's visibility (a probability) above which a keypoint anchors a mask component.
+VISIBLE = 0.5
+
+
+class FacePeople:
+    """Person masks (and poses) from neural face detections: CenterFace finds faces, and for
+    each face either BlazePose segments the person in a square crop around where the body
+    should be (``refine="pose"``, the default; it gives the 33 body keypoints too,
+    :mod:`maskdp_jax.anonymize.pose`) or :func:`body_prior` turns the face into a body box and seeds
+    for GrabCut (``refine="grabcut"``: no pose model needed, coarser).
+
+    Of each face's mask only the parts connected to the face box or to a visible keypoint of
+    that person's pose are kept (:func:`attached_to_person`): a detached speck beside them is
+    not theirs (it would become an avatar fragment and a tubelet of its own).
+
+    GrabCut runs on the body box plus ``margin`` cut out of the frame and shrunk so that its
+    longer side is at most ``grabcut_side`` px (GrabCut's cost grows with the pixels it models;
+    the mask is scaled back up). ``reads="video"``: the detector scans every pixel, so whatever
+    looks like a face anywhere (a poster, a cartoon face) can make a mask there, and the mask
+    (public) depends on that; the crop the pose model segments includes background too.
+
+    Args:
+      threshold, max_side: the face detector's
+        (:class:`maskdp_jax.anonymize.centerface.CenterFace`).
+      refine: ``"pose"`` or ``"grabcut"`` (above).
+      margin: px of context around a body box given to GrabCut as sure background.
+      grabcut_side: the longest side (px) GrabCut works at.
+      iterations: GrabCut iterations.
+      max_gap: frames a detection is carried to frames where no face was found (with
+        ``refine="pose"`` kept only where the pose model's person-presence score is at least
+        ``carried_presence``: the person may have left).
+    """
+
+    reads = "video"
+    carried_presence = 0.5
+
+    def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
+                 margin: int = 8, grabcut_side: int = 160, iterations: int = 3,
+                 max_gap: int = 4):
+        if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
+            raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
+                             "grabcut_side >= 16.")
+        if refine not in ("pose", "grabcut"):
+            raise InputError(f"refine must be 'pose' or 'grabcut'; got {refine!r}.")
+        self.detector = centerface.CenterFace(threshold=threshold, max_side=max_side)
+        self._pose = pose_lib.BlazePose() if refine == "pose" else None
+        self.threshold, self.max_side, self.refine, self.margin = (
+            threshold, max_side, refine, margin)
+        self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
+        self.model = model_files.describe("centerface.onnx") + (
+            "; " + model_files.describe("pose_landmark_full.tflite") if refine == "pose" else "")
+        self._last: tuple[str, int, list[np.ndarray]] | None = None
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        t, h, w, _ = video.shape
+        q = np.zeros((t, h, w), bool)
+        poses = []
+        detected = [self.detector(frame) for frame in video]
+        for i, faces in enumerate(fill_gaps(detected, self.max_gap)):
+            found = []
+            for face in faces:
+                if self._pose is None:
+                    q[i] |= attached_to_person(self._segment(video[i], face), face)
+                    continue
+                pose, presence, person = self._pose(video[i], pose_box(face))
+                if not len(detected[i]) and presence < self.carried_presence:
+                    continue  # a face carried from another frame, and nobody there now
+                q[i] |= attached_to_person(person, face, pose)
+                found.append(pose)
+            poses.append(np.reshape(np.asarray(found, np.float32),
+                                    (-1, pose_lib.NUM_KEYPOINTS, 3)))
+        self._last = (key, id(video), poses)
+        return q
+
+    def poses(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        """The poses found with the last mask of this video (:class:`SegmenterPoses`); empty
+        per frame with ``refine="grabcut"``."""
+        if self._last is None or self._last[:2] != (key, id(video)):
+            self(video, key)
+        return self._last[2]
+
+    def _segment(self, frame: np.ndarray, face: np.ndarray) -> np.ndarray:
+        """bool ``[H, W]``: GrabCut's person pixels for one face of one frame."""
+        cv2 = _cv2()
+        h, w = frame.shape[:2]
+        box, likely, sure = body_prior(face)
+        clipped = _clip_boxes(box[None], h, w)
+        out = np.zeros((h, w), bool)
+        if not len(clipped) or min(clipped[0, 2:] - clipped[0, :2]) < 4:
+            return out
+        bx0, by0, bx1, by1 = (int(v) for v in clipped[0])
+        cx0, cy0 = max(bx0 - self.margin, 0), max(by0 - self.margin, 0)
+        cx1, cy1 = min(bx1 + self.margin, w), min(by1 + self.margin, h)
+        s = min(1.0, self.grabcut_side / max(cx1 - cx0, cy1 - cy0))
+        size = (max(round((cx1 - cx0) * s), 1), max(round((cy1 - cy0) * s), 1))
+        crop = np.ascontiguousarray(frame[cy0:cy1, cx0:cx1, ::-1])
+        if s < 1:
+            crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
+        labels = np.full(crop.shape[:2], cv2.GC_BGD, np.uint8)
+
+        def paint(b, value):
+            x0, y0, x1, y1 = np.round((np.asarray(b) - (cx0, cy0, cx0, cy0)) * s).astype(int)
+            labels[max(y0, 0):max(y1, 0), max(x0, 0):max(x1, 0)] = value
+
+        paint((bx0, by0, bx1, by1), cv2.GC_PR_BGD)
+        for b in likely:
+            paint(np.clip(b, (bx0, by0, bx0, by0), (bx1, by1, bx1, by1)), cv2.GC_PR_FGD)
+        for b in sure:
+            paint(np.clip(b, (bx0, by0, bx0, by0), (bx1, by1, bx1, by1)), cv2.GC_FGD)
+        if not (labels == cv2.GC_BGD).any() or not (labels == cv2.GC_FGD).any():
+            return out  # nothing to model one side of the cut with (a box filling the frame)
+        cv2.setRNGSeed(0)  # GrabCut's GMM initialisation: deterministic output
+        cv2.grabCut(crop, labels, None, np.zeros((1, 65)), np.zeros((1, 65)), self.iterations,
+                    cv2.GC_INIT_WITH_MASK)
+        person = ((labels == cv2.GC_FGD) | (labels == cv2.GC_PR_FGD)).astype(np.uint8)
+        if s < 1:
+            person = cv2.resize(person, (cx1 - cx0, cy1 - cy0), interpolation=cv2.INTER_NEAREST)
+        out[cy0:cy1, cx0:cx1] = person > 0
+        return out
+
+
+class SelfieSegmentation:
+    """Person masks from MediaPipe's selfie segmentation model run on each whole frame through
+    OpenCV's DNN module (``anonymize/weights/selfie_segmentation.tflite``, 256 x 256 input, for
+    portrait frames, or ``selfie_segmentation_landscape.tflite``, 256 x 144, for landscape frames;
+    Apache-2.0, copied from the ``mediapipe`` 0.10.21 wheel:
+    :mod:`maskdp_jax.anonymize.model_files`).
+
+    It needs no face, so it finds people seen from behind; it was trained for one or two people
+    near the camera, and on wide street shots or animation it marks vehicles, walls and cartoon
+    characters as person. ``reads="video"``: the whole frame is read. No poses.
+
+    Args:
+      threshold: the model's person probability above which a pixel is person.
+    """
+
+    reads = "video"
+    #: The model file and its input size (width, height), by whether the frame is landscape.
+    FILES = {False: ("selfie_segmentation.tflite", (256, 256)),
+             True: ("selfie_segmentation_landscape.tflite", (256, 144))}
+
+    def __init__(self, *, threshold: float = 0.5):
+        if not 0 < threshold < 1:
+            raise InputError(f"SelfieSegmentation needs 0 < threshold < 1; got {threshold}.")
+        self.threshold = threshold
+        self.model = "; ".join(model_files.describe(name) for name, _ in self.FILES.values())
+        # Both networks load here, so a missing model file fails before any video is read.
+        self._nets = {landscape: (_cv2().dnn.readNetFromTFLite(model_files.path(name)), size)
+                      for landscape, (name, size) in self.FILES.items()}
+
+    def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
+        cv2 = _cv2()
+        t, h, w, _ = video.shape
+        net, size = self._nets[w > h]
+        q = np.zeros((t, h, w), bool)
+        for i, frame in enumerate(video):
+            small = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+            net.setInput(small.astype(np.float32).transpose(2, 0, 1)[None] / 255)
+            prob = np.squeeze(net.forward()).astype(np.float32)  # [size[1], size[0]] in [0, 1]
+            q[i] = cv2.resize(prob, (w, h), interpolation=cv2.INTER_LINEAR) > self.threshold
+        return q

@@ -1,0 +1,238 @@
+r"""LiRA against shadow models trained with our step (seed 004, Sec. III): per-example ASR, ASR^M,
+AUC, TPR at low FPR and an ε lower bound, for ``nonprivate``, ``dp`` and ``maskdp`` at several ε.
+
+Per (mode, ε, seed): M shadow models on complementary halves of the embedded training videos
+(:mod:`maskdp_jax.audit.shadows`: the training step, sampler, clipping, noise; σ calibrated by
+:meth:`~maskdp_jax.plan.PrivacyPlan.calibrate` for ε on N/2 videos), every video scored on every
+model (:func:`maskdp_jax.audit.shadows.scores`, once per query augmentation of ``config.lira``), the
+offline and online LiRA statistics with leave-one-out fits (:mod:`maskdp_jax.audit.lira`; seed 004's
+per-example fits, the configured fits, the configured fits on every query:
+:func:`maskdp_jax.audit.metrics.lira_variants`), and the audit metrics
+(:mod:`maskdp_jax.audit.metrics`). Every figure is reported next to its null: the same attack on iid
+scores with the same inclusion (:func:`maskdp_jax.audit.metrics.lira_null`), per attack, because
+offline and online differ there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import optax
+
+from maskdp_jax.audit import lira, metrics, shadows
+from maskdp_jax.data import synthetic
+from maskdp_jax.plan import Mode, PrivacyPlan
+from maskdp_jax.run import model as run_model
+
+
+def lira_config(config) -> tuple[lira.Options, tuple[str, ...]]:
+    """``config.lira``'s fits and query augmentations, checked.
+
+    Raises:
+      ValueError: no ``config.lira``, an unknown variance, estimator or augmentation, or
+        augmentations that do not start with ``"none"`` (the first query is the video itself:
+        seed 004's reference attack uses it alone) or repeat one.
+    """
+    spec = config.get("lira")
+    if spec is None:
+        raise ValueError("config.lira is missing: add ml_collections.ConfigDict(dict("
+                         "variance='auto', estimator='mean', augmentations=('none',)))")
+    options = lira.Options(variance=spec.get("variance", "auto"),
+                           estimator=spec.get("estimator", "mean"))
+    augmentations = tuple(spec.get("augmentations", ("none",)))
+    unknown = [a for a in augmentations if a not in shadows.QUERY_AUGMENTATIONS]
+    if unknown:
+        raise ValueError(f"config.lira.augmentations: unknown {unknown}; choose from "
+                         f"{shadows.QUERY_AUGMENTATIONS}.")
+    if not augmentations or augmentations[0] != "none" or len(set(augmentations)) < len(
+            augmentations):
+        raise ValueError("config.lira.augmentations must start with 'none' (the video itself) "
+                         f"and name each one once; got {augmentations}.")
+    return options, augmentations
+
+
+def settings(config) -> list[tuple[str, float]]:
+    """``(mode, ε)`` of the study: ``nonprivate`` once (ε = ∞), each private mode at each ε."""
+    out = []
+    for mode in config.modes:
+        eps = (math.inf,) if not Mode(mode).is_private else tuple(config.epsilons)
+        out += [(mode, float(e)) for e in eps]
+    return out
+
+
+def audit(config) -> dict[str, Any]:
+    """Run the study of ``configs/audit_synthetic.py``; the report's ``rows`` hold one entry per
+    (mode, ε, seed)."""
+    lira_config(config)  # bad options fail before any training
+    n = config.input.num_train
+    train, _ = synthetic.make_splits(num_train=n, num_test=8, frames=config.input.frames,
+                                     clip_frames=config.input.clip_frames,
+                                     size=config.input.size, seed=config.data_seed)
+    data = train.get_batch(np.arange(n))  # the centre clip of every video
+    built = run_model.build(config.model, num_classes=train.num_classes, seed=config.seed)
+    trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
+    tokens = built.tokenizer()
+    tx = optax.adam(config.learning_rate)  # one object: the compiled steps are reused
+    rows = []
+    for mode, eps in settings(config):
+        for seed in config.seeds:
+            row, _ = attack_setting(config, mode=mode, epsilon=eps, seed=seed, data=data,
+                                    trainable=trainable, frozen=frozen, apply_fn=apply_fn,
+                                    tokens=tokens, tx=tx)
+            rows.append(row)
+    return {"audit": "lira", "config": config.to_dict(), "num_videos": n,
+            "chance_asr_max": lira.chance_asr_max(config.num_shadows, n),
+            "roc_fprs": metrics.ROC_FPRS, "rows": rows}
+
+
+def attack_setting(config, *, mode: str, epsilon: float, seed: int, data: dict[str, np.ndarray],
+                   trainable, frozen, apply_fn, tokens, tx) -> tuple[dict[str, Any], Any]:
+    """Train the ``config.num_shadows`` shadow models of one (mode, ε, seed) on ``data`` (N
+    videos) and attack them: ``(row, trained)``, ``trained`` the models' stacked parameters."""
+    n = len(data["label"])
+    start = time.time()
+    plan = PrivacyPlan.calibrate(
+        mode=mode, num_examples=n // 2, batch_size=config.batch_size,
+        epochs=config.num_epochs, l2_clip_norm=config.l2_clip_norm, delta=config.delta,
+        target_epsilon=epsilon if Mode(mode).is_private else None)
+    setup = shadows.ShadowSetup(plan=plan, physical_batch_size=config.physical_batch_size,
+                                seed=seed)
+    inclusion = shadows.complementary_inclusion(np.random.default_rng(seed),
+                                                config.num_shadows, n)
+    trained = shadows.train(setup, inclusion, data, trainable=trainable, frozen=frozen,
+                            apply_fn=apply_fn, tx=tx, tokens=tokens, batching=config.batching,
+                            chunk=config.chunk, mesh=shadows.device_mesh(config.batching))
+    options, augmentations = lira_config(config)
+    phi = shadows.scores(trained, frozen, data, apply_fn=apply_fn, augmentations=augmentations)
+    row = {"mode": mode, "epsilon": epsilon, "seed": seed,
+           "noise_multiplier": plan.noise_multiplier, "steps": plan.steps,
+           "train_accuracy_in": float(np.mean((phi[..., 0] > 0)[inclusion])),
+           "seconds": time.time() - start}
+    row["attacks"] = metrics.lira_attacks(phi, inclusion, delta=config.delta, options=options)
+    print(f"{mode} ε={epsilon:g} seed {seed}: AUC online {row['attacks']['online']['auc']:.3f}, "
+          f"offline (seed 004) {row['attacks']['offline_seed004']['auc']:.3f}, "
+          f"{row['seconds']:.0f} s", flush=True)
+    return row, trained
+
+
+#: The figures :func:`attack_table` summarises over seeds.
+FIGURES = ("asr_max", "asr_mean", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01",
+           "epsilon_lower_bound", "auc_hull")
+
+
+def attack_figure(attack: dict, name: str) -> float:
+    """One figure of an attack's summary (:func:`maskdp_jax.audit.metrics.lira_attacks`), the TPRs
+    by ``tpr_at_fpr_<fpr>``."""
+    if name.startswith("tpr_at_fpr_"):
+        return attack["tpr_at_fpr"][list(attack["fprs"]).index(float(name[11:]))]
+    return attack[name]
+
+
+def null_figure(attack: dict, name: str) -> dict:
+    """The null band of :func:`attack_figure`'s ``name`` (``asr_max``, ``asr_mean``, ``auc``,
+    ``tpr_at_fpr_<fpr>``)."""
+    key = f"tpr@{float(name[11:]):g}" if name.startswith("tpr_at_fpr_") else name
+    return attack["null"][key]
+
+
+def attack_table(rows: list[dict], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Mean and sample std over seeds of every attack's :data:`FIGURES` per group of ``rows``
+    sharing ``keys`` (e.g. mode and ε), with the null bands averaged over the seeds' designs."""
+    out = []
+    for group_key in dict.fromkeys(tuple(r[k] for k in keys) for r in rows):
+        group = [r for r in rows if tuple(r[k] for k in keys) == group_key]
+        for attack in group[0]["attacks"]:
+            first = group[0]["attacks"][attack]
+            entry = dict(zip(keys, group_key, strict=True)) | {
+                "attack": attack, "kind": first["kind"], "fit": first["fit"],
+                "queries": first["queries"], "seeds": len(group)}
+            for name in FIGURES:
+                entry[name] = metrics.mean_std(
+                    [attack_figure(r["attacks"][attack], name) for r in group])
+            for name in ("asr_max", "asr_mean", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01"):
+                bands = [null_figure(r["attacks"][attack], name) for r in group]
+                entry["null_" + name] = {k: float(np.mean([b[k] for b in bands]))
+                                         for k in ("mean", "low", "high")}
+            entry["roc_tpr"] = np.mean([r["attacks"][attack]["roc_tpr"] for r in group],
+                                       axis=0).tolist()
+            out.append(entry)
+    return out
+
+
+def table(report: dict) -> list[dict[str, Any]]:
+    """:func:`attack_table` per (mode, ε)."""
+    return attack_table(report["rows"], ("mode", "epsilon"))
+
+
+def with_null(entry: dict, name: str, digits: int = 3) -> str:
+    """``"0.615 ± 0.020 (null 0.49 [0.44, 0.54])"``: a figure, its spread over seeds, and its
+    null mean and 95 % band."""
+    (m, sd), null = entry[name], entry["null_" + name]
+    return (f"{m:.{digits}f} ± {sd:.{digits}f} (null {null['mean']:.2f} "
+            f"[{null['low']:.2f}, {null['high']:.2f}])")
+
+
+#: How the tables name each attack of :func:`maskdp_jax.audit.metrics.lira_variants`.
+ATTACK_NAMES = {"offline_seed004": "offline, seed 004", "online_seed004": "online, seed 004",
+                "offline": "offline", "online": "online", "offline_aug": "offline, augmented",
+                "online_aug": "online, augmented"}
+
+
+def table_lines(entries: list[dict], keys: tuple[str, ...]) -> list[str]:
+    """The markdown table of :func:`attack_table` entries (first columns: ``keys``)."""
+    lines = [
+        "| " + " | ".join(keys) + " | attack | fit, queries | AUC (null, 95 % band) | "
+        "TPR @ 0.1 % FPR (null) | TPR @ 1 % FPR (null) | ASR^M (null) | mean ASR | "
+        "ε lower bound (95 %) | AUC (hull) |",
+        "|" + "---|" * (len(keys) + 9),
+    ]
+    for e in entries:
+        cells = [("∞" if k == "epsilon" and math.isinf(e[k]) else
+                  f"{e[k]:g}" if isinstance(e[k], float) else str(e[k])) for k in keys]
+        lines.append(
+            "| " + " | ".join(cells) + f" | {ATTACK_NAMES.get(e['attack'], e['attack'])} | "
+            f"{e['fit']}, {e['queries']} | {with_null(e, 'auc')} | "
+            f"{with_null(e, 'tpr_at_fpr_0.001')} | {with_null(e, 'tpr_at_fpr_0.01')} | "
+            f"{with_null(e, 'asr_max')} | {with_null(e, 'asr_mean')} | "
+            f"{e['epsilon_lower_bound'][0]:.3f} ± {e['epsilon_lower_bound'][1]:.3f} | "
+            f"{e['auc_hull'][0]:.3f} |")
+    return lines
+
+
+def markdown(config, report: dict) -> str:
+    """The LiRA study's ``report.md``: setting and the table over every attack."""
+    options, augmentations = lira_config(config)
+    lines = [
+        "# LiRA against shadow models (seed 004)",
+        "",
+        f"`{config.model.name}` ({config.model.finetune}) trained from its initial weights on "
+        f"half of {report['num_videos']} embedded videos each, {config.num_shadows} shadow models "
+        f"per setting (complementary halves), B = {config.batch_size}, "
+        f"{config.num_epochs:g} epochs, C = {config.l2_clip_norm:g}, δ = {config.delta:g}, Adam "
+        f"{config.learning_rate:g}; mean ± sample std over seeds {tuple(config.seeds)}. Score: "
+        "log-odds of the true label on the full video; leave-one-out Gaussian fits. Attacks: "
+        "seed 004's (per-example σ and mean, one query), the configured fits "
+        f"({options.label(config.num_shadows)}) on one query, and on the queries "
+        f"{', '.join(augmentations)} (`audit.shadows.augment`).",
+        "",
+        "Every figure is shown with its **null**: the mean and 95 % band of the same attack run "
+        f"on iid scores with the same inclusion "
+        f"({metrics.null_draws_for(config.num_shadows * report['num_videos'])} draws, seed "
+        f"{metrics.NULL_SEED}): a figure inside its band is what an attack that finds nothing "
+        "scores. AUC is the standard (Mann–Whitney) AUC; TPRs are read on the empirical ROC; "
+        "the AUC under the ROC's concave hull (jax_privacy) is shown last, labelled hull. "
+        "The ε lower bound is Clopper–Pearson at the pre-declared FPRs "
+        f"{metrics.BOUND_FPRS}, Bonferroni over the {len(metrics.BOUND_FPRS)} of them. "
+        "The binomial chance level of ASR^M "
+        f"({report['chance_asr_max']:.3f}) fits seed 004's offline rule only; online ASR^M's null "
+        "is higher.",
+        "",
+        *table_lines(table(report), ("mode", "epsilon")),
+        "",
+        f"Total time: {sum(r['seconds'] for r in report['rows']):.0f} s of training "
+        "and scoring.", "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""Aggregate run reports into the papers' tables: rows = mode, columns = ε, mean ± std over seeds.
+
+The numbers in every table and plot are read from the runs' ``report.json`` files, never
+recomputed, so a table can always be traced back to the runs that produced it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+import maskdp_jax
+from maskdp_jax.plan import Mode
+
+MODE_ORDER = ("nonprivate", "dp", "maskdp")
+COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, and its commit
+
+
+def code_commit() -> str:
+    """The git commit of this checkout (12 hex digits), ``"... with uncommitted changes"`` when
+    tracked files other than the committed results (``docs/results``) differ from it, or a
+    sentence saying it is unknown (no git, not a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(maskdp_jax.__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        # Committed results being regenerated are not code: leave docs/results out.
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                "--untracked-files=no", "--", ".", ":(exclude)docs/results"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout, or git is missing)"
+    return head + (" with uncommitted changes" if dirty else "")
+
+
+def record_command(workdir: str, command: str) -> None:
+    """Write ``<workdir>/sweep_command.json``: the command line that trains the runs (with every
+    override, so that it can be rerun) and :func:`code_commit`."""
+    with open(os.path.join(workdir, COMMAND_FILE), "w") as f:
+        json.dump({"command": command, "commit": code_commit()}, f, indent=1)
+        f.write("\n")
+
+
+def recorded_command(workdir: str) -> dict[str, str] | None:
+    """What :func:`record_command` wrote under ``workdir``, or None."""
+    path = os.path.join(workdir, COMMAND_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_reports(root: str) -> list[dict[str, Any]]:
+    """Every ``*/report.json`` directly under ``root``, sorted by run directory name."""
+    reports = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name, "report.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                report = json.load(f)
+            report["run"] = name
+            reports.append(report)
+    return reports
+
+
+def _epsilon_label(report: dict[str, Any]) -> float:
+    """The ε a run was calibrated to (∞ for non-private)."""
+    if not Mode(report["config"]["mode"]).is_private:
+        return math.inf
+    return float(report["config"]["privacy"]["target_epsilon"])
+
+
+def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One flat row per run: what the CSV holds."""
+    out = []
+    for r in reports:
+        privacy = r["privacy"]
+        out.append({
+            "run": r["run"],
+            "mode": r["config"]["mode"],
+            "target_epsilon": _epsilon_label(r),
+            "epsilon_pld": float(privacy["epsilon_pld"]),
+            "epsilon_rdp": (math.nan if privacy["epsilon_rdp"] is None
+                            else float(privacy["epsilon_rdp"])),
+            "delta": float(r["config"]["privacy"]["delta"]),
+            "noise_multiplier": float(privacy["noise_multiplier"] or 0.0),
+            "clips_per_video": int(r["config"]["input"]["clips_per_video"]),
+            "view": r["config"].get("view", "full"),
+            "seed": int(r["config"]["seed"]),
+            "learning_rate": float(r["config"]["optimizer"]["learning_rate"]),
+            "l2_clip_norm": float(r["config"]["privacy"]["l2_clip_norm"]),
+            "num_epochs": float(r["config"]["num_epochs"]),
+            "top1": float(r["metrics"]["top1"]),
+            "mean_class_accuracy": float(r["metrics"]["mean_class_accuracy"]),
+        })
+    return out
+
+
+def write_csv(table_rows: list[dict[str, Any]], path: str) -> None:
+    """Write table rows (dicts with the same keys, in column order) as CSV with a header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table_rows[0]))
+        writer.writeheader()
+        writer.writerows(table_rows)
+
+
+def summarize(
+    table_rows: list[dict[str, Any]], *, metric: str = "top1"
+) -> dict[tuple[str, int, float], tuple[float, float, int]]:
+    """``(mode, clips_per_video, ε) -> (mean, std, num_seeds)``; std is the sample std (ddof=1)."""
+    groups: dict[tuple[str, int, float], list[float]] = defaultdict(list)
+    for row in table_rows:
+        groups[(row["mode"], row["clips_per_video"], row["target_epsilon"])].append(row[metric])
+    return {
+        key: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, len(v))
+        for key, v in groups.items()
+    }
+
+
+def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
+    """Papers' format: one row per (mode, K), one column per ε, cells ``mean ± std`` in percent.
+
+    The non-private row fills every column with its (ε = ∞) value, as the papers print it. Runs
+    trained on one view (:func:`view_table`) are left out.
+    """
+    stats = summarize([r for r in table_rows if r["view"] == "full"], metric=metric)
+    epsilons = sorted({e for (_, _, e) in stats if math.isfinite(e)})
+    header = ["mode", "K"] + [f"ε = {e:g}" for e in epsilons] + ["ε = ∞"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = sorted({(m, k) for (m, k, _) in stats},
+                  key=lambda mk: (MODE_ORDER.index(mk[0]), mk[1]))
+    for mode, k in keys:
+        cells = []
+        for e in [*epsilons, math.inf]:
+            if not Mode(mode).is_private:
+                s = stats.get((mode, k, math.inf))
+            else:
+                s = stats.get((mode, k, e))
+            cells.append("—" if s is None else f"{100 * s[0]:.1f} ± {100 * s[1]:.1f}")
+        lines.append(f"| {mode} | {k} | " + " | ".join(cells) + " |")
+    seeds = sorted({s[2] for s in stats.values()})
+    lines.append("")
+    lines.append(f"Test {metric} in %, mean ± sample std over {'/'.join(map(str, seeds))} seeds.")
+    return "\n".join(lines)
+
+
+
+# The rows of seed 000's Table 3 (context ablation) that a view of our videos reproduces, and the
+# private view, which is no row of it (the avatar's filled cells keep its silhouette visible).
+VIEW_ROWS = {"public": "Avatar only", "background": "Background only (inpainted)",
+             "full": "Anonymized (both)", "private": "private view (not in Table 3)"}
+
+
+def view_table(table_rows: list[dict[str, Any]]) -> str:
+    """The context ablation (seed 000 Table 3): one row per trained view of the non-private runs,
+    test top-1 and mean class accuracy in percent, ``mean ± std`` over seeds."""
+    lines = ["| Table 3 row | view | top-1 | mean class accuracy | seeds |",
+             "|---|---|---|---|---|"]
+    for view, label in VIEW_ROWS.items():
+        chosen = [r for r in table_rows if r["view"] == view and r["mode"] == "nonprivate"
+                  and r["clips_per_video"] == 1]
+        if not chosen:
+            continue
+        cells = []
+        for metric in ("top1", "mean_class_accuracy"):
+            v = [r[metric] for r in chosen]
+            std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+            cells.append(f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f}")
+        lines.append(f"| {label} | `{view}` | {cells[0]} | {cells[1]} | {len(chosen)} |")
+    return "\n".join(lines)
+
+
+def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) -> str:
+    """One row per sweep variant (``{name: {"dotted.key": value}}`` of a sweep config): its
+    changes, test top-1 in percent as median, range and ``mean ± std`` over its runs (matched by
+    the run name's suffix ``_<name>``)."""
+    lines = ["| variant | changes | runs | median | range | mean ± std |",
+             "|---|---|---|---|---|---|"]
+    for name, overrides in variants.items():
+        v = [r["top1"] for r in table_rows if r["run"].endswith(f"_{name}")]
+        if not v:
+            continue
+        changes = ", ".join(f"`{k}` = {val:g}" if isinstance(val, float | int) else f"`{k}` = {val}"
+                            for k, val in dict(overrides).items()) or "none"
+        std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+        lines.append(f"| {name} | {changes} | {len(v)} | {100 * float(np.median(v)):.1f} | "
+                     f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
+                     f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
+    return "\n".join(lines)
+
+
+def paired_table(reports: list[dict[str, Any]], *, variants: tuple[str, str]) -> str:
+    """One row per seed of two sweep variants (run names ending ``_<variant>``): test top-1 in
+    percent of each, their difference, and each run's training seconds, then the mean
+    difference. A paired comparison when the runs are seeded: the two runs of a seed share
+    batches, clips and noise."""
+    a, b = variants
+    by_seed: dict[int, dict[str, dict]] = defaultdict(dict)
+    for r in reports:
+        for v in variants:
+            if r["run"].endswith(f"_{v}"):
+                by_seed[int(r["config"]["seed"])][v] = r
+    lines = [f"| seed | top-1 {a} | top-1 {b} | {b} − {a} | train s {a} | train s {b} |",
+             "|---|---|---|---|---|---|"]
+    diffs = []
+    for seed in sorted(by_seed):
+        pair = by_seed[seed]
+        if set(pair) != set(variants):
+            continue
+        ta, tb = (100 * float(pair[v]["metrics"]["top1"]) for v in variants)
+        diffs.append(tb - ta)
+        sa, sb = (float(pair[v]["timing"]["train_seconds"]) for v in variants)
+        lines.append(f"| {seed} | {ta:.1f} | {tb:.1f} | {tb - ta:+.1f} | {sa:.0f} | {sb:.0f} |")
+    lines.append(f"| mean | | | {float(np.mean(diffs)):+.1f} | | |")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""The one place a run's model is built: preset, initial or pre-trained weights, the
+trainable/frozen split, and the functions that apply it.
+
+``train.py``, the audits (:mod:`maskdp_jax.audit.shadows`) and the benchmarks all build their model
+here, from the same ``config.model`` section (``configs/default.py``), so an audit audits the model
+a user trains: the same preset, compute dtype, fine-tuning strategy, ``num_last_blocks``,
+pre-trained weights and initial values for the same ``config.seed``.
+
+>>> from maskdp_jax.configs import default
+>>> config = default.get_config()
+>>> config.model.name, config.model.finetune = "mvit_test", "selective"
+>>> built = build(config.model, num_classes=3, seed=0)
+>>> built.input_shape
+(8, 32, 32, 3)
+>>> 0 < built.counts()["trainable"] < built.counts()["total"]
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from maskdp_jax import ghost, models, partition
+from maskdp_jax.tokenizer import Tokenizer
+
+# bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
+# gradient (so clipping, sums and noise) in float32 (models/mvit.py).
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+# What config.model.compute_dtype accepts: a dtype above, or "auto" (compute_dtype_name).
+COMPUTE_DTYPE_CHOICES = ("auto", *COMPUTE_DTYPES)
+
+
+def compute_dtype_name(name: str, backend: str | None = None) -> str:
+    """The compute dtype ``config.model.compute_dtype`` names on ``backend`` (default: JAX's
+    default backend): ``"auto"`` is ``"bfloat16"`` on a GPU or TPU, whose matrix units run
+    bfloat16 products at several times their float32 rate (1.45x faster uncached steps on an
+    H100, benchmarks/RESULTS.md), and ``"float32"`` on the CPU, where bfloat16 is slower and
+    where every committed result was computed: CPU results do not change. Parameters, norms,
+    logits, gradients, clipping and noise are float32 either way (models/mvit.py); the accuracy
+    of bfloat16 against float32 on the embedded data is the committed comparison in
+    docs/results/precision/ (tests/test_reporting_committed_results.py).
+
+    >>> compute_dtype_name("auto", "gpu"), compute_dtype_name("auto", "cpu")
+    ('bfloat16', 'float32')
+    """
+    if name not in COMPUTE_DTYPE_CHOICES:
+        raise ValueError(f"model.compute_dtype must be one of {COMPUTE_DTYPE_CHOICES}; got "
+                         f"{name!r}.")
+    if name != "auto":
+        return name
+    return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+
+# How the private pass gets each example's gradient norm (config.privacy.per_example): "vmap"
+# materialises per-example gradients; "ghost" computes norms and the clipped sum from one
+# backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks "ghost" for the
+# (model, fine-tuning strategy) pairs of AUTO_GHOST, "vmap" otherwise.
+PER_EXAMPLE = ("auto", "vmap", "ghost")
+# Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning,
+# the ghost private pass took 0.75x the time of vmap's micro-batches and compiled faster; at
+# mvit_tiny (the CPU presets' size) it took 2.1x vmap's time with full fine-tuning, and with
+# selective fine-tuning the same time but 1.4x the compilation. mvit_v1_b has mvit_v2_s's widths
+# and token grids.
+AUTO_GHOST = frozenset({("mvit_v2_s", "full"), ("mvit_v1_b", "full")})
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunModel:
+    """A built model and its parameters, split for fine-tuning.
+
+    Attributes:
+      module: the Flax module (:class:`maskdp_jax.models.MViT`).
+      trainable: the parameters that train (the only ones with gradients, clipped and noised).
+      frozen: the rest, closed over by the step (no gradient is taken w.r.t. them).
+      trainable_mask: boolean pytree like the full parameters, True where a parameter trains.
+      input_shape: one clip, ``(T, H, W, 3)`` (the preset's input size, or the one
+        :func:`build` was given).
+      apply_fn: ``apply_fn(params, x) -> logits``: ``x [n, T, H, W, 3]`` float32 pixels,
+        logits ``[n, num_classes]`` float32.
+    """
+
+    module: Any
+    trainable: Any
+    frozen: Any
+    trainable_mask: Any
+    input_shape: tuple[int, int, int, int]
+    apply_fn: Callable[[Any, jax.Array], jax.Array]
+
+    @property
+    def params(self) -> Any:
+        """The full parameter tree (trainable and frozen merged)."""
+        return partition.merge(self.trainable, self.frozen)
+
+    def apply_from(self, start_block: int) -> Callable[[Any, jax.Array], jax.Array]:
+        """``apply(params, tokens) -> logits`` that starts at block ``start_block``: the
+        trainable suffix the feature cache's steps run (``tokens [n, L, D]``, the cached output
+        of the frozen prefix)."""
+        module = self.module
+
+        def apply(params, tokens):
+            return module.apply({"params": params}, tokens, start_block=start_block)
+
+        return apply
+
+    def tokenizer(self, *, fill_value: float = 0.0) -> Tokenizer:
+        """The cell geometry of the two views on this model's patch-embedding grid."""
+        return Tokenizer(patch_stride=tuple(self.module.patch_stride), fill_value=fill_value)
+
+    def counts(self) -> dict[str, int]:
+        """``{"trainable": ..., "total": ...}`` parameter counts."""
+        trainable = models.finetune.count_params(self.trainable)
+        return {"trainable": trainable,
+                "total": trainable + models.finetune.count_params(self.frozen)}
+
+
+def ghost_rules() -> ghost.Rules:
+    """The :class:`~maskdp_jax.ghost.LayerRule` of every trainable layer kind of our models
+    (``models/ghost_rules.py``)."""
+    return {key: ghost.LayerRule(**fields) for key, fields in models.ghost_rules.RULES.items()}
+
+
+def per_example_rules(privacy_config: ml_collections.ConfigDict,
+                      model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
+    """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
+    ``privacy.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
+    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``)."""
+    choice = privacy_config.per_example
+    if choice not in PER_EXAMPLE:
+        raise ValueError(f"privacy.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
+    if choice == "auto":
+        pair = (model_config.name, model_config.finetune)
+        choice = "ghost" if pair in AUTO_GHOST else "vmap"
+    return ghost_rules() if choice == "ghost" else None
+
+
+def input_shape(name: str) -> tuple[int, int, int, int]:
+    """One clip ``(T, H, W, 3)`` of the preset ``name`` (``run.config.check_config`` makes the
+    input config agree with it, so no video needs decoding to learn it)."""
+    if name not in models.PRESETS:
+        raise ValueError(f"unknown model {name!r}; available: {sorted(models.PRESETS)}.")
+    return (*models.PRESETS[name]["input_size"], 3)
+
+
+def patch_stride(name: str) -> tuple[int, int, int]:
+    """The patch-embedding stride of the preset ``name``: the token-cell geometry of the views,
+    known before any parameter exists."""
+    return tuple(models.get_model(name, num_classes=1).patch_stride)
+
+
+def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: int,
+          params: Any = None, input_size: tuple[int, int, int] | None = None) -> RunModel:
+    """The model ``model_config`` names, its parameters and their fine-tuning split.
+
+    Args:
+      model_config: ``config.model``: ``name`` (a preset of
+        :data:`maskdp_jax.models.presets.PRESETS`), ``finetune`` (a strategy of
+        :mod:`maskdp_jax.models.finetune`), ``num_last_blocks`` (k for ``selective``), ``init_from``
+        (public pre-trained weights: an orbax checkpoint of ``python -m maskdp_jax.convert``
+        or a checkpoint file; "" for random initial values), ``compute_dtype`` (``auto`` |
+        ``float32`` | ``bfloat16``: :func:`compute_dtype_name`).
+      num_classes: classes of the head.
+      seed: the public ``config.seed``; the initial values (of everything when ``init_from``
+        is empty, else of the head and adapters) derive from it. Public on purpose: initial
+        values are not privacy noise.
+      params: parameters to start from instead of ``init_from`` or random values (e.g. weights
+        converted in memory by a benchmark); a tree of the module's structure.
+      input_size: clip ``(T, H, W)`` to build the preset's architecture for instead of its own
+        ``input_size`` (the relative position tables are sized for it); None: the preset's.
+        For probes of a large preset at a small size (``benchmarks/public_view_grad.py``): a
+        training run uses the preset's size, which ``run.config.check_config`` matches to the
+        data.
+
+    Returns:
+      A :class:`RunModel`.
+    """
+    m = model_config
+    dtype = COMPUTE_DTYPES[compute_dtype_name(m.compute_dtype)]
+    overrides = {"adapters": True} if m.finetune == "adapters" else {}
+    if input_size is not None:
+        overrides["input_size"] = tuple(input_size)
+    module = models.get_model(m.name, num_classes=num_classes, dtype=dtype, **overrides)
+    shape = input_shape(m.name) if input_size is None else (*input_size, 3)
+    key, _ = jax.random.split(jax.random.key(seed))
+    if params is not None:
+        params = jax.tree.map(jnp.asarray, params)
+    elif m.init_from:
+        # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
+        like = models.convert.import_template(module, input_shape=shape, key=key)
+        params = models.convert.restore_params(m.init_from, like=like)
+    else:
+        params = init_params(module, input_shape=shape, key=key)
+    mask = models.finetune.trainable_mask(params, strategy=m.finetune,
+                                          num_last_blocks=m.num_last_blocks)
+    trainable, frozen = partition.split(params, mask)
+
+    def apply_fn(params, x):
+        return module.apply({"params": params}, x)
+
+    return RunModel(module=module, trainable=trainable, frozen=frozen, trainable_mask=mask,
+                    input_shape=shape, apply_fn=apply_fn)
+
+
+def init_params(module, *, input_shape, key: jax.Array) -> Any:
+    """Random initial parameters, initialised under ``jit`` with an RBG key drawn from ``key``.
+
+    Deterministic given ``key``. With the default threefry key, compiling ``module.init`` took
+    ~60 s on 2 CPU cores even for the tiny presets (vs ~15 s with RBG); the initial values carry
+    no privacy meaning, so the cheaper generator is used here only.
+    """
+    seed = int(jax.random.randint(key, (), 0, jnp.iinfo(jnp.int32).max))
+    init_key = jax.random.key(seed, impl="rbg")
+    return jax.jit(module.init)(init_key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
