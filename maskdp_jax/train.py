@@ -436,18 +436,35 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                            parameters=built.counts(), split=split,
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
                                    "total_seconds": time.time() - t_start})
-        guard.release(lambda: write_outputs(run, workdir, config))  # final parameters, report
+        # The trained model, the report and the curve leave only once the journal covers the
+        # last step (the guard's rule).
+        guard.release(lambda: write_outputs(
+            run, workdir, config, params=state.params, class_names=list(test_ds.class_names),
+            pixel_norm=test_ds.pixel_norm))
     eps = run.privacy[f"epsilon_{plan.accountant}"]
     print(f"Test top-1 {metrics['top1']:.4f} | ε = "
           f"{privacy_lib.format_epsilon(eps, plan.accountant)} at δ = {plan.delta:g} "
-          f"(both accountants in the report) | report: {workdir}")
+          f"(both accountants in the report)\n"
+          f"report: {os.path.join(workdir, 'report.md')} | trained model: "
+          f"{os.path.join(workdir, MODEL_DIR)} (maskdp_jax.run.model.load_trained)")
     return json.loads(json.dumps(run.to_dict()))
 
 
-def write_outputs(run: run_report.RunReport, workdir: str, config) -> None:
-    """report.json, report.md and the training curve (process 0 alone writes them)."""
+#: Where a run writes its trained model in its workdir (outside ``private/``: it is the release).
+MODEL_DIR = "model"
+
+
+def write_outputs(run: run_report.RunReport, workdir: str, config, *, params,
+                  class_names: list[str], pixel_norm) -> None:
+    """The trained model (``<workdir>/model``), report.json, report.md and the training curve
+    (process 0 alone writes them)."""
     if jax.process_index() != 0:
         return
+    run_model.save_trained(
+        os.path.join(workdir, MODEL_DIR), params, model_config=config.model,
+        num_classes=len(class_names), class_names=class_names, pixel_norm=pixel_norm,
+        about={"mode": config.mode, "steps": run.timing["steps"],
+               "privacy": run.privacy, "test_metrics": run.metrics})
     run_report.write(run, workdir)
     plots.training_curve(run.history, os.path.join(workdir, "training_curve.png"),
                          title=f"{config.mode} on {config.input.dataset}",

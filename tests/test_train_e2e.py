@@ -9,6 +9,9 @@ import pytest
 from maskdp_jax import train
 from maskdp_jax.configs import default
 from maskdp_jax.run import config as run_config
+from maskdp_jax.run import datasets as run_datasets
+from maskdp_jax.run import evaluation
+from maskdp_jax.run import model as run_model
 
 pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a model
 
@@ -63,6 +66,18 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     assert os.listdir(tmp_path / "private" / "checkpoints")
     assert "DO_NOT_SHARE.txt" in os.listdir(tmp_path / "private")
     assert not os.path.exists(tmp_path / "checkpoints")
+    # The trained model leaves the run outside private/, and reloaded it scores what the report
+    # says on the same test videos.
+    trained = run_model.load_trained(str(tmp_path / "model"))
+    assert trained.info["test_metrics"]["top1"] == written["metrics"]["top1"]
+    _, test_ds = run_datasets.get_datasets(config.input, mode=mode, view=config.view)
+    logits = evaluation.predict(trained.model.apply_fn, trained.model.params, test_ds,
+                                num_clips=config.input.eval_clips,
+                                batch_size=config.physical_batch_size)
+    again = evaluation.accuracy_metrics(logits, test_ds.labels, test_ds.num_classes)
+    assert again["top1"] == written["metrics"]["top1"]
+    assert trained.pixel_norm == test_ds.pixel_norm
+    assert "(`model/`)" in markdown and "load_trained" in markdown
 
 
 def test_plan_privacy_divides_by_expected_batch_and_counts_steps():

@@ -96,8 +96,16 @@ class RunReport:
             f"{self.timing['total_seconds']:.1f} s in all",
             f"- logged training metrics: {logged_metrics_note(c)}",
             "- checkpoints: `private/checkpoints/` beside this report. They are **private**: "
-            f"{checkpoint_note(c)} Share this report, the metrics and the final parameters, "
-            "never the `private/` directory.",
+            f"{checkpoint_note(c)} Share this report, the metrics and the trained model "
+            "(`model/`), never the `private/` directory.",
+            "",
+            "## The trained model",
+            "",
+            "`model/` beside this report: `params.safetensors` (every parameter, keyed by its "
+            "path) and `model.json` (the model settings, classes and pixel normalisation). It "
+            "is the released model, covered by the ε above. Load it with "
+            "`maskdp_jax.run.model.load_trained(\"<workdir>/model\")`, or start another run "
+            "from it with `--config.model.init_from=<workdir>/model`.",
             "",
             "![training curve](training_curve.png)",
             "",

@@ -19,14 +19,21 @@ True
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
+import safetensors.numpy
+from flax import traverse_util
 
 from maskdp_jax import ghost, models, partition
+from maskdp_jax.data import atomic
+from maskdp_jax.data.clips import PixelNorm
 from maskdp_jax.tokenizer import Tokenizer
 
 # bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
@@ -191,7 +198,10 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
     elif m.init_from:
         # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
         like = models.convert.import_template(module, input_shape=shape, key=key)
-        params = models.convert.restore_params(m.init_from, like=like)
+        if is_trained_model(m.init_from):
+            params = _restore_trained(m.init_from, like=like)
+        else:
+            params = models.convert.restore_params(m.init_from, like=like)
     else:
         params = init_params(module, input_shape=shape, key=key)
     mask = models.finetune.trainable_mask(params, strategy=m.finetune,
@@ -215,3 +225,138 @@ def init_params(module, *, input_shape, key: jax.Array) -> Any:
     seed = int(jax.random.randint(key, (), 0, jnp.iinfo(jnp.int32).max))
     init_key = jax.random.key(seed, impl="rbg")
     return jax.jit(module.init)(init_key, jnp.zeros((1, *input_shape), jnp.float32))["params"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The trained model: what a run hands over
+# ----------------------------------------------------------------------------------------------
+#: The files of a trained model directory (``<workdir>/model``, written by ``train.py``).
+PARAMS_FILE = "params.safetensors"
+INFO_FILE = "model.json"
+TRAINED_FORMAT = "maskdp_jax trained model, version 1"
+
+
+def is_trained_model(path: str) -> bool:
+    """Whether ``path`` is a directory :func:`save_trained` wrote."""
+    return os.path.isfile(os.path.join(path, INFO_FILE)) and os.path.isfile(
+        os.path.join(path, PARAMS_FILE))
+
+
+def save_trained(directory: str, params: Any, *, model_config: ml_collections.ConfigDict,
+                 num_classes: int, class_names: list[str], pixel_norm: PixelNorm | None,
+                 about: Mapping[str, Any]) -> str:
+    """Write a trained model: ``params.safetensors`` (every parameter, keyed by its path in the
+    tree, ``"blocks_0/attn/qkv/kernel"``) and ``model.json`` (what rebuilds the model: the
+    ``config.model`` section, the classes, the pixel normalisation, and ``about``: the run's
+    privacy statement and accuracy). Returns ``directory``.
+
+    Safetensors because it is one file any framework reads (``safetensors.numpy.load_file``),
+    holds only arrays (no code runs on load) and is written by one process; the directory is also
+    a ``model.init_from`` for a later run (:func:`build`). The parameters are the released model:
+    what the run's ε covers. Nothing of the checkpoint's secret or optimiser state is here.
+
+    Raises:
+      FileExistsError: ``directory`` exists and is not a trained model (a finished run's own
+        model is replaced: a resumed run rewrites what it computes again).
+    """
+    if os.path.exists(directory) and not is_trained_model(directory):
+        raise FileExistsError(f"{directory!r} exists and is not a trained model directory; "
+                              "choose another --workdir.")
+    os.makedirs(directory, exist_ok=True)
+    flat = {"/".join(path): np.asarray(value)
+            for path, value in traverse_util.flatten_dict(params).items()}
+    info = {"format": TRAINED_FORMAT, "model": _plain(model_config.to_dict()),
+            "num_classes": int(num_classes), "class_names": list(class_names),
+            "pixel_norm": None if pixel_norm is None else {
+                "mean": list(pixel_norm.mean), "std": list(pixel_norm.std)},
+            **_plain(dict(about))}
+    with atomic.replacing(os.path.join(directory, PARAMS_FILE)) as tmp:
+        safetensors.numpy.save_file(flat, tmp, metadata={"format": TRAINED_FORMAT})
+    atomic.write(os.path.join(directory, INFO_FILE), json.dumps(info, indent=1) + "\n")
+    return directory
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trained:
+    """A trained model loaded by :func:`load_trained`.
+
+    Attributes:
+      model: the :class:`RunModel`, its parameters the trained ones (``model.params``,
+        ``model.apply_fn(params, x)`` with ``x [n, T, H, W, 3]`` normalised float32 pixels).
+      info: ``model.json``: the model section, ``num_classes``, ``class_names``, ``pixel_norm``
+        and what the run said of itself (privacy, accuracy).
+    """
+
+    model: RunModel
+    info: dict[str, Any]
+
+    @property
+    def pixel_norm(self) -> PixelNorm | None:
+        """How uint8 pixels become the model's input (None: the run read float inputs)."""
+        norm = self.info.get("pixel_norm")
+        return None if norm is None else PixelNorm(tuple(norm["mean"]), tuple(norm["std"]))
+
+
+def load_trained(directory: str) -> Trained:
+    """The model a run wrote to ``<workdir>/model`` (:func:`save_trained`), rebuilt and with its
+    trained parameters; no checkpoint and no training code needed.
+
+    >>> import tempfile
+    >>> from maskdp_jax.configs import default
+    >>> config = default.get_config().model
+    >>> config.name = "mvit_test"
+    >>> built = build(config, num_classes=3, seed=0)
+    >>> path = save_trained(tempfile.mkdtemp() + "/model", built.params, model_config=config,
+    ...                     num_classes=3, class_names=["a", "b", "c"], pixel_norm=None,
+    ...                     about={"epsilon": 1.0})
+    >>> again = load_trained(path)
+    >>> again.info["class_names"], again.model.counts() == built.counts()
+    (['a', 'b', 'c'], True)
+
+    Raises:
+      FileNotFoundError: not a trained model directory.
+    """
+    if not is_trained_model(directory):
+        raise FileNotFoundError(f"{directory!r} holds no trained model ({INFO_FILE} and "
+                                f"{PARAMS_FILE}); a finished training run writes one to "
+                                "<workdir>/model.")
+    with open(os.path.join(directory, INFO_FILE)) as f:
+        info = json.load(f)
+    model_config = ml_collections.ConfigDict({**info["model"], "init_from": directory})
+    return Trained(model=build(model_config, num_classes=info["num_classes"], seed=0), info=info)
+
+
+def _restore_trained(directory: str, *, like: Any) -> Any:
+    """The parameters of a trained model directory, checked against ``like``'s tree: the same
+    paths and shapes, except a head for another number of classes, which keeps ``like``'s fresh
+    values (fine-tuning a trained model on other labels)."""
+    flat = safetensors.numpy.load_file(os.path.join(directory, PARAMS_FILE))
+    out, errors = {}, []
+    for path, target in traverse_util.flatten_dict(like).items():
+        value = flat.pop("/".join(path), None)
+        if value is None:
+            if "adapter" in path:
+                out[path] = target  # adapters are the fine-tuning's own: fresh
+                continue
+            errors.append(f"{'/'.join(path)}: missing")
+        elif tuple(value.shape) != tuple(target.shape):
+            if path[0] == "head":
+                out[path] = target
+                continue
+            errors.append(f"{'/'.join(path)}: {tuple(value.shape)} in the file, "
+                          f"{tuple(target.shape)} in the model")
+        else:
+            out[path] = jnp.asarray(value, target.dtype)
+    errors += [f"{key}: not in the model" for key in flat]
+    if errors:
+        raise models.convert.ConversionError(
+            f"the trained model in {directory!r} does not fit this model:\n  "
+            + "\n  ".join(errors))
+    return traverse_util.unflatten_dict(out)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copies (tuples to lists, numpy scalars to Python numbers)."""
+    return json.loads(json.dumps(value, default=lambda x: x.item() if hasattr(x, "item")
+                                 else list(x)))
+
