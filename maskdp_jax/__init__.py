@@ -24,7 +24,9 @@ The API, by task:
 * views: :class:`Tokenizer` (video ``(st, sh, sw)`` or image ``(sh, sw)`` cells),
   :func:`tokenizer_for` (from a model's declared ``patch_stride``/``patch_size``), :class:`Views`;
 * the gradient: :func:`masked_gradient` (one call), or its pieces :func:`public_grad_sum`,
-  :func:`clipped_grad_sum` and :func:`noisy_gradient` for several physical batches per step;
+  :func:`clipped_grad_sum` and :func:`noisy_gradient` for several physical batches per step
+  (:func:`pass_gradient`: one pass over one physical batch, what both :func:`masked_gradient`
+  and :func:`make_train_step` are built from);
   :class:`Examples`, :class:`GradStats`, :class:`ClipStats`;
 * batches: :class:`PoissonSampler` (public and private draws), :class:`LogicalBatch`,
   :func:`physical_batches` (fixed-size batches with weight-0 padding), :func:`padded_indices`
@@ -89,6 +91,7 @@ _EXPORTS = {
     "noisy_gradient": "maskdp_jax.gradient",
     "padded_indices": "maskdp_jax.sampling",
     "pass_examples": "maskdp_jax.gradient",
+    "pass_gradient": "maskdp_jax.gradient",
     "pass_view": "maskdp_jax.gradient",
     "physical_batches": "maskdp_jax.sampling",
     "PixelViews": "maskdp_jax.train_step",
@@ -131,6 +134,7 @@ if TYPE_CHECKING:
         masked_gradient,
         noisy_gradient,
         pass_examples,
+        pass_gradient,
         pass_view,
         public_grad_sum,
     )

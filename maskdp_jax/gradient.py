@@ -9,6 +9,11 @@ One logical step of MaskDP-SGD (docs/design.md) in three pure pieces that the pr
 * :func:`noisy_gradient`: adds ``N(0, σ²C² I)`` to the private sum once per logical batch, adds
   the public sum and divides by the *expected* batch size B.
 
+:func:`pass_gradient` is one pass over one physical batch (the public sum or the clipped private
+sum, with its statistics): :func:`masked_gradient` and the project's step
+(:func:`maskdp_jax.train_step.make_train_step`) are both built from it, so the library call and
+``train.py`` compute the same update (tested in all three modes).
+
 :func:`masked_gradient` composes them for one batch per pass: it cuts the public and private
 views of pixel inputs with a :class:`~maskdp_jax.tokenizer.Tokenizer` and works inside the caller's
 ``jax.jit`` and, with ``axis_name``, inside the caller's ``shard_map`` (per-example gradients are
@@ -161,6 +166,43 @@ def noisy_gradient(
     return jax.tree.map(lambda g: g / plan.batch_size, total)
 
 
+def pass_gradient(
+    loss_fn: Callable[[PyTree, Any], jnp.ndarray], params: PyTree, examples: Any,
+    weights: jnp.ndarray, *, public: bool, plan: PrivacyPlan,
+    microbatch_size: int | None = None, ghost_rules: Any = None,
+) -> tuple[PyTree, GradStats]:
+    """One pass over one physical batch: the sum it adds to the logical step, and its stats.
+
+    ``public=True``: :func:`public_grad_sum` (no clipping: public data only). ``public=False``:
+    :func:`maskdp_jax.clipping.clipped_grad_sum` with the plan's C (each example's gradient
+    clipped, per-example gradients ``microbatch_size`` at a time, or their norms from
+    ``ghost_rules``, the same sum). The inputs are what the pass may see: public views (or whole
+    videos in ``nonprivate``) for the public pass, private views (or whole videos in ``dp``) for
+    the private one (:func:`pass_examples`, :func:`pass_view`).
+
+    Args:
+      loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
+      params: the trainable parameters.
+      examples: pytree of ``[P, ...]``.
+      weights: ``[P]`` in {0, 1}.
+      public: which pass.
+      plan: the run's plan (C for the private pass).
+      microbatch_size / ghost_rules: how the private pass gets per-example norms.
+
+    Returns:
+      ``(sum, stats)``: the structure of ``params`` and this pass's :class:`GradStats` (the
+      other pass's fields zero), to add over physical batches and passes.
+    """
+    zero = jnp.zeros((), jnp.float32)
+    if public:
+        grads, loss_sum = public_grad_sum(loss_fn, params, examples, weights)
+        return grads, GradStats(loss_sum, jnp.sum(weights), clipping.ClipStats.zeros())
+    grads, clip = clipping.clipped_grad_sum(
+        loss_fn, params, examples, weights, l2_clip_norm=plan.l2_clip_norm,
+        microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+    return grads, GradStats(zero, zero, clip)
+
+
 def pass_view(views: Views, weights: jnp.ndarray, *, public: bool) -> tuple[Any, jnp.ndarray]:
     """One pass's view of a physical batch and its weights ``[P]``: the public
     (``public=True``) or private view, weighted 0 for an example without a cell of that part in
@@ -200,7 +242,7 @@ def masked_gradient(
     loss_fn: ExampleLoss, params: PyTree, *, plan: PrivacyPlan, key: jax.Array,
     public: Examples | None = None, private: Examples | None = None,
     tokens: Tokenizer | None = None, axis_name: str | None = None,
-    microbatch_size: int | None = None,
+    microbatch_size: int | None = None, ghost_rules: Any = None,
 ) -> tuple[PyTree, GradStats]:
     """The noisy MaskDP (or DP, or non-private) gradient of one logical batch.
 
@@ -224,6 +266,8 @@ def masked_gradient(
         devices before clipping), the sums are ``psum``-ed, and every device adds the same noise.
       microbatch_size: per-example gradients of the private pass this many at a time
         (:func:`~maskdp_jax.clipping.clipped_grad_sum`); same result, bounded memory.
+      ghost_rules: the model's layer rules (:mod:`maskdp_jax.ghost`): the private pass' norms
+        and clipped sum without per-example gradients; same result to float rounding.
 
     Returns:
       ``(grad, stats)``: the gradient to hand to the optimiser, and :class:`GradStats`.
@@ -243,21 +287,18 @@ def masked_gradient(
     def example_loss(p, example):
         return loss_fn(p, *example)
 
-    zero = jnp.zeros((), jnp.float32)
-    public_sum = private_sum = None
-    public_loss, public_count = zero, zero
-    clip = clipping.ClipStats.zeros()
-    if public is not None:
-        inputs, weights = pass_examples(public, public=True, plan=plan, tokens=tokens)
-        public_sum, public_loss = public_grad_sum(example_loss, params,
-                                                  (inputs, public.targets), weights)
-        public_count = jnp.sum(weights)
-    if private is not None:
-        inputs, weights = pass_examples(private, public=False, plan=plan, tokens=tokens)
-        private_sum, clip = clipping.clipped_grad_sum(
-            example_loss, params, (inputs, private.targets), weights,
-            l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size)
-    stats = GradStats(public_loss, public_count, clip)
+    sums = {}
+    stats = GradStats(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32),
+                      clipping.ClipStats.zeros())
+    for is_public, batch in ((True, public), (False, private)):
+        if batch is None:
+            continue
+        inputs, weights = pass_examples(batch, public=is_public, plan=plan, tokens=tokens)
+        sums[is_public], pass_stats = pass_gradient(
+            example_loss, params, (inputs, batch.targets), weights, public=is_public, plan=plan,
+            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        stats = jax.tree.map(jnp.add, stats, pass_stats)
+    public_sum, private_sum = sums.get(True), sums.get(False)
     if axis_name is not None:
         public_sum, private_sum, stats = jax.lax.psum((public_sum, private_sum, stats),
                                                       axis_name)

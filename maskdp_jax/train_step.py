@@ -215,13 +215,13 @@ def accumulate_public(
     """
     video, weights = pass_input(batch, public=True, plan=plan, views=views,
                                 pixel_norm=pixel_norm)
-    grads, loss_sum = gradient.public_grad_sum(
+    grads, stats = gradient.pass_gradient(
         functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
-        weights)
+        weights, public=True, plan=plan)
     return acc._replace(
         public_sum=jax.tree.map(jnp.add, acc.public_sum, grads),
-        public_loss_sum=acc.public_loss_sum + loss_sum,
-        public_count=acc.public_count + jnp.sum(weights),
+        public_loss_sum=acc.public_loss_sum + stats.public_loss_sum,
+        public_count=acc.public_count + stats.public_count,
     )
 
 
@@ -243,15 +243,13 @@ def accumulate_private(
     video, weights = pass_input(batch, public=False, plan=plan, views=views,
                                 pixel_norm=pixel_norm)
 
-    grads, stats = clipping.clipped_grad_sum(
+    grads, stats = gradient.pass_gradient(
         functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
-        weights,
-        l2_clip_norm=plan.l2_clip_norm, microbatch_size=microbatch_size,
-        ghost_rules=ghost_rules,
-    )
+        weights, public=False, plan=plan, microbatch_size=microbatch_size,
+        ghost_rules=ghost_rules)
     return acc._replace(
         private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),
-        clip=jax.tree.map(jnp.add, acc.clip, stats),
+        clip=jax.tree.map(jnp.add, acc.clip, stats.clip),
     )
 
 

@@ -321,3 +321,40 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
     assert _leaves_norm(a.public_sum) > 0
     pa, pb = (_private(state, x, apply_fn, cfg) for x in (batch, other))
     assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
+
+
+@pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
+def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode):
+    """``make_train_step`` (what train.py runs) and ``masked_gradient`` (the library call) are
+    built from one pass function: one logical step of each, from the same batches and key, gives
+    the same update (σ > 0: the noise too)."""
+    from maskdp_jax import gradient, train_step
+
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(11)
+    public, private = random_batch(rng, size=4), random_batch(rng, size=4)
+    private["weight"][-1] = 0.0  # a padding row
+    cfg = _cfg(mode, sigma=0.0 if mode == "nonprivate" else 0.7, b=4, c=0.5)
+    tx = optax.sgd(1.0)
+    state = _state(params, tx, trainable_names=("norm", "head"))
+    has_public, has_private = cfg["plan"].mode.has_public_pass, cfg["plan"].mode.has_private_pass
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg)
+    stepped, _ = step(state, LogicalBatchData(public=[public] if has_public else [],
+                                              private=[private] if has_private else []), KEY)
+
+    def loss(trainable, clip_batch, label):  # one video: [K, T, H, W, C], label []
+        return train_step.one_video_loss(apply_fn, state.frozen, trainable, (clip_batch, label))
+
+    def examples(b):
+        return gradient.Examples(inputs=jnp.asarray(b["video"]), targets=jnp.asarray(b["label"]),
+                                 masks=jnp.asarray(b["mask"]), weights=jnp.asarray(b["weight"]))
+
+    grad, _ = jax.jit(lambda t: gradient.masked_gradient(
+        loss, t, plan=cfg["plan"], key=jax.random.fold_in(KEY, 0),
+        public=examples(public) if has_public else None,
+        private=examples(private) if has_private else None,
+        tokens=cfg["views"].tokens))(state.trainable)
+    expected = jax.tree.map(lambda p, g: p - g, state.trainable, grad)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7),
+                 stepped.trainable, expected)
+    assert _leaves_norm(jax.tree.map(jnp.subtract, stepped.trainable, state.trainable)) > 0
