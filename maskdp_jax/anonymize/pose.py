@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from maskdp_jax.anonymize import model_files, segment
+from maskdp_jax.anonymize import annotations, model_files
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
 
@@ -95,7 +95,7 @@ class PoseFiles:
     def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
         t = len(video)
         path = os.path.splitext(os.path.join(self.poses_dir, key))[0] + ".json"
-        rows = segment.read_frame_rows(
+        rows = annotations.read_frame_rows(
             path, field="poses", what="pose", width=1 + 3 * NUM_KEYPOINTS, num_frames=t,
             layout="[[frame, x0, y0, v0, ..., x32, y32, v32], ...]")
         return [r.reshape(-1, NUM_KEYPOINTS, 3).astype(np.float32) for r in rows]

@@ -33,12 +33,11 @@ the frames where no person was found.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
-from maskdp_jax.anonymize import centerface, model_files
+from maskdp_jax.anonymize import annotations, centerface, model_files
 from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
@@ -111,37 +110,14 @@ def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
     return out
 
 
-def read_frame_rows(path: str, *, field: str, what: str, width: int, num_frames: int,
-                    layout: str) -> list[np.ndarray]:
-    """Per-frame rows from a JSON file ``{field: [[frame, v1, ..., v_{width-1}], ...]}``: for each
-    of ``num_frames`` frames the ``[n, width - 1]`` float64 rows of that frame (n may be 0).
-
-    Raises:
-      data.decode.BadVideoError: the file is unreadable, not of that layout (``layout`` is quoted
-        in the message), or a frame index is not an integer in ``[0, num_frames)``.
-    """
-    try:
-        with open(path) as f:
-            rows = np.reshape(np.asarray(json.load(f)[field], np.float64), (-1, width))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise decode.BadVideoError(
-            path, f"{what} file unreadable ({type(e).__name__}: {e}); expected "
-                  f'{{"{field}": {layout}}}.') from e
-    frame = rows[:, 0].astype(np.int64)
-    if rows.size and (frame.min() < 0 or frame.max() >= num_frames
-                      or not np.array_equal(frame, rows[:, 0])):
-        raise decode.BadVideoError(
-            path, f"{what} frame indices must be integers in [0, {num_frames}).")
-    return [rows[frame == i, 1:] for i in range(num_frames)]
-
-
 def read_boxes(boxes_dir: str, key: str, num_frames: int,
                size: tuple[int, int]) -> list[np.ndarray]:
     """Person boxes from ``<boxes_dir>/<key stem>.json``: ``{"boxes": [[frame, x0, y0, x1, y1],
     ...]}`` in pixels, ends exclusive (e.g. from NTU's skeletons or an annotation tool)."""
     path = os.path.splitext(os.path.join(boxes_dir, key))[0] + ".json"
-    rows = read_frame_rows(path, field="boxes", what="person box", width=5, num_frames=num_frames,
-                           layout="[[frame, x0, y0, x1, y1], ...]")
+    rows = annotations.read_frame_rows(path, field="boxes", what="person box", width=5,
+                                       num_frames=num_frames,
+                                       layout="[[frame, x0, y0, x1, y1], ...]")
     return [_clip_boxes(r, *size) for r in rows]
 
 
