@@ -23,12 +23,15 @@ from maskdp_jax.accounting.accountant import (
 )
 from maskdp_jax.accounting.coupled import coupled_step_rdp
 from maskdp_jax.accounting.events import Segment, steps_for_epochs
-from maskdp_jax.accounting.inputs import check_delta
+from maskdp_jax.accounting.inputs import Accountant, Adjacency, Sampling, check_delta
 from maskdp_jax.accounting.ledger import Ledger
 from maskdp_jax.accounting.theorem41 import theorem41_epsilon, theorem41_rdp
 
 __all__ = [
+    "Accountant",
+    "Adjacency",
     "Ledger",
+    "Sampling",
     "Segment",
     "calibrate_noise_multiplier",
     "check_delta",

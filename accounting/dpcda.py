@@ -1,4 +1,5 @@
-r"""Privacy of DP-CDA (seed 002, Algorithm 1 and Theorem 1): class-centric mixing + Gaussian noise.
+r"""Privacy of DP-CDA (Saha et al. 2024, Algorithm 1 and Theorem 1): class-centric mixing + Gaussian
+noise.
 
 The mechanism. For each class k, T_k = ⌊T/K⌋ times: draw l of the class's N_k records uniformly
 without replacement; release their feature mean (features L2-clipped to c) plus N(0, σx² I) and

@@ -7,19 +7,46 @@ argument, instead of a silent wrong ε deep inside dp-accounting.
 
 from __future__ import annotations
 
+import enum
 import math
 import numbers
 
 import numpy as np
 
-METHODS = ("pld", "rdp")
-"""The accountants by name, privacy-loss distributions (tight) and Rényi DP (upper bound)."""
 
-ADJACENCIES = ("special", "replace")
-"""Neighbouring relations; see ``accounting/README.md``."""
+class Accountant(enum.StrEnum):
+    """The accountants by name: privacy-loss distributions (tight) and Rényi DP (upper bound)."""
 
-SAMPLINGS = ("decoupled", "coupled")
-"""Batch sampling schemes of MaskDP-SGD; see ``accounting/README.md``."""
+    PLD = "pld"
+    RDP = "rdp"
+
+
+class Adjacency(enum.StrEnum):
+    """Neighbouring relations (``accounting/README.md``): ``special``, one video's private part
+    replaced by an absent one (the add/remove numbers, Theorem 4.1); ``replace``, replaced by any
+    other (Definition 2 read literally)."""
+
+    SPECIAL = "special"
+    REPLACE = "replace"
+
+
+class Sampling(enum.StrEnum):
+    """Batch sampling schemes of MaskDP-SGD (``accounting/README.md``): two independent Poisson
+    draws per step (``decoupled``), or one shared by both passes (``coupled``, the papers'
+    Algorithm 1, accounted with the revealed-sample bound)."""
+
+    DECOUPLED = "decoupled"
+    COUPLED = "coupled"
+
+
+METHODS = tuple(m.value for m in Accountant)
+"""The accountants' names (:class:`Accountant`)."""
+
+ADJACENCIES = tuple(a.value for a in Adjacency)
+"""The neighbouring relations' names (:class:`Adjacency`)."""
+
+SAMPLINGS = tuple(s.value for s in Sampling)
+"""The sampling schemes' names (:class:`Sampling`)."""
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:

@@ -1,8 +1,8 @@
-"""The training settings of the MaskDP papers (seeds 000/001), for tables and checks.
+"""The training settings of the MaskDP papers (Schneider et al. 2024a/b), for tables and checks.
 
 Paper: batch size 128, clip norm C = 1, 150 epochs (300 for UCF-101), δ = 1e-6
-for NTU RGB+D and 1e-5 for Toyota Smarthome, HMDB-51 and UCF-101 (seed 000,
-Sec. 5.3; seed 001, Sec. 5.3). The papers do not state the number of steps; we
+for NTU RGB+D and 1e-5 for Toyota Smarthome, HMDB-51 and UCF-101 (Schneider et al. 2024a,
+Sec. 5.3; Schneider et al. 2024b, Sec. 5.3). The papers do not state the number of steps; we
 use ``epochs · ceil(N / B)`` (:func:`maskdp_jax.accounting.events.steps_for_epochs`, the
 trainer's rule too: the steps per epoch of Opacus' Poisson loader, which the papers
 used, never fewer than the papers' ``T·N/B``).
@@ -21,7 +21,7 @@ Training-set sizes N (the unit of privacy is one video):
 * UCF-101, split 1: 9,537 training videos (``trainlist01.txt``; 3,783 in
   ``testlist01.txt``), Soomro et al. 2012.
 * HMDB-51, split 1: 3,570 training clips (70 per class × 51 classes in the split-1
-  files; 1,530 test), Kuehne et al., ICCV 2011. 150 epochs: seed 000, Sec. 5.3
+  files; 1,530 test), Kuehne et al., ICCV 2011. 150 epochs: Schneider et al. 2024a, Sec. 5.3
   ("batch size 128, ... a 0.01 learning rate over 150 epochs") covers every dataset
   of its experiments, HMDB-51 included (its Table 2).
 """

@@ -1,4 +1,5 @@
-r"""The papers' Theorem 4.1 (seed 000) / Theorem 1 (seed 001), as a closed form.
+r"""The papers' Theorem 4.1 (Schneider et al. 2024a) / Theorem 1 (Schneider et al. 2024b), as a
+closed form.
 
 For a dataset of N videos, expected batch B (q = B/N), T epochs (T·N/B = T/q
 steps), clip norm C and Gaussian noise std σ_std = σ·C, MaskDP-SGD with

@@ -1,4 +1,4 @@
-"""DP-CDA's calibrated noise and the seed's label flips at the sizes of seed 002's datasets.
+"""DP-CDA's calibrated noise and the seed's label flips at the sizes of Saha et al. 2024's datasets.
 
 Run from the repository root (accounting only: no data is read; about 4 minutes)::
 

@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="the cache's dtype on disk")
     parser.add_argument("--compute_dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="the model's products (train.py's model.compute_dtype)")
+                        help="the model's products (train.py's compute.dtype)")
     args = parser.parse_args()
 
     model = models.get_model(args.preset, num_classes=args.classes,

@@ -99,7 +99,7 @@ def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | No
     """Our model (:func:`maskdp_jax.run.model.build`, as train.py builds it) with the torch weights
     (``torch_state=None``: our own random initialisation, for measurements that do not depend on
     the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``.
-    ``compute_dtype``: ``config.model.compute_dtype`` (parameters, norms and gradients stay
+    ``compute_dtype``: ``config.compute.dtype`` (parameters, norms and gradients stay
     float32 whatever it is)."""
     import jax
 
@@ -108,15 +108,17 @@ def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | No
     from maskdp_jax.run import model as run_model
 
     config = default.model()
-    config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2,
-                       compute_dtype=compute_dtype))
+    config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2))
+    compute = default.compute()
+    compute.dtype = compute_dtype
     params = None
     if torch_state is not None:
         module = models.get_model(size["preset"], num_classes=size["classes"])
         x = np.zeros((1, *module.input_size, 3), np.float32)
         like = jax.eval_shape(module.init, jax.random.key(0), x)["params"]
         params, _ = models.convert.convert_state_dict(torch_state, like=like, fmt="torchvision")
-    built = run_model.build(config, num_classes=size["classes"], seed=0, params=params)
+    built = run_model.build(config, num_classes=size["classes"], seed=0, compute=compute,
+                            params=params)
     return built.module, built.trainable, built.frozen, built.apply_fn
 
 
@@ -366,7 +368,7 @@ class PeakRss:
 def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int, warmup: int,
              device: str, microbatch: int | None, compute_dtype: str = "float32") -> dict:
     """Median logical-step seconds of one configuration, in this process. ``compute_dtype``
-    ``"bfloat16"``: ours with ``model.compute_dtype="bfloat16"``, PyTorch under ``torch.autocast``
+    ``"bfloat16"``: ours with ``compute.dtype="bfloat16"``, PyTorch under ``torch.autocast``
     to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on both sides."""
     import torch
 
@@ -482,7 +484,7 @@ def main() -> None:
                         help="GPU matmuls/convolutions of the timed steps, both frameworks alike")
     parser.add_argument("--compute_dtype", choices=("float32", "bfloat16"), default="float32",
                         help="the timed steps' products, both frameworks alike (bfloat16: ours "
-                        "model.compute_dtype, PyTorch AMP autocast)")
+                        "compute.dtype, PyTorch AMP autocast)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip_equality", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # framework:mode:strategy

@@ -1,4 +1,4 @@
-r"""The anonymisation pipeline (seed 001, Alg. 1; docs/guides/anonymize.md).
+r"""The anonymisation pipeline (Schneider et al. 2024b, Alg. 1; docs/guides/anonymize.md).
 
     python -m maskdp_jax.anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
         [--config=configs/anonymize.py] [--config.segment.method=background] ...

@@ -1,4 +1,4 @@
-r"""Feature masking by explainer sensitivity (seed 004 Alg. 1, Table II / Fig. 6).
+r"""Feature masking by explainer sensitivity (Gu & Chen 2024 Alg. 1, Table II / Fig. 6).
 
     python -m maskdp_jax.audit --config=configs/audit_feature_masking.py \
         --workdir=docs/results/audit_feature_masking
@@ -8,10 +8,10 @@ models fitted on 256 auxiliary videos (16 per subject: with 4 the identity model
 videos instead of learning the emblems, 0.11 top-1 on held-out videos against 0.44 with 16);
 SHAP (permutation) and LIME attribute them over the 256 token cells; per subject the MILP keeps
 the cells of most utility while removing α = 0.5 of the identity sensitivity; the random control
-hides as many cells; class-wise masks (seed 004's Alg. 1) per action class. Per version, an
+hides as many cells; class-wise masks (Gu & Chen 2024's Alg. 1) per action class. Per version, an
 identity model refit on the masked auxiliary videos (the retraining adversary), then LiRA (16
-shadow models on halves of 64 videos) and test accuracy, non-private, MaskDP and DP (seed 004's
-setting, where no region trains without noise) at ε = 1 and 8, three seeds.
+shadow models on halves of 64 videos) and test accuracy, non-private, MaskDP and DP (Gu & Chen
+2024's setting, where no region trains without noise) at ε = 1 and 8, three seeds.
 SHAP and LIME each run at two explainer seeds (their rank agreement is reported).
 Sized for this 2-core CPU (the report gives the times); ``--config.modes="()"`` skips LiRA.
 
@@ -56,7 +56,7 @@ def get_config() -> ml_collections.ConfigDict:
     # seed). LIME: as many, where its seed agreement is comparable to SHAP's (docstring).
     config.evaluations = ml_collections.ConfigDict(dict(shap=1026, lime=1026))
     config.explain_seeds = (0, 1)  # every explainer runs at both: its rank agreement
-    # per subject (optimized, random) and seed 004's per action class (classwise)
+    # per subject (optimized, random) and Gu & Chen 2024's per action class (classwise)
     config.versions = ("original", "optimized", "random", "classwise")
     config.alpha = 0.5  # share of the identity sensitivity to remove
     config.fallback_top_k = 0.3  # hidden share when the MILP finds no solution

@@ -1,4 +1,4 @@
-r"""LiRA against shadow models trained with our step (seed 004 Sec. III).
+r"""LiRA against shadow models trained with our step (Gu & Chen 2024 Sec. III).
 
     python -m maskdp_jax.audit --config=configs/audit_synthetic.py
     --workdir=docs/results/audit_synthetic

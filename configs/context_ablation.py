@@ -1,4 +1,5 @@
-r"""Context ablation (seeds 000/001, Table 3) on the embedded dataset: one config per row.
+r"""Context ablation (Schneider et al. 2024a/b, Table 3) on the embedded dataset: one config per
+row.
 
     python train.py --config=configs/context_ablation.py:avatar_only --workdir=workdir/avatar_only
     python train.py --config=configs/context_ablation.py:background_only --workdir=...
@@ -6,8 +7,8 @@ r"""Context ablation (seeds 000/001, Table 3) on the embedded dataset: one confi
     # all three rows x 3 seeds, with the table:
     python -m maskdp_jax.sweep --config=configs/sweep_context.py --workdir=docs/results/context
 
-Seed 000, Sec. 5.5: "In Table 3 we ablate compositions of real world and synthetic data to
-increase transparency in regards to domain gap as well as the importance of context
+Schneider et al. 2024a, Sec. 5.5: "In Table 3 we ablate compositions of real world and synthetic
+data to increase transparency in regards to domain gap as well as the importance of context
 information." Its rows train without DP ("Performances on NTU RGB+D and Toyota Smarthome (TS)
 without differentially private training using partial fine-tuning"):
 
@@ -19,12 +20,12 @@ Background Only    ``background``  the room with the person removed (inpainted) 
 Anonymized         ``full``        the whole anonymised clip                       68.3 / 26.7
 =================  ==============  ==============================================  ===========
 
-Seed 001 names the background row "Inpainted Background": the person is removed and the hole
-filled, so neither the person nor its silhouette is left. ``view="background"`` is that: the
-embedded generator renders the room the avatar hides (data/synthetic.py, ``background=True``). The
-``private`` view (the avatar's cells filled with grey) is *not* that row: the grey hole moves with
-the avatar, so it shows the motion, and it scored as high as both views together (75.9 ± 20.7 vs
-74.6 ± 4.2 in an earlier run of this ablation).
+Schneider et al. 2024b names the background row "Inpainted Background": the person is removed and
+the hole filled, so neither the person nor its silhouette is left. ``view="background"`` is that:
+the embedded generator renders the room the avatar hides (data/synthetic.py, ``background=True``).
+The ``private`` view (the avatar's cells filled with grey) is *not* that row: the grey hole moves
+with the avatar, so it shows the motion, and it scored as high as both views together (75.9 ± 20.7
+vs 74.6 ± 4.2 in an earlier run of this ablation).
 
 (The paper's "Real World" row, 83.8 / 52.7, trains on the videos before anonymisation; the
 embedded dataset has no such version.) On the embedded data the label is (motion of the avatar,
@@ -32,7 +33,7 @@ stripe orientation of the background), 4 x 2 classes, so the expected result is:
 ≈ 50% (the motion, not the context), background only ≈ 50% (the context, not the motion), both
 above either. That is the ordering every dataset of the papers shows (both above either part
 alone); which part alone is higher depends on the dataset: NTU avatar 54.8 > background 9.9,
-seed 001's UCF-101 background 93.0 > avatar 46.8 (both 94.7).
+Schneider et al. 2024b's UCF-101 background 93.0 > avatar 46.8 (both 94.7).
 
 On a paper dataset the same rows are ``--config.mode=nonprivate --config.view=public`` (or
 ``background`` with ``--config.input.background_dir`` set to the anonymiser's

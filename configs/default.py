@@ -15,6 +15,7 @@ the same ε, nonprivate above both. The run report (JSON + Markdown) is written 
 """
 
 import ml_collections
+from ml_collections import config_dict
 
 from maskdp_jax.data import preprocess
 
@@ -37,9 +38,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.fill_value = 0.0
     # What a nonprivate run trains and is tested on: full | public (avatar only) | background
     # (the inpainted room without the avatar) | private (the avatar's cells filled); the context
-    # ablation of seed 000 Table 3 (run/views.py).
+    # ablation of Schneider et al. 2024a Table 3 (run/views.py).
     config.view = "full"
-    # Feature masking (seed 004 Alg. 1): the report.json of `python -m maskdp_jax.audit
+    # Feature masking (Gu & Chen 2024 Alg. 1): the report.json of `python -m maskdp_jax.audit
     # --config=configs/audit_feature_masking.py`; its per-subject masks hide cells of every
     # training and test clip (run/views.py; the embedded dataset needs input.num_subjects).
     config.feature_masks = ""
@@ -49,7 +50,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.privacy = ml_collections.ConfigDict()
     config.privacy.target_epsilon = 1.0
     config.privacy.delta = 1e-5
-    config.privacy.noise_multiplier = -1.0   # < 0: calibrate to target_epsilon
+    # σ given directly (then no ε target is enforced); None: calibrate σ to target_epsilon.
+    config.privacy.noise_multiplier = config_dict.placeholder(float)
     # C sets how loud the private sum (and its noise σC) is next to the unclipped public gradient.
     # Measured on this data (16 epochs, ε = 1): with C = 1 the noise drowns the public gradient
     # (public loss stays at ln 8 for 200+ steps); with C = 0.1 the public motion is learned by
@@ -57,18 +59,15 @@ def get_config() -> ml_collections.ConfigDict:
     config.privacy.l2_clip_norm = 0.1
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
-    # Per-example gradients computed this many at a time (0 = the whole physical batch at once);
-    # must divide physical_batch_size. Bounds memory for full fine-tuning; same update.
-    config.privacy.microbatch_size = 0
-    # How each example's gradient norm is computed: vmap (per-example gradients) | ghost (from the
-    # activations and output gradients of one backward, no per-example gradient; the same update)
-    # | auto (ghost for full fine-tuning of the papers' models, where it measured faster; vmap
-    # elsewhere: run/model.py AUTO_GHOST).
-    config.privacy.per_example = "auto"
     # Where the DP noise and the Poisson batches come from. "secret": a fresh secret per run, kept
     # only in the checkpoints (keep them private). "seeded": from config.seed, which the report
     # publishes, so anyone can recompute the noise: tests and reproducibility experiments only.
     config.privacy.randomness = "secret"
+
+    # How the steps are computed: keys that cannot change the guarantee (the same update, to float
+    # rounding; jax_privacy calls these performance flags). Everything that can change ε lives in
+    # `privacy`, `sampling`, `batch_size`, `num_epochs` and `input`.
+    config.compute = compute()
 
     config.optimizer = ml_collections.ConfigDict()
     # Adam (post-processing of the noised sum, so privacy is unchanged): from scratch, SGD with
@@ -119,10 +118,27 @@ def model() -> ml_collections.ConfigDict:
         # A frozen-backbone strategy (every finetune but `full`) on a pretrained preset
         # (models.PRETRAINED) without init_from is refused unless this is True.
         allow_random_init=False,
+    ))
+
+
+def compute() -> ml_collections.ConfigDict:
+    """``config.compute``: how the step is computed; none of these keys can change ε."""
+    return ml_collections.ConfigDict(dict(
         # auto | float32 | bfloat16 (mixed precision: products in bf16; parameters, norms,
         # softmax, residual stream, logits and gradients, so clipping and noise, in float32).
         # auto: bfloat16 on a GPU or TPU, float32 on the CPU (run.model.compute_dtype_name).
-        compute_dtype="auto",
+        dtype="auto",
+        # The attention kernel: auto | einsum | xla | cudnn (models.mvit.attention_implementation;
+        # auto: cuDNN's fused attention on a GPU in bfloat16, else einsum). The same function.
+        attention="auto",
+        # Per-example gradients computed this many at a time (0 = the whole physical batch at
+        # once); must divide physical_batch_size. Bounds memory for full fine-tuning.
+        microbatch_size=0,
+        # How each example's gradient norm is computed: vmap (per-example gradients) | ghost (from
+        # the activations and output gradients of one backward, no per-example gradient) | auto
+        # (ghost for full fine-tuning of the papers' models, where it measured faster; vmap
+        # elsewhere: run/model.py AUTO_GHOST).
+        per_example="auto",
     ))
 
 
@@ -131,7 +147,7 @@ def clip_keys() -> dict:
     return dict(
         clips_per_video=1,        # K (multi-clip: per-video loss = mean over K clips)
         # Where the K training clips start: uniform (independent offsets) | consecutive (K of
-        # the video's consecutive, non-overlapping clips, seed 003 Sec. 3.2; data/clips.py).
+        # the video's consecutive, non-overlapping clips, Luo et al. 2024 Sec. 3.2; data/clips.py).
         clip_sampling="uniform",
         eval_clips=1,             # temporal evaluation views (logits averaged)
         prefetch=0,               # logical steps prepared ahead on the host (0 = none)

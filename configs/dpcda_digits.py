@@ -1,4 +1,4 @@
-r"""DP-CDA (seed 002) on scikit-learn's bundled handwritten digits (1,797 real 8×8 images).
+r"""DP-CDA (Saha et al. 2024) on scikit-learn's bundled handwritten digits (1,797 real 8×8 images).
 
     python -m maskdp_jax.release --config=configs/dpcda_digits.py
     --workdir=docs/results/dpcda_digits

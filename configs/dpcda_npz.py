@@ -1,4 +1,4 @@
-r"""DP-CDA (seed 002) on your own data: an ``.npz`` file, or a folder of ``.npy`` features.
+r"""DP-CDA (Saha et al. 2024) on your own data: an ``.npz`` file, or a folder of ``.npy`` features.
 
     python -m maskdp_jax.release --config=configs/dpcda_npz.py --workdir=workdir/my_release \
         --config.data.path=my.npz --config.data.num_classes=10 --config.data.scale=255 \

@@ -1,4 +1,4 @@
-r"""DP-CDA (seed 002) on the embedded video dataset (data/synthetic.py): flattened clips.
+r"""DP-CDA (Saha et al. 2024) on the embedded video dataset (data/synthetic.py): flattened clips.
 
     python -m maskdp_jax.release --config=configs/dpcda_video.py --workdir=docs/results/dpcda_video
 

@@ -11,16 +11,16 @@ r"""HMDB-51, official split 1: papers' MaskDP setting, δ = 1e-5, 150 epochs.
         --config.input.augment=True ...
     # another ε: --config.privacy.target_epsilon=0.5
 
-Expected (seed 000, Table 2, HMDB-51, anonymized videos, top-1 %):
+Expected (Schneider et al. 2024a, Table 2, HMDB-51, anonymized videos, top-1 %):
 
     ε              0.5   1     2     3      5     10    ∞
     MaskDP         8.2   7.8   26.2  39.67  51.5  50.9  60.9
     DP (anonym.)   2.4   3.3   4.5   13.5   45.7  57.7  60.9
 
-150 epochs: seed 000, Sec. 5.3 ("... a 0.01 learning rate over 150 epochs"), which covers all of
-its datasets. Seed 003 reports the HMDB-51 DP-SGD baseline (51.7 at ε = 5, 56.5 at ε = 10).
-Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
-the video paths (docs/guides/own_videos.md).
+150 epochs: Schneider et al. 2024a, Sec. 5.3 ("... a 0.01 learning rate over 150 epochs"), which
+covers all of its datasets. Luo et al. 2024 reports the HMDB-51 DP-SGD baseline (51.7 at ε = 5, 56.5
+at ε = 10). Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video
+mirroring the video paths (docs/guides/own_videos.md).
 """
 
 import ml_collections

@@ -10,7 +10,7 @@ r"""NTU RGB+D 60, cross-subject: papers' MaskDP setting, δ = 1e-6, 150 epochs.
         --config.input.augment=True ...
     # another ε: --config.privacy.target_epsilon=0.5
 
-Expected: compare with Table 1 of seed 001 (NTU RGB+D accuracy per ε).
+Expected: compare with Table 1 of Schneider et al. 2024b (NTU RGB+D accuracy per ε).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
 the video paths (docs/guides/own_videos.md).
 """

@@ -1,5 +1,5 @@
-r"""Context ablation sweep (seed 000 Table 3) on the embedded dataset: the three rows of
-``configs/context_ablation.py`` x 3 seeds, non-private.
+r"""Context ablation sweep (Schneider et al. 2024a Table 3) on the embedded dataset: the three rows
+of ``configs/context_ablation.py`` x 3 seeds, non-private.
 
     python -m maskdp_jax.sweep --config=configs/sweep_context.py --workdir=docs/results/context
 
@@ -13,7 +13,7 @@ from maskdp_jax.configs import context_ablation, sweep_synthetic
 
 def get_config() -> ml_collections.ConfigDict:
     config = sweep_synthetic.get_config()
-    config.title = "Context ablation (seed 000, Table 3)"
+    config.title = "Context ablation (Schneider et al. 2024a, Table 3)"
     config.base = context_ablation.get_config("anonymized")
     config.base.input.prefetch = 1
     config.base.privacy.randomness = "seeded"

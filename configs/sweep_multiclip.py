@@ -1,4 +1,4 @@
-r"""Multi-clip DP-SGD on the embedded dataset (seed 003, Fig. 3a): K ∈ {1, 2, 4, 8} clips per
+r"""Multi-clip DP-SGD on the embedded dataset (Luo et al. 2024, Fig. 3a): K ∈ {1, 2, 4, 8} clips per
 video at ε = 1, DP-SGD (mode dp, the paper's algorithm) and MaskDP, 3 seeds.
 
     python -m maskdp_jax.sweep --config=configs/sweep_multiclip.py --workdir=docs/results/multiclip
@@ -9,15 +9,15 @@ noised unit stays the video (:mod:`maskdp_jax.train_step`), so σ, q and the ste
 same for every K: only the information used per step grows (and the compute, K-fold).
 
 Clip placement: independent uniform offsets (``input.clip_sampling = "uniform"``, 9 possible
-8-frame offsets in a 16-frame video). Seed 003's ``"consecutive"`` model would give these videos
-N_i = 2 non-overlapping clips, so K = 4 and 8 could only repeat them: the same update as K = 2 at
-two and four times the compute. The same holds on UCF-101 (a 186-frame video holds N_i = 2 clips
-of 16 x 4 frames), yet the paper's accuracy keeps rising up to K = 8 (Fig. 3a), which only
+8-frame offsets in a 16-frame video). Luo et al. 2024's ``"consecutive"`` model would give these
+videos N_i = 2 non-overlapping clips, so K = 4 and 8 could only repeat them: the same update as K =
+2 at two and four times the compute. The same holds on UCF-101 (a 186-frame video holds N_i = 2
+clips of 16 x 4 frames), yet the paper's accuracy keeps rising up to K = 8 (Fig. 3a), which only
 overlapping clips can explain; uniform offsets are therefore the reading that reproduces its
 experiment. Its results on the constant-cue videos are retired to docs/history.md (superseded
 by configs/sweep_multiclip_segment.py, which builds on this config).
 
-**Why this sweep cannot show seed 003's effect, and what was measured instead.** On these
+**Why this sweep cannot show Luo et al. 2024's effect, and what was measured instead.** On these
 constant-cue videos every clip shows the whole label, so K clips add no information by
 construction, and DP trained from scratch was at chance at ε = 1 for every K
 (docs/history.md). The embedded generator can now make videos whose clips differ
@@ -41,7 +41,7 @@ from maskdp_jax.configs import sweep_synthetic
 
 def get_config() -> ml_collections.ConfigDict:
     config = sweep_synthetic.get_config()
-    config.title = "Multi-clip sweep (seed 003, Fig. 3a)"
+    config.title = "Multi-clip sweep (Luo et al. 2024, Fig. 3a)"
     config.base.input.clip_sampling = "uniform"
     config.sweep.modes = ("dp", "maskdp")
     config.sweep.epsilons = (1.0,)

@@ -1,5 +1,5 @@
-r"""Multi-clip DP-SGD where clips of a video differ (seed 003, Fig. 3a, at an operating point where
-DP learns): K ∈ {1, 2, 4, 8} clips per video at ε = 1, dp and maskdp, 3 seeds.
+r"""Multi-clip DP-SGD where clips of a video differ (Luo et al. 2024, Fig. 3a, at an operating point
+where DP learns): K ∈ {1, 2, 4, 8} clips per video at ε = 1, dp and maskdp, 3 seeds.
 
     python -m maskdp_jax.sweep --config=configs/sweep_multiclip_segment.py \
         --workdir=docs/results/multiclip_segment
@@ -7,13 +7,14 @@ DP learns): K ∈ {1, 2, 4, 8} clips per video at ε = 1, dp and maskdp, 3 seeds
 **Data.** 24-frame embedded videos whose label shows only during an 8-frame window at a random
 place (``input.cue = "segment"``, data/synthetic.py): a clip of 8 frames that misses the window
 carries no class signal, one that overlaps it part of it, so K clips of a video see more of the
-cue than one (the premise of seed 003; on the constant-cue videos of configs/sweep_multiclip.py
-every clip shows the whole label). Evaluated on 3 evenly spread clips, which see the window.
+cue than one (the premise of Luo et al. 2024; on the constant-cue videos of
+configs/sweep_multiclip.py every clip shows the whole label). Evaluated on 3 evenly spread clips,
+which see the window.
 
 **Operating point, and why.** Trained from scratch, DP stayed at chance on these videos in every
 setting tried (ε up to 8, full, ``norms`` and ``linear`` fine-tuning, 8 and 16 epochs; one seed
 each). The papers' operating point is a publicly pre-trained backbone with few trainable
-parameters (seed 003: Kinetics-400 weights, normalisation layers and the head). The embedded
+parameters (Luo et al. 2024: Kinetics-400 weights, normalisation layers and the head). The embedded
 counterpart: ``mvit_cpu`` trained non-privately on *public* embedded videos (constant cue,
 ``input.data_seed = 1000``: other videos than the training set's), exported without its head,
 then ``norms`` fine-tuning (the LayerNorms and a fresh head) under DP. The
@@ -40,7 +41,7 @@ PRETRAINED = "docs/results/multiclip_pretrain/init"
 
 def get_config() -> ml_collections.ConfigDict:
     config = sweep_multiclip.get_config()  # the K grid, the modes and ε
-    config.title = "Multi-clip sweep on segment-cue videos (seed 003, Fig. 3a)"
+    config.title = "Multi-clip sweep on segment-cue videos (Luo et al. 2024, Fig. 3a)"
     b = config.base
     b.input.frames, b.input.cue, b.input.cue_frames, b.input.eval_clips = 24, "segment", 8, 3
     b.model.finetune, b.model.init_from = "norms", PRETRAINED

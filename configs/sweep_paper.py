@@ -1,5 +1,5 @@
-r"""The ε grid of one of seed 000's Tables 1-2 on real data: the papers' run at every ε of the
-table, DP and MaskDP, plus the non-private run (the ∞ column), one seed.
+r"""The ε grid of one of Schneider et al. 2024a's Tables 1-2 on real data: the papers' run at every
+ε of the table, DP and MaskDP, plus the non-private run (the ∞ column), one seed.
 
     # on the anonymised videos (the rows "Anonymized DP / MaskDP"):
     python -m maskdp_jax.sweep --config=configs/sweep_paper.py:hmdb51 --workdir=runs/hmdb51_anon \

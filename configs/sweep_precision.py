@@ -1,5 +1,5 @@
 r"""bfloat16 against float32 compute on the embedded data: the default run (maskdp, ε = 1, 16
-epochs) with ``model.compute_dtype`` float32 and bfloat16, seeds 0-2.
+epochs) with ``compute.dtype`` float32 and bfloat16, seeds 0-2.
 
     python -m maskdp_jax.sweep --config=configs/sweep_precision.py --workdir=docs/results/precision
 
@@ -21,8 +21,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.base.privacy.randomness = "seeded"
     config.sweep.seeds = (0, 1, 2)
     config.sweep.variants = (  # (name, ((dotted key of the training config, value), ...))
-        ("float32", (("model.compute_dtype", "float32"),)),
-        ("bfloat16", (("model.compute_dtype", "bfloat16"),)),
+        ("float32", (("compute.dtype", "float32"),)),
+        ("bfloat16", (("compute.dtype", "bfloat16"),)),
     )
     config.config_path = "configs/sweep_precision.py"
     return config

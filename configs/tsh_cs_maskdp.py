@@ -10,7 +10,7 @@ r"""Toyota Smarthome, cross-subject: papers' MaskDP setting, δ = 1e-5, 150 epoc
         --config.input.augment=True ...
     # another ε: --config.privacy.target_epsilon=0.5
 
-Expected: compare with Table 1 of seed 001 (Toyota Smarthome mean per-class
+Expected: compare with Table 1 of Schneider et al. 2024b (Toyota Smarthome mean per-class
 accuracy per ε; the report's mean_class_accuracy).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
 the video paths (docs/guides/own_videos.md).

@@ -11,7 +11,7 @@ r"""UCF-101, official split 1: papers' MaskDP setting, δ = 1e-5, 300 epochs.
         --config.input.augment=True ...
     # another ε: --config.privacy.target_epsilon=0.5
 
-Expected: compare with Table 2 of seed 001 (UCF-101; MaskDP ahead of DP for ε ≤ 0.75).
+Expected: compare with Table 2 of Schneider et al. 2024b (UCF-101; MaskDP ahead of DP for ε ≤ 0.75).
 Requires the videos on disk (nothing is downloaded) and, for maskdp, one mask per video mirroring
 the video paths (docs/guides/own_videos.md).
 """

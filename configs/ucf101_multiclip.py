@@ -1,5 +1,5 @@
-r"""UCF-101, split 1: seed 003's Multi-Clip DP-SGD setting (its Table 2 row "Selective fine-tune,
-110K, 8 clips"), DP-SGD on whole videos, ε = 5, δ = 1e-5, 300 epochs.
+r"""UCF-101, split 1: Luo et al. 2024's Multi-Clip DP-SGD setting (its Table 2 row "Selective
+fine-tune, 110K, 8 clips"), DP-SGD on whole videos, ε = 5, δ = 1e-5, 300 epochs.
 
     python -m maskdp_jax.convert --src mvit_v1_b-dbeb1030.pth --dst /ckpt/mvit_v1_b_k400 \
         --num_classes 101 --preset mvit_v1_b
@@ -12,7 +12,7 @@ r"""UCF-101, split 1: seed 003's Multi-Clip DP-SGD setting (its Table 2 row "Sel
     #   --config.model.finetune=adapters (the model is then built with adapters);
     #   ε = 10: --config.privacy.target_epsilon=10
 
-What seed 003 states, and where it comes from here:
+What Luo et al. 2024 states, and where it comes from here:
 
 * network: "an MViT-B/16x4 model pre-trained on the Kinetics-400 dataset" (Table 2 caption):
   ``model.name = "mvit_v1_b"`` (torchvision's port, 36.6M parameters; full-size parity
@@ -27,13 +27,13 @@ What seed 003 states, and where it comes from here:
   accounting (Sec. 2: "Our work uses the accounting method based on Rényi differential
   privacy"), video-level DP on whole videos: ``mode = "dp"``.
 
-Where seed 003 is silent, and what we do (a careful default, stated so it can be changed):
+Where Luo et al. 2024 is silent, and what we do (a careful default, stated so it can be changed):
 
 * batch size, epochs, learning rate and schedule for the video runs are not given ("we
   pre-define the training epochs for each dataset"; the learning rate was searched in
-  [1e-4, 1e-2] on CIFAR-100 only). We use the MaskDP papers' UCF-101 recipe, which seed 000
-  compares against seed 003 as "the same baseline settings": batch 128, SGD lr 0.01, momentum 0,
-  20-epoch warm-up then cosine decay, 300 epochs (seed 001, Sec. 5.1);
+  [1e-4, 1e-2] on CIFAR-100 only). We use the MaskDP papers' UCF-101 recipe, which Schneider et al.
+  2024a compares against Luo et al. 2024 as "the same baseline settings": batch 128, SGD lr 0.01,
+  momentum 0, 20-epoch warm-up then cosine decay, 300 epochs (Schneider et al. 2024b, Sec. 5.1);
 * sampling: Opacus' Poisson sampling is assumed (the paper uses Opacus); ours is Poisson;
 * clip placement: Sec. 3.2 models a video as consecutive, non-overlapping clips, but a UCF-101
   video (186 frames on average) holds only 2 such clips of 16 x 4 frames, so 8 of them would
@@ -44,7 +44,7 @@ Where seed 003 is silent, and what we do (a careful default, stated so it can be
 * evaluation views: not stated; 5 temporal clips x 1 centre crop, logits averaged (as
   configs/video_paper.py).
 
-Expected (seed 003, Table 2, UCF-101, top-1 %, δ = 1e-5):
+Expected (Luo et al. 2024, Table 2, UCF-101, top-1 %, δ = 1e-5):
 
     Scheme               #Params  #Clips  ε = 5   ε = 10
     From scratch         36.4M    1       4.93    6.60

@@ -1,19 +1,20 @@
-r"""Shared settings of the papers' real-video runs (MaskDP, seeds 000/001; Multi-Clip DP-SGD, 003).
+r"""Shared settings of the papers' real-video runs (MaskDP, Schneider et al. 2024a/b; Multi-Clip
+DP-SGD, 003).
 
 Used by ``configs/ucf101_maskdp.py``, ``hmdb51_maskdp.py``, ``ntu60_xsub_maskdp.py`` and
 ``tsh_cs_maskdp.py``; not a run on its own. Paper settings (001, Sec. 5.1): MViTv2-S pre-trained on
 Kinetics-400, 16 x 224^2 clips, selective fine-tuning of the LayerNorms of the last k = 2 blocks
 plus final norm and head, batch 128, C = 1, SGD lr 0.01, 20-epoch linear warm-up then cosine decay,
 150 epochs (300 for UCF-101), no augmentation under DP, δ = 1e-6 (NTU RGB+D) / 1e-5 (others), σ
-calibrated per ε. Seed 000, Sec. 5.3: "Experiments are conducted with batch size 128, employing
-(Masked) DP-SGD with a clipping threshold of 1 and a 0.01 learning rate over 150 epochs. The
-training includes a 20-epoch warmup and a 130-epoch cosine decay. Non-private training uses
+calibrated per ε. Schneider et al. 2024a, Sec. 5.3: "Experiments are conducted with batch size 128,
+employing (Masked) DP-SGD with a clipping threshold of 1 and a 0.01 learning rate over 150 epochs.
+The training includes a 20-epoch warmup and a 130-epoch cosine decay. Non-private training uses
 standard SGD with identical parameters." Momentum is not stated in the papers; plain SGD
 (``optimizer.name = "sgd"``, momentum 0, no weight decay) is used.
 
-Accountant: the papers account with RDP (seed 000, App. E: "we employ a variant of DP, called
-Renyi differential privacy (RDP) to analyze the privacy cost"; seed 003, Sec. 2), so these
-reproduction configs calibrate σ with ``privacy.accountant = "rdp"``, which gives more noise
+Accountant: the papers account with RDP (Schneider et al. 2024a, App. E: "we employ a variant of DP,
+called Renyi differential privacy (RDP) to analyze the privacy cost"; Luo et al. 2024, Sec. 2), so
+these reproduction configs calibrate σ with ``privacy.accountant = "rdp"``, which gives more noise
 than PLD would for the same ε: NTU ε = 0.5, RDP σ 6.04 vs PLD 5.61 (``python -m
 maskdp_jax.accounting sigma --epsilon 0.5 --num-examples 40320 --batch-size 128 --epochs 150 --delta
 1e-6``). The report gives both ε's and names the accountant that set σ. Our own runs

@@ -14,12 +14,12 @@ Views:
   and a random horizontal flip per clip. Where the K clips start (``ClipSpec.sampling``):
 
   - ``"uniform"``: K independent start frames, each uniform over the video (clips may overlap);
-  - ``"consecutive"``: seed 003's model of a video (Sec. 3.2: "Each video can be temporally chunk
-    into N_i clips ... we assume that the clips are consecutive and non-overlapping"). The video is
-    cut into its N_i consecutive, non-overlapping clips (each owns ``T * stride`` frames; the grid
-    starts at a random phase so that no frame is always left over) and the K training clips are K
-    of them drawn without replacement. The paper does not say how K clips are drawn from the N_i
-    (nor what happens when K > N_i, e.g. K = 8 clips of 16 x 4 frames from a 7-second UCF-101
+  - ``"consecutive"``: Luo et al. 2024's model of a video (Sec. 3.2: "Each video can be temporally
+    chunk into N_i clips ... we assume that the clips are consecutive and non-overlapping"). The
+    video is cut into its N_i consecutive, non-overlapping clips (each owns ``T * stride`` frames;
+    the grid starts at a random phase so that no frame is always left over) and the K training clips
+    are K of them drawn without replacement. The paper does not say how K clips are drawn from the
+    N_i (nor what happens when K > N_i, e.g. K = 8 clips of 16 x 4 frames from a 7-second UCF-101
     video, N_i = 2 or 3); we draw them without replacement and, when K > N_i, start over with a
     new draw once all N_i are used, so every clip appears ``floor(K / N_i)`` or ``ceil(K / N_i)``
     times (see :func:`consecutive_starts`);

@@ -32,19 +32,20 @@ Without subjects the pixels are exactly those of earlier releases (committed res
 **Where the cue is in time** (``cue``). ``"constant"`` (default): the avatar moves and the stripes
 show in every frame, so every clip of a video carries the same information (and the pixels are
 exactly those of earlier releases, which committed results rely on). ``"segment"``: the label is
-shown only during one window of ``cue_frames`` frames at a random place in the video (seed 003's
-premise that clips of one video differ over time): there the avatar moves one pixel per frame and
-the stripes have the label's orientation; before it the avatar stands at its start, after it at its
-end, and the background shows both orientations at once (a plaid: no context). A clip that misses
-the window carries no class signal, one that overlaps it part of it, so K clips of a video see more
-of the cue than one. The window lies in frames ``[clip_frames // 2, frames - clip_frames // 2)``,
-where the evenly spread evaluation views (``eval_clips``) see it.
+shown only during one window of ``cue_frames`` frames at a random place in the video (Luo et al.
+2024's premise that clips of one video differ over time): there the avatar moves one pixel per frame
+and the stripes have the label's orientation; before it the avatar stands at its start, after it at
+its end, and the background shows both orientations at once (a plaid: no context). A clip that
+misses the window carries no class signal, one that overlaps it part of it, so K clips of a video
+see more of the cue than one. The window lies in frames
+``[clip_frames // 2, frames - clip_frames // 2)``, where the evenly spread evaluation views
+(``eval_clips``) see it.
 
 **The room without the avatar** (``background=True``): the split's frames are replaced by the
 background the avatar hides, rendered with the same draws (stripes, colours, brightness, pixel
 noise) as the anonymised frames: the embedded counterpart of the anonymiser's inpainted background
-(seed 001 Table 3, "Inpainted Background"; :mod:`maskdp_jax.anonymize` writes it for real videos).
-The masks stay the avatar's.
+(Schneider et al. 2024b Table 3, "Inpainted Background"; :mod:`maskdp_jax.anonymize` writes it for
+real videos). The masks stay the avatar's.
 
 Frames are ``uint8 [N, frames, size, size, 3]``; clips of ``clip_frames`` consecutive frames are cut
 from them (random offsets for training, the centre for evaluation) and normalised to

@@ -69,7 +69,8 @@ nitpick_ignore_regex = [
                r"tensorflow|tensorboardX|safetensors|mpmath|einops|pydantic|jax_privacy)(\..*)?"),
     # Standard-library and typing names, likewise without the Python inventory.
     (r"py:.*", r"(typing|collections|dataclasses|enum|os|pathlib|threading|concurrent|"
-               r"contextlib|abc|types|io|json|signal|functools|tempfile|secrets|open)(\..*)?"),
+               r"contextlib|abc|types|io|json|signal|functools|tempfile|secrets|open|argparse)"
+               r"(\..*)?"),
     # Type variables and private helpers that appear in signatures.
     (r"py:class", r"maskdp_jax\.run\.guard\.T|.*\._[A-Za-z]\w*"),
     (r"py:class", r"(Any|Callable|Iterable|Iterator|Sequence|Mapping|Protocol|NamedTuple|"

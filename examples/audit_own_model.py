@@ -2,8 +2,8 @@
 
 Trains shadow models of ``examples/own_model.py`` (each on a random half of the data, every
 example IN exactly half of the models), scores every example on every model with the log-odds
-confidence φ, and runs the offline and online likelihood-ratio attacks (seed 004's LiRA) with the
-project's audit functions. Run from anywhere after ``pip install -e '.[audit]'``::
+confidence φ, and runs the offline and online likelihood-ratio attacks (Gu & Chen 2024's LiRA) with
+the project's audit functions. Run from anywhere after ``pip install -e '.[audit]'``::
 
     python examples/audit_own_model.py --models 8 --steps 20 --mode dp
 

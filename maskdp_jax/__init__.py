@@ -20,7 +20,8 @@
 
 The API, by task:
 
-* the plan: :class:`PrivacyPlan` (``calibrate`` for a target ε or a given σ), :class:`Mode`;
+* the plan: :class:`PrivacyPlan` (``calibrate`` for a target ε or a given σ), and the choices
+  it is made of: :class:`Mode`, :class:`Sampling`, :class:`Adjacency`, :class:`Accountant`;
 * views: :class:`Tokenizer` (video ``(st, sh, sw)`` or image ``(sh, sw)`` cells),
   :func:`tokenizer_for` (from a model's declared ``patch_stride``/``patch_size``), :class:`Views`;
 * the gradient: :func:`masked_gradient` (one call), or its pieces :func:`public_grad_sum`,
@@ -31,8 +32,8 @@ The API, by task:
 * batches: :class:`PoissonSampler` (public and private draws), :class:`LogicalBatch`,
   :func:`physical_batches` (fixed-size batches with weight-0 padding), :func:`padded_indices`
   (a whole logical batch padded to a multiple of a size);
-* randomness: :class:`Randomness` and :func:`draw_secret` (the secret noise key and sampler
-  seeds);
+* randomness: :class:`Randomness`, :class:`RandomnessMode` and :func:`draw_secret` (the secret
+  noise key and sampler seeds);
 * a whole step for a model ``apply_fn(params, x) -> logits`` (what ``train.py`` runs):
   :func:`make_train_step`, :class:`TrainState`, :class:`LogicalBatchData`, :class:`PixelViews`;
   data parallelism over a mesh, several hosts: :mod:`maskdp_jax.parallel`;
@@ -75,6 +76,10 @@ from typing import TYPE_CHECKING
 # JAX. No library does this for a handful of names; ``TYPE_CHECKING`` gives type checkers and
 # IDEs the same names eagerly.
 _EXPORTS = {
+    "Accountant": "maskdp_jax.accounting",
+    "Adjacency": "maskdp_jax.accounting",
+    "RandomnessMode": "maskdp_jax.randomness",
+    "Sampling": "maskdp_jax.accounting",
     "calibrate_noise_multiplier": "maskdp_jax.accounting",
     "clipped_grad_sum": "maskdp_jax.clipping",
     "ClipStats": "maskdp_jax.clipping",
@@ -126,7 +131,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from maskdp_jax.accounting import Ledger, calibrate_noise_multiplier, epsilon  # noqa: F401
+    from maskdp_jax.accounting import (  # noqa: F401
+        Accountant,
+        Adjacency,
+        Ledger,
+        Sampling,
+        calibrate_noise_multiplier,
+        epsilon,
+    )
     from maskdp_jax.clipping import ClipStats, clipped_grad_sum  # noqa: F401
     from maskdp_jax.gradient import (  # noqa: F401
         Examples,
@@ -139,7 +151,7 @@ if TYPE_CHECKING:
         public_grad_sum,
     )
     from maskdp_jax.plan import Mode, PrivacyPlan  # noqa: F401
-    from maskdp_jax.randomness import Randomness, draw_secret  # noqa: F401
+    from maskdp_jax.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
     from maskdp_jax.sampling import (  # noqa: F401
         PRIVATE_STREAM,
         PUBLIC_STREAM,

@@ -1,4 +1,4 @@
-r"""Convert torchvision or PySlowFast MViT weights into a ``model.init_from`` checkpoint.
+r"""Convert torchvision or PySlowFast MViT weights into a ``model.init_from`` checkpoint::
 
     python -m maskdp_jax.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \
         --num_classes 60 --preset mvit_v2_s
@@ -45,7 +45,7 @@ def cli(argv) -> int:
     """``python -m maskdp_jax.convert ...`` as a function of the command line (program name
     first): its exit status (2: bad input, with ``error: <reason>`` on stderr)."""
     parser = command.ArgumentParser(prog="python -m maskdp_jax.convert",
-                                    description=__doc__.split("\n\n")[0])
+                                    description=__doc__.split("\n\n")[0].rstrip(":"))
     parser.add_argument("--src", required=True, help=".pth/.pt/.pyth, .safetensors or .npz file")
     parser.add_argument("--dst", required=True, help="orbax checkpoint directory to create")
     parser.add_argument("--num_classes", type=int, required=True,

@@ -1,4 +1,4 @@
-r"""Export the parameters of a run's newest checkpoint as a ``model.init_from`` checkpoint.
+r"""Export the parameters of a run's newest checkpoint as a ``model.init_from`` checkpoint::
 
     python -m maskdp_jax.export --workdir=workdir/pretrain --dst=/tmp/pretrained --drop_head
     python train.py --config.model.init_from=/tmp/pretrained
@@ -31,7 +31,7 @@ def cli(argv) -> int:
     """``python -m maskdp_jax.export ...`` as a function of the command line (program name
     first): its exit status (2: bad input, with ``error: <reason>`` on stderr)."""
     parser = command.ArgumentParser(prog="python -m maskdp_jax.export",
-                                    description=__doc__.split("\n\n")[0])
+                                    description=__doc__.split("\n\n")[0].rstrip(":"))
     parser.add_argument("--workdir", required=True, help="the run's --workdir")
     parser.add_argument("--dst", required=True, help="orbax checkpoint directory to create")
     parser.add_argument("--drop_head", action="store_true",

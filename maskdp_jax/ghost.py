@@ -154,7 +154,7 @@ class _Interceptor:
             raise ValueError(
                 f"layer {_layer_name(path)} ({type(module).__name__}) is called more than once "
                 "in one example's loss: its gradient is a sum over the calls, which no "
-                "per-call ghost rule sees. Use privacy.per_example='vmap' for this model.")
+                "per-call ghost rule sees. Use compute.per_example='vmap' for this model.")
         out = next_fun(*args, **kwargs)
         a, static = rule.tap(module, args, kwargs)
         if self.perturbations is not None:
@@ -183,12 +183,12 @@ def _check_coverage(owners, taps: Mapping[Path, _Tap], classes: Mapping[Path, ty
                       "is never called by the loss (its gradient is zero; freeze it)")
             raise ValueError(f"{layer} {reason}, but its parameters {list(names)} train: add a "
                              "rule for it (models/ghost_rules.py) or use "
-                             "privacy.per_example='vmap'.")
+                             "compute.per_example='vmap'.")
         missing = sorted(set(names) - set(taps[path].rule.params))
         if missing:
             raise ValueError(f"{layer}: its ghost rule covers {list(taps[path].rule.params)}, "
                              f"not the trainable {missing}; extend the rule or use "
-                             "privacy.per_example='vmap'.")
+                             "compute.per_example='vmap'.")
 
 
 def clipped_sum(

@@ -1,4 +1,4 @@
-r"""Our results beside the papers' tables, and what a table costs to train.
+r"""Our results beside the papers' tables, and what a table costs to train::
 
     python -m maskdp_jax.paper_tables --table=hmdb51 --anonymized=runs/hmdb51_anon \
         --real=runs/hmdb51_real
@@ -32,7 +32,7 @@ def cli(argv) -> int:
     name first): its exit status (2 with ``error: <reason>`` when a given workdir holds no
     reports)."""
     parser = command.ArgumentParser(prog="python -m maskdp_jax.paper_tables",
-                                    description=__doc__.split("\n\n")[0])
+                                    description=__doc__.split("\n\n")[0].rstrip(":"))
     parser.add_argument("--table", required=True, choices=sorted(paper_tables.TABLES),
                         help="which paper table")
     for data in paper_tables.DATA:

@@ -23,10 +23,10 @@ Privacy meaning of the fields:
 ...     mode="maskdp", num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delta=1e-5,
 ...     noise_multiplier=1.0)
 >>> plan.mode, plan.q, plan.steps, plan.sampling
-(<Mode.MASKDP: 'maskdp'>, 0.0625, 64, 'decoupled')
+(<Mode.MASKDP: 'maskdp'>, 0.0625, 64, <Sampling.DECOUPLED: 'decoupled'>)
 >>> PrivacyPlan.calibrate(mode="dp", num_examples=1024, batch_size=64, epochs=4,
 ...     l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0, sampling="coupled").sampling
-'decoupled'
+<Sampling.DECOUPLED: 'decoupled'>
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ class PrivacyPlan:
     l2_clip_norm: float
     noise_multiplier: float
     delta: float
-    adjacency: str = "special"
-    sampling: str = "decoupled"
-    accountant: str = "pld"
+    adjacency: inputs.Adjacency = inputs.Adjacency.SPECIAL
+    sampling: inputs.Sampling = inputs.Sampling.DECOUPLED
+    accountant: inputs.Accountant = inputs.Accountant.PLD
     target_epsilon: float | None = None
 
     def __post_init__(self):
@@ -137,11 +137,15 @@ class PrivacyPlan:
             raise ValueError(f"batch_size (expected B) must be an integer in [1, N="
                              f"{self.num_examples}]; got {self.batch_size!r}.")
         inputs.check_steps(self.steps, minimum=1)
+        inputs.check_choice("sampling", self.sampling, inputs.SAMPLINGS)
         if self.sampling != self.mode.sampling_scheme(self.sampling):
             raise ValueError(f"mode {self.mode.value!r} runs decoupled sampling only; got "
                              f"{self.sampling!r} (use Mode.sampling_scheme).")
         inputs.check_choice("adjacency", self.adjacency, inputs.ADJACENCIES)
         inputs.check_choice("accountant", self.accountant, inputs.METHODS)
+        for name, kind in (("adjacency", inputs.Adjacency), ("sampling", inputs.Sampling),
+                           ("accountant", inputs.Accountant)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
         if not self.mode.is_private:
             if self.noise_multiplier != 0.0 or self.target_epsilon is not None:
                 raise ValueError("a nonprivate plan has noise_multiplier 0 and no target ε.")

@@ -38,6 +38,7 @@ False
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import secrets
 from collections.abc import Mapping
@@ -48,7 +49,17 @@ import numpy as np
 
 from maskdp_jax import sampling
 
-MODES = ("secret", "seeded")
+
+class RandomnessMode(enum.StrEnum):
+    """Where the noise key and the private batches come from: a fresh 128-bit ``secret`` per run
+    (kept only in the checkpoints), or the public ``seeded`` config seed (tests and
+    reproducibility only: anyone can then recompute the noise)."""
+
+    SECRET = "secret"
+    SEEDED = "seeded"
+
+
+MODES = tuple(m.value for m in RandomnessMode)
 SECRET_BYTES = 16
 
 # The seeded mode's noise key (kept from earlier versions, so seeded runs reproduce them).

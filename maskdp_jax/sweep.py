@@ -185,8 +185,9 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                     "test top-1 in %.\n\n")
             f.write(results.variant_table(table_rows, {n: dict(o) for n, o in s.variants}) + "\n\n")
         if any(r["view"] != "full" for r in table_rows):
-            f.write("Context ablation (seed 000 Table 3): non-private training and testing on "
-                    "one view of every video (`--config.view`, run/views.py).\n\n")
+            f.write("Context ablation (Schneider et al. 2024a Table 3): non-private training and "
+                    "testing on one view of every video (`--config.view`, "
+                    "maskdp_jax/run/views.py).\n\n")
             f.write(results.view_table(table_rows) + "\n\n")
         for name, caption in (("accuracy_vs_epsilon.png", "accuracy vs epsilon"),
                               ("accuracy_vs_clips.png", "accuracy vs clips per video"),

@@ -50,7 +50,8 @@ from maskdp_jax.run.guard import PrivacyGuard
 def build_model(config: ml_collections.ConfigDict, *, num_classes: int) -> run_model.RunModel:
     """The model of ``config.model`` (:func:`maskdp_jax.run.model.build`, which the audits use too),
     with its parameter counts printed. The initial values derive from the public ``config.seed``."""
-    built = run_model.build(config.model, num_classes=num_classes, seed=config.seed)
+    built = run_model.build(config.model, num_classes=num_classes, seed=config.seed,
+                            compute=config.compute)
     counts = built.counts()
     print(f"Model {config.model.name}: {counts['trainable']:,} trainable of {counts['total']:,} "
           f"parameters (strategy {config.model.finetune!r}).")
@@ -194,7 +195,7 @@ def load_data(config: ml_collections.ConfigDict):
 def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
                test_ds: data.Dataset, tokens: mdp.Tokenizer, clip_shape):
     """``(train_ds, test_ds)`` as the steps and the evaluation read them: the one-view context
-    ablation (``config.view``) and the feature masks of seed 004 (``config.feature_masks``),
+    ablation (``config.view``) and the feature masks of Gu & Chen 2024 (``config.feature_masks``),
     both made here in the run layer (:mod:`maskdp_jax.run.views`) so that the DP core receives its
     views made.
     """
@@ -404,9 +405,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         mesh = data_parallel_mesh(config)
         train_step = mdp.make_train_step(
             apply_fn=step_apply, views=step_views, tx=tx, plan=plan, mesh=mesh,
-            microbatch_size=config.privacy.microbatch_size or None,
+            microbatch_size=config.compute.microbatch_size or None,
             pixel_norm=step_ds.pixel_norm,
-            ghost_rules=run_model.per_example_rules(config.privacy, config.model))
+            ghost_rules=run_model.per_example_rules(config.compute, config.model))
         state, resumed = guard.resume(
             mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
         if resumed:

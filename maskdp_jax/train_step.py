@@ -33,8 +33,8 @@ made elsewhere (the run layer's feature cache, made by the same tokeniser before
 passes a function that reads them, and its batches need no ``video`` or ``mask``. Either way the
 public view must be a function of public pixels only; the step does not look inside.
 
-A video's loss is the mean over its K clips (multi-clip, seed 003), so the clipped unit is the
-video. The step is split into jitted pieces (accumulate a public physical batch, accumulate a
+A video's loss is the mean over its K clips (multi-clip, Luo et al. 2024), so the clipped unit is
+the video. The step is split into jitted pieces (accumulate a public physical batch, accumulate a
 private physical batch, finalise) because a Poisson logical batch has a random number of physical
 batches; :func:`make_train_step` composes them into ``train_step(state, batch, key)``.
 """
@@ -318,7 +318,7 @@ def make_train_step(
         a multiple of the number of devices.
       pixel_norm: the training split's ``data.clips.PixelNorm``: uint8 batches are normalised
         inside the jitted accumulation (None: batches must arrive normalised, float32).
-      ghost_rules: how the private pass gets per-example norms (``config.privacy.per_example``):
+      ghost_rules: how the private pass gets per-example norms (``config.compute.per_example``):
         None, per-example gradients by ``vmap``; the model's :class:`~maskdp_jax.ghost.LayerRule`
         mapping (``run.model.ghost_rules()``), from activations and output cotangents
         of one backward (:mod:`maskdp_jax.ghost`). Same update to float rounding.

@@ -7,7 +7,7 @@ Usage::
     python -m maskdp_jax.convert --src mvit_v2_s-ae3be167.pth --dst /tmp/mvit_v2_s_k400 \
         --num_classes 60 --preset mvit_v2_s
     python train.py --config.model.name=mvit_v2_s --config.model.init_from=/tmp/mvit_v2_s_k400
-    # seed 003's MViT-B 16x4 (https://download.pytorch.org/models/mvit_v1_b-dbeb1030.pth):
+    # Luo et al. 2024's MViT-B 16x4 (https://download.pytorch.org/models/mvit_v1_b-dbeb1030.pth):
     python -m maskdp_jax.convert --src mvit_v1_b-dbeb1030.pth --dst /tmp/mvit_v1_b_k400 \
         --num_classes 101 --preset mvit_v1_b
 

@@ -1,11 +1,11 @@
-"""Fine-tuning strategies: which parameters train (seed 003 and the MaskDP paper).
+"""Fine-tuning strategies: which parameters train (Luo et al. 2024 and the MaskDP paper).
 
 * ``full``: every parameter.
 * ``selective``: every LayerNorm of the last ``k`` blocks (norm1, norm2 and the q/k/v pooling
   norms), the final norm and the head. The MaskDP paper's setting (k = 2): 8,064 norm parameters
   + 769 per class on ``mvit_v2_s``.
 * ``norms``: every LayerNorm of the network (all blocks, their pooling norms, the final norm) and
-  the head. Seed 003's selective fine-tuning (Sec. 3.4: "we choose to train the normalization
+  the head. Luo et al. 2024's selective fine-tuning (Sec. 3.4: "we choose to train the normalization
   layers in addition to the last linear layer"): 33,216 norm parameters + 769 per class on
   ``mvit_v1_b``, i.e. 110,885 with UCF-101's 101 classes, the "110K" of its Table 2.
 * ``linear``: the head only (linear probe).

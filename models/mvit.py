@@ -1,6 +1,6 @@
 """MViT video classifiers in Flax Linen, structured like torchvision's ``MViT``: MViTv2
 (Li et al., 2022; ``mvit_v2_s``, the MaskDP papers' network) and MViTv1 (Fan et al., 2021;
-``mvit_v1_b``, MViT-B 16x4, the network of seed 003).
+``mvit_v1_b``, MViT-B 16x4, the network of Luo et al. 2024).
 
 Channels-last video input ``x: [B, T, H, W, 3]`` (normalised). The two versions are torchvision's
 ``MViT`` with these switches (the fields of :class:`MViT`):
@@ -395,8 +395,8 @@ class Mlp(nn.Module):
 
 
 class Adapter(nn.Module):
-    """Residual bottleneck MLP (seed 003); the up-projection starts at zero, so it is the identity
-    at initialisation."""
+    """Residual bottleneck MLP (Luo et al. 2024); the up-projection starts at zero, so it is the
+    identity at initialisation."""
 
     dim: int
     bottleneck: int

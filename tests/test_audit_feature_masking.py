@@ -1,4 +1,4 @@
-"""Feature masking (issue 17 part 4, seed 004 Alg. 1): the explainers on games with
+"""Feature masking (issue 17 part 4, Gu & Chen 2024 Alg. 1): the explainers on games with
 a known answer, the MILP's constraint and optimality, the fallback, the random control, the
 embedded subjects, and the audit end to end at a tiny size. Hiding the chosen cells is the
 tokeniser's (``tests/test_maskdp_jax_tokenizer.py``)."""

@@ -95,8 +95,8 @@ def test_a_memorising_model_is_caught():
 
 
 def test_lira_attacks_summarises_every_variant():
-    """metrics.lira_attacks: seed 004's fits, the configured fits, and the configured fits on every
-    query, each equal to the pieces and each with its own null."""
+    """metrics.lira_attacks: Gu & Chen 2024's fits, the configured fits, and the configured fits on
+    every query, each equal to the pieces and each with its own null."""
     scores, inclusion = _planted(10.0, seed=4, spread=0.5)
     two = np.stack([scores, scores + 0.1], axis=-1)  # two queries
     out = metrics.lira_attacks(two, inclusion, delta=1e-5, null_draws=20)

@@ -63,7 +63,7 @@ def test_lira_audit_writes_its_table_and_plot(tmp_path):
     assert table[3]["fit"] == "global σ, mean" and table[5]["queries"] == 4
     text = (tmp_path / "report.md").read_text()
     assert "| maskdp | 4 | online | global σ, mean, 1 |" in text
-    assert "| nonprivate | ∞ | offline, seed 004 | per-example σ, mean, 1 |" in text
+    assert "| nonprivate | ∞ | offline, Gu & Chen 2024 | per-example σ, mean, 1 |" in text
     for plot in ("asr_vs_epsilon.png", "roc_loglog.png"):
         assert (tmp_path / plot).stat().st_size > 0
 

@@ -44,7 +44,7 @@ def test_the_audit_command_writes_a_row_per_epsilon(tmp_path):
     assert row["attacks"]["offline"]["null"]["auc"]["low"] < 0.5 < \
         row["attacks"]["offline"]["null"]["auc"]["high"]
     md = (tmp_path / "report.md").read_text()
-    assert "| ∞ | offline, seed 004 | per-example σ, mean, 1 |" in md
+    assert "| ∞ | offline, Gu & Chen 2024 | per-example σ, mean, 1 |" in md
     assert "| ∞ | online | global σ, mean, 1 |" in md and "binomial chance level" in md
 
 

@@ -92,3 +92,18 @@ def test_help_from_the_shell(argv):
     proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: ") and "--config=" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("argv,new", [
+    (["train.py", "--config.privacy.microbatch_size=4"], "compute.microbatch_size"),
+    (["train.py", "--config.model.compute_dtype=float32"], "compute.dtype"),
+    (["sweep.py", "--config=configs/sweep_synthetic.py", "--workdir=w",
+      "--config.base.privacy.per_example=ghost"], "base.compute.per_example"),
+])
+def test_a_moved_key_names_its_new_place(argv, new, capsys):
+    from maskdp_jax import sweep, train
+
+    cli = train.cli if argv[0] == "train.py" else sweep.cli
+    assert cli(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --config.") and f"is now {new}" in err, err

@@ -40,7 +40,7 @@ def _setting(name):
                          ids=lambda m: m.__name__.split(".")[-1])
 def test_paper_config_runs_the_papers_recipe(module):
     config = module.get_config()
-    if module is ucf101_multiclip:  # seed 003 on the MaskDP papers' UCF-101 recipe (docstring)
+    if module is ucf101_multiclip:  # Luo et al. 2024 on the MaskDP papers' UCF-101 recipe
         _check_multiclip(config)
         return
     name, epochs, delta = PAPER[module]
@@ -49,7 +49,8 @@ def test_paper_config_runs_the_papers_recipe(module):
         "sgd", 0.01, 0.0, 0.0, 20.0)
     assert (p.l2_clip_norm, config.batch_size, config.num_epochs, p.delta) == (
         1.0, 128, epochs, delta)
-    assert p.accountant == "rdp"  # the papers' accountant (seed 000 App. E, seed 003 Sec. 2)
+    # the papers' accountant (Schneider et al. 2024a App. E, Luo et al. 2024 Sec. 2)
+    assert p.accountant == "rdp"
     assert (config.model.name, config.model.finetune, config.model.num_last_blocks) == (
         "mvit_v2_s", "selective", 2)
     assert not config.input.augment
@@ -124,7 +125,8 @@ def test_paper_optimizer_is_plain_sgd_with_warmup_then_cosine():
 
 def test_hmdb51_config_states_the_papers_numbers():
     doc = hmdb51_maskdp.__doc__
-    assert "8.2   7.8   26.2  39.67  51.5  50.9  60.9" in doc  # seed 000 Table 2, MaskDP row
+    # Schneider et al. 2024a Table 2, the MaskDP row
+    assert "8.2   7.8   26.2  39.67  51.5  50.9  60.9" in doc
     assert "do not report" not in doc
     assert "no epoch count" not in paper_settings.__doc__
 

@@ -1,7 +1,7 @@
-"""Where training clips start: ``uniform`` offsets and seed 003's ``consecutive`` clips.
+"""Where training clips start: ``uniform`` offsets and Luo et al. 2024's ``consecutive`` clips.
 
-``consecutive`` (seed 003, Sec. 3.2) cuts a video into its consecutive, non-overlapping clips and
-trains on K of them; these tests hold it to that on every source that samples training clips.
+``consecutive`` (Luo et al. 2024, Sec. 3.2) cuts a video into its consecutive, non-overlapping clips
+and trains on K of them; these tests hold it to that on every source that samples training clips.
 """
 
 from __future__ import annotations

@@ -120,6 +120,15 @@ def test_first_party_code_imports_through_the_one_root():
         assert not generic, f"{path.relative_to(ROOT)} runs code importing {sorted(generic)}"
 
 
+def test_the_docs_code_imports_through_the_one_root():
+    pages = [ROOT / "README.md", ROOT / "BUILD.md", *ROOT.glob("*/README.md"),
+             *(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "guides").glob("*.md")]
+    pattern = re.compile(rf"^\s*(?:from|import) ({'|'.join(GENERIC_ROOTS)})\b", re.M)
+    for page in pages:
+        generic = set(pattern.findall(page.read_text()))
+        assert not generic, f"{page.relative_to(ROOT)} shows code importing {sorted(generic)}"
+
+
 def test_the_checker_sees_an_upward_import(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from maskdp_jax.run import guard\n    import matplotlib.pyplot\n"

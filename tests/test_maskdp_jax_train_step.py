@@ -24,7 +24,7 @@ from maskdp_jax.train_step import (
 )
 
 KEY = jax.random.key(42)
-# The private pass' two ways to per-example norms (config.privacy.per_example): the tests marked
+# The private pass' two ways to per-example norms (config.compute.per_example): the tests marked
 # with ENGINES hold on both.
 ENGINES = {"vmap": None, "ghost": run_model.ghost_rules()}
 
@@ -234,7 +234,7 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
 
 
 def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
-    """config.privacy.microbatch_size reaches the clipper through the step: same clipped sum.
+    """config.compute.microbatch_size reaches the clipper through the step: same clipped sum.
     The ghost path in micro-batches against the vmap path on the whole batch: one comparison
     covers the micro-batch scan around the ghost engine (the vmap engine's scan is the same code,
     tested in tests/test_maskdp_jax_clipping.py; whole batches of both engines agree in

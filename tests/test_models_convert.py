@@ -200,7 +200,7 @@ def test_mvit_v2_s_takes_every_torchvision_key():
 
 
 def test_mvit_v1_b_takes_every_torchvision_key():
-    """Seed 003's network, MViT-B 16x4; no q pooling outside the strided blocks."""
+    """Luo et al. 2024's network, MViT-B 16x4; no q pooling outside the strided blocks."""
     _, _, params = _convert_full_size("mvit_v1_b", 36_610_672)
     assert params["spatial_pos"].shape == (56 * 56, 96) and params["temporal_pos"].shape == (8, 96)
     assert {i for i in range(16) if "pool_q" in params[f"blocks_{i}"]["attn"]} == {1, 3, 14}
@@ -257,7 +257,7 @@ def test_restore_with_other_classes_is_an_error_with_a_hint(checkpoints, like):
     with pytest.raises(convert.ConversionError, match=r"head/kernel: checkpoint \(32, 3\), model "
                                                       r"\(32, 5\).*--num_classes"):
         convert.restore_params(checkpoints[3], like=init)
-    with pytest.raises(FileNotFoundError, match="models.convert"):
+    with pytest.raises(FileNotFoundError, match="maskdp_jax.convert"):
         convert.restore_params("/nonexistent/ckpt", like=init)
 
 

@@ -45,7 +45,7 @@ def test_mvit_v2_s_counts_per_strategy(v2s):
 
 
 def test_mvit_v1_b_counts_match_seed_003_table_2():
-    """Seed 003, Table 2 (UCF-101, 101 classes, MViT-B 16x4): linear probe "77.7K", selective
+    """Luo et al. 2024, Table 2 (UCF-101, 101 classes, MViT-B 16x4): linear probe "77.7K", selective
     fine-tuning (every normalization layer and the last linear layer) "110K"."""
     model = models.get_model("mvit_v1_b", num_classes=101)
     params = jax.eval_shape(model.init, jax.random.key(0),

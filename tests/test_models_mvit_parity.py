@@ -90,7 +90,7 @@ def test_parity_check_is_sensitive(fixture, converted, perturb):
 
 
 # ----------------------------------------------------------------------------------------------
-# MViTv1 (mvit_v1_b, seed 003's MViT-B 16x4)
+# MViTv1 (mvit_v1_b, Luo et al. 2024's MViT-B 16x4)
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def v1():

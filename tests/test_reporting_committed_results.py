@@ -127,8 +127,8 @@ CONTEXT_RUNS = os.path.join(ROOT, "docs", "results", "context")
 
 
 def test_context_ablation_table_is_recomputed_from_its_reports():
-    """Seed 000 Table 3 on the embedded data: the committed runs are the sweep_context grid, and
-    the table in results.md and the guide is their view_table."""
+    """Schneider et al. 2024a Table 3 on the embedded data: the committed runs are the sweep_context
+    grid, and the table in results.md and the guide is their view_table."""
     from maskdp_jax import sweep
     from maskdp_jax.configs import sweep_context
 
@@ -148,7 +148,7 @@ MULTICLIP_RUNS = os.path.join(ROOT, "docs", "results", "multiclip_segment")
 
 
 def test_multiclip_table_is_recomputed_from_its_reports():
-    """Seed 003 Fig. 3a on the segment-cue embedded data: the committed runs are the
+    """Luo et al. 2024 Fig. 3a on the segment-cue embedded data: the committed runs are the
     sweep_multiclip_segment grid, every run of a mode at the same σ (ε does not depend on K), and
     the table in results.md and the guide is theirs, as is the guide's per-seed K = 1 → 8 table
     (the paired gains its text quotes)."""
@@ -186,10 +186,11 @@ def test_docs_quotes_the_spread_of_fresh_default_runs():
         c = r["config"]
         assert (c["mode"], c["privacy"]["randomness"], c["num_epochs"]) == (
             "maskdp", "secret", config.num_epochs)
-        # "auto" resolves to float32 on the CPU these runs ran on.
-        dtype = run_model.compute_dtype_name(c["model"]["compute_dtype"], "cpu")
-        assert dtype == "float32"
-        assert {**c["model"], "compute_dtype": config.model.compute_dtype} == config.model.to_dict()
+        # "auto" resolves to float32 on the CPU these runs ran on. The committed reports predate
+        # the compute section: their model section still holds the compute dtype.
+        model = dict(c["model"])
+        assert run_model.compute_dtype_name(model.pop("compute_dtype"), "cpu") == "float32"
+        assert model == config.model.to_dict()
     top1 = sorted(100 * r["metrics"]["top1"] for r in reports)
     page = _read(GETTING_STARTED, unwrap=True)
     cell = (f"median {np.median(top1):.1f}%, range {top1[0]:.1f}–{top1[-1]:.1f}%** (mean "
@@ -321,8 +322,8 @@ def test_docs_quotes_the_coupled_audit():
 
 def test_docs_quotes_the_dpcda_lira_audit():
     """docs/guides/dpcda.md's LiRA sentences are the committed report's figures, and what they
-    say about the null bands holds: inside at ε = 1, seed 004's offline AUC just above at 5 and
-    10, every attack above without noise; no lower bound above the accountant's ε."""
+    say about the null bands holds: inside at ε = 1, Gu & Chen 2024's offline AUC just above at 5
+    and 10, every attack above without noise; no lower bound above the accountant's ε."""
     with open(os.path.join(ROOT, "docs", "results", "audit_dpcda", "report.json")) as f:
         report = json.load(f)
     with open(guide("dpcda")) as f:
@@ -447,9 +448,9 @@ def test_anonymisation_memory_figures_are_the_benchmark_output():
 
 def lira_page_rows(report: dict) -> list[str]:
     """The guide's LiRA rows from a committed report (audit.membership.table): per (mode, ε),
-    the standard AUC of seed 004's offline and online attacks, of online with the configured
-    (global) σ on one query and on every query, then ASR^M of seed 004's offline and of the
-    configured online, and seed 004's offline ε lower bound."""
+    the standard AUC of Gu & Chen 2024's offline and online attacks, of online with the configured
+    (global) σ on one query and on every query, then ASR^M of Gu & Chen 2024's offline and of the
+    configured online, and Gu & Chen 2024's offline ε lower bound."""
     from maskdp_jax.audit import membership
 
     table = membership.table(report)

@@ -94,8 +94,8 @@ def test_grid_calibrates_every_run_and_skips_nothing():
 
 
 def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):
-    """K clips at one ε and one-view runs: the clips plot, the view table (seed 000 Table 3)
-    from the reports, and the ε table without the one-view runs."""
+    """K clips at one ε and one-view runs: the clips plot, the view table (Schneider et al. 2024a
+    Table 3) from the reports, and the ε table without the one-view runs."""
     from maskdp_jax.configs import sweep_context, sweep_multiclip
 
     truth = {}

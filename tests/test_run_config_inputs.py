@@ -73,16 +73,16 @@ ONE_OF = r"must be one of \("
                 r"--config\.optimizer\.momentum must be in \[0, 1\)"),
     config_case("warmup-negative", {"optimizer.warmup_epochs": -1.0},
                 r"--config\.optimizer\.warmup_epochs must be a finite number >= 0"),
-    config_case("microbatch-not-dividing", {"privacy.microbatch_size": 3},
-                r"--config\.privacy\.microbatch_size must divide the physical batch of each "
+    config_case("microbatch-not-dividing", {"compute.microbatch_size": 3},
+                r"--config\.compute\.microbatch_size must divide the physical batch of each "
                 r"device \(80 = physical_batch_size 80 / 1 device"),
-    config_case("microbatch-not-dividing-per-device", {"privacy.microbatch_size": 20},
+    config_case("microbatch-not-dividing-per-device", {"compute.microbatch_size": 20},
                 r"microbatch_size must divide the physical batch of each device \(10 = "
                 r"physical_batch_size 80 / 8 device", num_devices=8),
-    config_case("microbatch-negative", {"privacy.microbatch_size": -8},
-                r"--config\.privacy\.microbatch_size must be an integer >= 0"),
-    config_case("unknown-per-example", {"privacy.per_example": "hooks"},
-                r"--config\.privacy\.per_example must be one of \('auto', 'vmap', 'ghost'\)"),
+    config_case("microbatch-negative", {"compute.microbatch_size": -8},
+                r"--config\.compute\.microbatch_size must be an integer >= 0"),
+    config_case("unknown-per-example", {"compute.per_example": "hooks"},
+                r"--config\.compute\.per_example must be one of \('auto', 'vmap', 'ghost'\)"),
     config_case("log-every-zero", {"log_every_steps": 0},
                 r"--config\.log_every_steps must be an integer >= 1"),
     config_case("keep-zero-checkpoints", {"checkpoint.keep": 0},
@@ -96,7 +96,8 @@ ONE_OF = r"must be one of \("
                 r"--config\.view " + ONE_OF + ".*'public'"),
     config_case("view-in-a-private-mode", {"view": "public"},
                 r"--config\.view must be 'full' in mode 'maskdp'; got 'public'\. One-view "
-                r"training \(the context ablation, seed 000 Table 3\) is for mode 'nonprivate'"),
+                r"training \(the context ablation, Schneider et al\. 2024a Table 3\) is for mode "
+                r"'nonprivate'"),
     config_case("unknown-feature-mask-views", {"feature_masks": "m.json",
                                                "feature_mask_views": "public"},
                 r"--config\.feature_mask_views " + ONE_OF + ".*'both'"),
@@ -118,8 +119,16 @@ ONE_OF = r"must be one of \("
     config_case("epsilon-nan", {"privacy.target_epsilon": math.nan},
                 r"--config\.privacy\.target_epsilon must be a finite number > 0"),
     config_case("sigma-nan", {"privacy.noise_multiplier": math.nan},
-                r"--config\.privacy\.noise_multiplier must be finite: >= 0 to set sigma, < 0 to "
+                r"--config\.privacy\.noise_multiplier must be a finite σ >= 0, or None to "
                 r"calibrate"),
+    config_case("sigma-negative", {"privacy.noise_multiplier": -1.0},
+                r"--config\.privacy\.noise_multiplier must be a finite σ >= 0, or None"),
+    config_case("moved-microbatch", {"privacy.microbatch_size": 4},
+                r"privacy\.microbatch_size is now compute\.microbatch_size"),
+    config_case("moved-compute-dtype", {"model.compute_dtype": "float32"},
+                r"model\.compute_dtype is now compute\.dtype"),
+    config_case("unknown-attention", {"compute.attention": "flash"},
+                r"--config\.compute\.attention " + ONE_OF),
     config_case("unknown-accountant", {"privacy.accountant": "moments"},
                 r"--config\.privacy\.accountant " + ONE_OF),
     config_case("unknown-adjacency", {"privacy.adjacency": "substitute"},
@@ -154,7 +163,7 @@ def test_every_shipped_config_passes_the_checks():
         for mode in ("maskdp", "dp", "nonprivate"):
             config.mode = mode
             run_config.check_config(config)
-    config = set_keys(default.get_config(), {"privacy.microbatch_size": 10})
+    config = set_keys(default.get_config(), {"compute.microbatch_size": 10})
     run_config.check_config(config, num_devices=8)  # 80 / 8 = 10 per device
 
 
@@ -185,7 +194,7 @@ def train_case(id: str, overrides: dict, error: type[Exception], match: str) -> 
                r"delta=0\.05 is >= 1/N = 0\.03125 .*Use delta << 1/N"),
     train_case("empty-synthetic-dataset", {"input.num_train": 0}, ValueError,
                r"need at least 8 videos per split \(one per class\); got num_train=0"),
-    train_case("unreachable-epsilon", {"privacy.noise_multiplier": -1.0,
+    train_case("unreachable-epsilon", {"privacy.noise_multiplier": None,
                                        "privacy.accountant": "rdp", "privacy.delta": 1e-5,
                                        "privacy.target_epsilon": 1e-6}, ValueError,
                r"target_epsilon=1e-06 is unreachable.*Raise target_epsilon"),

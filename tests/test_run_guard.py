@@ -232,7 +232,7 @@ def test_resume_past_the_planned_steps_is_refused(tmp_path, no_model):
 def test_resume_past_the_target_epsilon_is_refused(tmp_path, no_model):
     """σ calibrated to ε = 2; the checkpoint's ledger holds 3 steps at σ = 0.5 (e.g. written
     with another accounting library version): the plan would end above the target."""
-    config = tiny_config({"privacy.noise_multiplier": -1.0, "privacy.accountant": "rdp",
+    config = tiny_config({"privacy.noise_multiplier": None, "privacy.accountant": "rdp",
                           "privacy.target_epsilon": 2.0})
     workdir = tmp_path / "run"
     write_checkpoint(workdir, config, ledger_of(3, sigma=0.5))

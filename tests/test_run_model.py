@@ -60,23 +60,30 @@ def test_apply_and_the_suffix_agree(selective):
                                rtol=1e-5, atol=1e-5)
 
 
+def _compute(**overrides):
+    config = default.compute()
+    config.update(overrides)
+    return config
+
+
 def test_compute_dtype_given_params_and_bad_input():
-    bf16 = run_model.build(_model_config(compute_dtype="bfloat16"), num_classes=3, seed=0)
+    bf16 = run_model.build(_model_config(), num_classes=3, seed=0,
+                           compute=_compute(dtype="bfloat16"))
     assert bf16.module.dtype == jnp.bfloat16
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(bf16.params))
     given = jax.tree.map(lambda x: x + 1.0, bf16.params)
     built = run_model.build(_model_config(), num_classes=3, seed=0, params=given)
     jax.tree.map(np.testing.assert_array_equal, built.params, given)
-    with pytest.raises(ValueError, match="compute_dtype"):
-        run_model.build(_model_config(compute_dtype="float16"), num_classes=3, seed=0)
+    with pytest.raises(ValueError, match="compute.dtype"):
+        run_model.build(_model_config(), num_classes=3, seed=0, compute=_compute(dtype="float16"))
     # the default, "auto": float32 on this CPU (so CPU results do not change), bfloat16 on
     # accelerators; parameters float32 either way
-    assert default.model().compute_dtype == "auto"
+    assert default.compute().dtype == "auto"
     assert built.module.dtype == jnp.float32
     assert [run_model.compute_dtype_name("auto", b) for b in ("cpu", "gpu", "tpu")] == [
         "float32", "bfloat16", "bfloat16"]
     assert run_model.compute_dtype_name("float32", "gpu") == "float32"
-    with pytest.raises(ValueError, match="compute_dtype must be one of"):
+    with pytest.raises(ValueError, match="compute.dtype must be one of"):
         run_model.compute_dtype_name("half")
     with pytest.raises(ValueError, match="unknown model"):
         run_model.input_shape("mvit_nope")
@@ -86,19 +93,19 @@ def test_compute_dtype_given_params_and_bad_input():
                                     audit_feature_masking])
 def test_audits_configure_the_model_a_user_trains(module):
     """Every audit's model section has the training schema's keys, so run.model.build reads
-    init_from, compute_dtype and num_last_blocks there as in training."""
+    init_from and num_last_blocks there as in training."""
     assert set(module.get_config().model) == set(default.model())
 
 
 def test_per_example_picks_the_ghost_rules_as_measured():
-    """privacy.per_example: vmap -> None; ghost -> the rules of every trainable layer kind; auto
+    """compute.per_example: vmap -> None; ghost -> the rules of every trainable layer kind; auto
     -> ghost only for full fine-tuning of the papers' models (run/model.py AUTO_GHOST)."""
-    privacy = default.get_config().privacy
-    assert privacy.per_example == "auto"
+    compute = default.get_config().compute
+    assert compute.per_example == "auto"
 
     def rules(per_example, name, finetune):
-        privacy.per_example = per_example
-        return run_model.per_example_rules(privacy, _model_config(name=name, finetune=finetune))
+        compute.per_example = per_example
+        return run_model.per_example_rules(compute, _model_config(name=name, finetune=finetune))
 
     assert rules("vmap", "mvit_v2_s", "full") is None
     ghost = rules("ghost", "mvit_test", "selective")
@@ -108,5 +115,5 @@ def test_per_example_picks_the_ghost_rules_as_measured():
     assert rules("auto", "mvit_v1_b", "full") is not None
     assert rules("auto", "mvit_v2_s", "selective") is None
     assert rules("auto", "mvit_cpu", "full") is None
-    with pytest.raises(ValueError, match=r"privacy.per_example must be one of"):
+    with pytest.raises(ValueError, match=r"compute.per_example must be one of"):
         rules("hooks", "mvit_test", "full")

@@ -1,4 +1,5 @@
-"""One-view training (context ablation, seed 000 Table 3): ``config.view`` reaches the model.
+"""One-view training (context ablation, Schneider et al. 2024a Table 3): ``config.view`` reaches the
+model.
 
 The views are the tokeniser's; here we check that ``run.views`` shows the model only that view in
 training *and* evaluation, and that a run trained on the public view never reads a private pixel.
@@ -235,10 +236,10 @@ def test_hide_private_keeps_the_public_view_bit_identical():
 
 
 def test_background_view_is_the_room_without_the_avatar():
-    """view=background (Table 3's "Background Only", seed 001's "Inpainted Background"): the
-    embedded splits show the room the avatar hides, pixel for pixel the anonymised video wherever
-    the avatar is not, with no trace of the avatar; labels and masks unchanged; select_view
-    leaves them as loaded. A folder dataset without input.background_dir is refused."""
+    """view=background (Table 3's "Background Only", Schneider et al. 2024b's "Inpainted
+    Background"): the embedded splits show the room the avatar hides, pixel for pixel the anonymised
+    video wherever the avatar is not, with no trace of the avatar; labels and masks unchanged;
+    select_view leaves them as loaded. A folder dataset without input.background_dir is refused."""
     from maskdp_jax.run import datasets as run_datasets
 
     config = default.get_config()

@@ -1,5 +1,5 @@
-r"""Anonymisation (seed 001, Sec. 3, Alg. 1): from a raw video to an avatar-anonymised video and
-the public mask that MaskDP trains with.
+r"""Anonymisation (Schneider et al. 2024b, Sec. 3, Alg. 1): from a raw video to an avatar-anonymised
+video and the public mask that MaskDP trains with.
 
     python -m maskdp_jax.anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR [--config=...]
 

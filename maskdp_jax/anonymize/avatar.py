@@ -17,7 +17,8 @@ from the 2D keypoints:
   ``seed``;
 * *pose* (where a frame has poses): the body drawn over that figure from the keypoints, inside
   the region: limbs as thick bones in the shirt and trousers colours with dark outlines, the
-  head as a disc at the nose, so the arms, legs and head move as the person's do (seed 001's
+  head as a disc at the nose, so the arms, legs and head move as the person's do (Schneider et al.
+  2024b's
   point: the public view keeps the action). Frames without a pose keep the silhouette figure.
 
 Nothing here reads a pixel of the video: ``rgb`` and ``region`` are functions of the person

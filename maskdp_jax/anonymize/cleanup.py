@@ -1,7 +1,7 @@
-"""``B`` (seed 001, Sec. 3): unflicker person masks across frames, grow them slightly, and give
-them Gaussian alpha edges for blending. Also the blur and erosion that merging and composition
-share (:func:`soft_edges`, :func:`erode`), so that the public mask is eroded by exactly the radius
-the blending uses.
+"""``B`` (Schneider et al. 2024b, Sec. 3): unflicker person masks across frames, grow them slightly,
+and give them Gaussian alpha edges for blending. Also the blur and erosion that merging and
+composition share (:func:`soft_edges`, :func:`erode`), so that the public mask is eroded by exactly
+the radius the blending uses.
 """
 
 from __future__ import annotations

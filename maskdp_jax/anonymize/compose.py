@@ -1,5 +1,5 @@
-"""``Merge``, tubelet crops ``C``, refinement ``G`` and composition ``K`` (seed 001, Alg. 1, lines
-6-13), and the public mask they leave.
+"""``Merge``, tubelet crops ``C``, refinement ``G`` and composition ``K`` (Schneider et al. 2024b,
+Alg. 1, lines 6-13), and the public mask they leave.
 
 Which output pixels are public (package docstring): a pixel is public only if every value that
 reaches it is a function of public information. ``Merge`` overlays the avatar with a centred

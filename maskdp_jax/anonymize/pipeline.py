@@ -1,4 +1,4 @@
-"""Algorithm 1 of seed 001 on one video (:func:`anonymize_video`) and on a folder
+"""Algorithm 1 of Schneider et al. 2024b on one video (:func:`anonymize_video`) and on a folder
 (:func:`anonymize_folder`), writing the layout ``train.py`` reads.
 
 Output, for each source video ``<src>/<key>``:
@@ -16,12 +16,13 @@ Output, for each source video ``<src>/<key>``:
 Optional outputs, for the papers' other rows (configs point at them):
 
 * ``<background_dir>/<key>`` (``background_dir``): the *inpainted background*, the video with the
-  person removed and no avatar (seed 001 Table 3, "Inpainted Background"; ``--config.view=
-  background`` with ``--config.input.background_dir``). Every pixel of it is private (the room).
+  person removed and no avatar (Schneider et al. 2024b Table 3, "Inpainted Background";
+  ``--config.view= background`` with ``--config.input.background_dir``). Every pixel of it is
+  private (the room).
 * ``<person_dir>/<key stem>.npz`` (``person_dir``): the cleaned person mask, uint8 ``[T, H, W]``
   under ``mask``, 1 = person. As a training ``mask_dir`` over the *source* videos it makes the
-  person public and the rest private: seed 000's "Real World MaskDP" rows, which protect only
-  the background of unanonymised videos (the person is then not protected at all).
+  person public and the rest private: Schneider et al. 2024a's "Real World MaskDP" rows, which
+  protect only the background of unanonymised videos (the person is then not protected at all).
 
 Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
 frame are measured). Files are written to a temporary name and renamed, so an interrupted run

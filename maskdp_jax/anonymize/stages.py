@@ -1,4 +1,5 @@
-"""The interfaces of the anonymisation stages (seed 001, Alg. 1), one small Protocol each.
+"""The interfaces of the anonymisation stages (Schneider et al. 2024b, Alg. 1), one small Protocol
+each.
 
 Arrays: a video is uint8 ``[T, H, W, 3]`` RGB; a mask is bool ``[T, H, W]``; an alpha is float32
 ``[T, H, W]`` in [0, 1]; rendered colours are float32 ``[T, H, W, 3]`` in [0, 255].

@@ -1,4 +1,5 @@
-"""Empirical privacy audits (seed 004 and beyond): how much does a guarantee protect, measured.
+"""Empirical privacy audits (Gu & Chen 2024 and beyond): how much does a guarantee protect,
+measured.
 
     python -m maskdp_jax.audit --config=configs/audit_coupled.py
     --workdir=docs/results/audit_coupled
@@ -8,6 +9,6 @@ auditing literature reports (:mod:`maskdp_jax.audit.metrics`), and the coupled-s
 the training step (:mod:`maskdp_jax.audit.coupled`), shadow models trained with the project's step
 (:mod:`maskdp_jax.audit.shadows`, :mod:`maskdp_jax.audit.membership`), canaries in the private and
 the public region audited in one run (:mod:`maskdp_jax.audit.canaries`), feature masking chosen by
-explainer sensitivities (seed 004, Alg. 1; :mod:`maskdp_jax.audit.feature_masking`), all run by
-:mod:`maskdp_jax.audit.runs`.
+explainer sensitivities (Gu & Chen 2024, Alg. 1; :mod:`maskdp_jax.audit.feature_masking`), all run
+by :mod:`maskdp_jax.audit.runs`.
 """

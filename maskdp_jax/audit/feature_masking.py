@@ -1,4 +1,4 @@
-r"""Feature masking by explainer sensitivity (seed 004, Sec. IV-C and Algorithm 1).
+r"""Feature masking by explainer sensitivity (Gu & Chen 2024, Sec. IV-C and Algorithm 1).
 
 **Features** are the tokeniser's cells (:mod:`maskdp_jax.tokenizer`; ``[T', H', W']``, 4 x 8 x 8
 for the CPU presets): the unit a view hides. Hiding a cell writes the tokeniser's fill value into
@@ -7,9 +7,9 @@ its pixels, the same operation the public view applies to private cells.
 **Sensitivities.** An *identity model* predicts the subject z, a *utility model* the action y.
 An explainer attributes each model's output on each video, φ = log-odds of the true label
 (:func:`maskdp_jax.audit.lira.log_odds_confidence`), to the cells: the coalition game is "φ with
-only these cells visible" (every other cell hidden). Positive parts are kept (seed 004: only a
+only these cells visible" (every other cell hidden). Positive parts are kept (Gu & Chen 2024: only a
 feature's *positive* contribution to a task counts) and averaged per subject into S_z (identity) and
-U_z (utility). Seed 004 pairs S_z with U_y, the mean over a *utility* class; a mask applied by
+U_z (utility). Gu & Chen 2024 pairs S_z with U_y, the mean over a *utility* class; a mask applied by
 subject needs the utility of *that subject's* videos, so U_z is the mean utility sensitivity of
 subject z's videos (with one action per subject both readings coincide). Said here because the
 paper is vague about it.
@@ -25,20 +25,20 @@ model scores 513 coalitions in ≈ 0.17 s here), in ``docs/results/audit_feature
 SHAP took 0.13 s per video and model against LIME's 0.18 (LIME's weighted ridge fit over 256
 features costs more than SHAP's bookkeeping), is exact in sum, and put more of the identity
 sensitivity on the subjects' emblems, the planted ground truth (0.17 against 0.13; 0.0625, the
-emblem's 16 of 256 cells, is a uniform spread). So SHAP is the default (seed 004 Fig. 9 also
+emblem's 16 of 256 cells, is a uniform spread). So SHAP is the default (Gu & Chen 2024 Fig. 9 also
 found it the more stable).
 
 **Masks** (:func:`keep_cells`). Per subject, the binary programme
 ``max mᵀU_z  s.t.  mᵀS_z ≤ (1 − α) ΣS_z`` (m = 1 keeps a cell) by :func:`scipy.optimize.milp`
-(HiGHS branch and bound; a 0/1 knapsack). Seed 004 writes a strict ``<``; with ``≤`` the empty
+(HiGHS branch and bound; a 0/1 knapsack). Gu & Chen 2024 writes a strict ``<``; with ``≤`` the empty
 mask is always feasible, so the programme can only fail by the solver's time limit (or numerical
 trouble), and then the cells with the top-k % identity sensitivity are hidden instead (the paper's
 fallback). Cells with S = 0 cost nothing and are always kept. The *random control* hides as many
-cells per subject, drawn uniformly (seed 004 Fig. 5/6's random feature masking).
+cells per subject, drawn uniformly (Gu & Chen 2024 Fig. 5/6's random feature masking).
 
-**Class-wise masks** (``classwise``): seed 004's Alg. 1 as written, one mask per *utility* class
-y from S_y and U_y (the positive attributions averaged over class y's auxiliary videos), applied
-to every video of that action. Per-subject masks (``optimized``, ``random``) differ in shape
+**Class-wise masks** (``classwise``): Gu & Chen 2024's Alg. 1 as written, one mask per *utility*
+class y from S_y and U_y (the positive attributions averaged over class y's auxiliary videos),
+applied to every video of that action. Per-subject masks (``optimized``, ``random``) differ in shape
 from subject to subject, so the mask itself can identify the subject; a class-wise mask is the
 same for every subject of an action.
 
@@ -223,7 +223,7 @@ def _lime_one(game: Callable, k: int, budget: int, seed: int) -> tuple[np.ndarra
 
 def class_sensitivity(values: np.ndarray, classes: np.ndarray, num_classes: int) -> np.ndarray:
     """``[Z, K']``: the positive parts of ``values [N, K']`` averaged over each class's videos
-    (seed 004 Alg. 1, lines 8-9).
+    (Gu & Chen 2024 Alg. 1, lines 8-9).
 
     Raises:
       ValueError: a class without videos (its mask would rest on nothing).
@@ -251,7 +251,7 @@ class Choice:
 
 def keep_cells(sensitivity: np.ndarray, utility: np.ndarray, *, alpha: float,
                fallback_top_k: float, time_limit: float = 60.0) -> Choice:
-    """Seed 004's utility-optimised mask for one subject (module docstring).
+    """Gu & Chen 2024's utility-optimised mask for one subject (module docstring).
 
     Args:
       sensitivity: ``[K']`` S_z ≥ 0, identity sensitivity.
@@ -318,7 +318,7 @@ VERSIONS = ("original", "optimized", "random", "classwise")
 
 
 def audit(config) -> dict[str, Any]:
-    """The study of ``configs/audit_feature_masking.py`` (seed 004 Table II / Fig. 6 shape).
+    """The study of ``configs/audit_feature_masking.py`` (Gu & Chen 2024 Table II / Fig. 6 shape).
 
     1. Embedded videos with subjects (:func:`maskdp_jax.data.synthetic.make_splits`): a training
        split (audited), a test split (accuracy) and an auxiliary split of other videos of the same
@@ -326,7 +326,7 @@ def audit(config) -> dict[str, Any]:
     2. Identity and utility models fitted non-privately on the auxiliary split; every explainer
        of ``config.explainers`` attributes both on every auxiliary video.
     3. Masks from the first explainer (:func:`keep_cells` per subject; per action class for
-       ``classwise``, seed 004's Alg. 1 as written) and the random control.
+       ``classwise``, Gu & Chen 2024's Alg. 1 as written) and the random control.
     4. Per version of ``config.versions``: the **retraining adversary** (an identity model refit
        on the auxiliary split masked by the same rule, scored on the masked training split) and
        the fixed identity model's accuracy there; then per (mode, ε, seed): LiRA on shadow
@@ -511,7 +511,7 @@ def emblem_cells(num_subjects: int, *, size: int, grid: tuple[int, int, int],
 def _masked(batch: dict[str, np.ndarray], keep: np.ndarray, *, tokens, views,
             by: str = "subject") -> dict:
     """``batch`` with each video's cells hidden by ``keep [groups, K']``, the row of its
-    ``by`` (``"subject"``: per-subject masks; ``"label"``: seed 004's class-wise masks)."""
+    ``by`` (``"subject"``: per-subject masks; ``"label"``: Gu & Chen 2024's class-wise masks)."""
     return {**batch, "video": run_views.hide_cells(batch["video"], batch["mask"],
                                                    ~keep[batch[by]], tokens=tokens,
                                                    views=views)}
@@ -600,7 +600,7 @@ def markdown(config, report: dict) -> str:
     first = config.explainers[0]
     fallbacks = report["mask_methods"].count("top-k")
     lines = [
-        "# Feature masking by explainer sensitivity (seed 004, Alg. 1)",
+        "# Feature masking by explainer sensitivity (Gu & Chen 2024, Alg. 1)",
         "",
         f"Embedded videos with {config.input.num_subjects} subjects, each with an emblem on the "
         f"background (private region). Features: the {report['num_cells']} token cells "
@@ -647,8 +647,8 @@ def markdown(config, report: dict) -> str:
         f"{report['mask_methods_classwise'].count('top-k')} of "
         f"{len(report['mask_methods_classwise'])} action classes for the class-wise masks). "
         "`optimized` and `random` masks are per subject (random: as many cells, drawn "
-        "uniformly); `classwise` masks are seed 004's Alg. 1 per utility class (S_y, U_y over "
-        "each action's videos), applied by action label.",
+        "uniformly); `classwise` masks are Gu & Chen 2024's Alg. 1 per utility class (S_y, U_y "
+        "over each action's videos), applied by action label.",
         "",
         "**Identity top-1 of a retraining adversary** (the headline): an identity model refit "
         f"({report['refit_seconds']:.0f} s for all versions) on the auxiliary videos masked by "
@@ -683,9 +683,9 @@ def markdown(config, report: dict) -> str:
         f"{report['num_videos']} videos, B = {config.batch_size}, {config.num_epochs:g} epochs, "
         f"C = {config.l2_clip_norm:g}, δ = {config.delta:g}; mean ± std over seeds "
         f"{tuple(config.seeds)}. Attacks: online with the configured fits "
-        f"({membership.lira_config(config)[0].label(config.num_shadows)}, one query) and seed "
-        "004's offline. Every figure with its null (the same attack on iid scores, mean and 95 % "
-        "band); AUC is the standard (Mann–Whitney) AUC.",
+        f"({membership.lira_config(config)[0].label(config.num_shadows)}, one query) and Gu "
+        "& Chen 2024's offline. Every figure with its null (the same attack on iid scores, mean "
+        "and 95 % band); AUC is the standard (Mann–Whitney) AUC.",
         "",
         "| version | mode | ε | attack | AUC (null) | ASR^M (null) | mean ASR | test top-1 |",
         "|---|---|---|---|---|---|---|---|",

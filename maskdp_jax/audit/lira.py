@@ -1,17 +1,18 @@
-r"""LiRA, the likelihood-ratio membership-inference attack (Carlini et al. 2022), as in seed 004.
+r"""LiRA, the likelihood-ratio membership-inference attack (Carlini et al. 2022), as in Gu & Chen
+2024.
 
 Shadow models are trained on random halves of the data; ``inclusion [M, N]`` records which of the
 N examples each of the M models saw. Each model scores every example by the log-odds of its
 true-label probability, φ = log(p_y / (1 − p_y)) (:func:`log_odds_confidence`). Then:
 
-* **offline** (seed 004, Sec. III): fit a Gaussian N(μ_out, σ_out²) to example j's scores on the
-  models that did not see it; Λ = Φ((φ − μ_out)/σ_out), and the guess is "member" iff Λ > 0.5
-  (seed 004's threshold), i.e. iff φ > μ_out;
+* **offline** (Gu & Chen 2024, Sec. III): fit a Gaussian N(μ_out, σ_out²) to example j's scores on
+  the models that did not see it; Λ = Φ((φ − μ_out)/σ_out), and the guess is "member" iff Λ > 0.5
+  (Gu & Chen 2024's threshold), i.e. iff φ > μ_out;
 * **online** (stronger, needs IN models too): also fit N(μ_in, σ_in²) on the models that saw it;
   the statistic is the log-likelihood ratio log N(φ; μ_in, σ_in) − log N(φ; μ_out, σ_out) and the
   guess is "member" iff it is positive.
 
-**Fits** (:class:`Options`): seed 004 fits each example's own σ from the other models' scores;
+**Fits** (:class:`Options`): Gu & Chen 2024 fits each example's own σ from the other models' scores;
 with 16 shadow models that σ rests on 7 or 8 scores and is itself noisy, which hurts the online
 attack (it divides by two such σ) more than the offline one. Carlini et al. 2022 fix one global
 σ below 64 shadow models (TF-privacy's ``fix_variance``), the default here (``"auto"``); a median
@@ -24,21 +25,21 @@ M/2 models per side. When the leak is small next to the spread of that estimate 
 a shift of a fraction of σ), the direction is often wrong and offline, which assumes members
 score higher, separates better (tested: 0.7 σ, 16 models).
 
-**Seed 004's offline rule caps per-example ASR near 0.75.** It guesses "member" iff φ > μ_out, so
-on the models that did not train on an example it is right only half the time however strong the
+**Gu & Chen 2024's offline rule caps per-example ASR near 0.75.** It guesses "member" iff φ > μ_out,
+so on the models that did not train on an example it is right only half the time however strong the
 leak, and with every example IN on half the models its expected per-example ASR is at most
 (1 + 1/2)/2 = 0.75 (values above come from chance alone). Faithful to the seed; the online
 statistic has no such cap.
 
 Every fit is **leave-one-out**: the attack on model i uses only the other models' scores, as in
-seed 004's batch ASR (the model being attacked plays the target, the rest are shadows). The
+Gu & Chen 2024's batch ASR (the model being attacked plays the target, the rest are shadows). The
 per-example attack success rate is the fraction of models on which the guess is right
 (:func:`per_example_asr`); ASR^M is its maximum over the examples (:func:`asr_max`): the
 dataset's worst case. A model that leaks nothing gives ASR ≈ 0.5 for every example.
 
 Written here, not taken from a library: jax_privacy's auditing module (used by
 :mod:`maskdp_jax.audit.metrics` for AUC, TPR at low FPR and ε lower bounds) starts from attack
-scores; the per-example Gaussian fits and seed 004's leave-one-out ASR are what produce those
+scores; the per-example Gaussian fits and Gu & Chen 2024's leave-one-out ASR are what produce those
 scores.
 """
 
@@ -101,7 +102,7 @@ class Options:
     """How the Gaussians of :func:`lira_statistic` are fitted.
 
     Attributes:
-      variance: ``"per_example"`` (seed 004: each example's own leave-one-out σ),
+      variance: ``"per_example"`` (Gu & Chen 2024: each example's own leave-one-out σ),
         ``"global"`` (one σ per attacked model and side, pooled over all examples: Carlini et al.
         2022's fixed variance, the stronger attack with few shadow models because a σ from 7 or 8
         scores is itself noisy) or ``"auto"`` (global below :data:`FIXED_VARIANCE_BELOW` shadow
@@ -131,7 +132,7 @@ class Options:
         return f"{variance} σ, {self.estimator}"
 
 
-#: Seed 004's own fits: each example's σ and mean.
+#: Gu & Chen 2024's own fits: each example's σ and mean.
 SEED004 = Options(variance="per_example", estimator="mean")
 
 
@@ -169,9 +170,9 @@ def lira_statistic(scores: np.ndarray, inclusion: np.ndarray, *, kind: str = "of
         of the example (e.g. the video flipped or shifted; Carlini et al. 2022, Sec. VI-B).
       inclusion: ``[M, N]`` bool, whether model i trained on example j.
       kind: ``"offline"`` (Λ = Φ(mean over augmentations of (φ − μ_out)/σ_out) ∈ [0, 1]; member
-        iff > 0.5; with one query seed 004's Λ) or ``"online"`` (log-likelihood ratio, averaged
-        over augmentations; member iff > 0).
-      options: how the Gaussians are fitted (:class:`Options`; default seed 004's).
+        iff > 0.5; with one query Gu & Chen 2024's Λ) or ``"online"`` (log-likelihood ratio,
+        averaged over augmentations; member iff > 0).
+      options: how the Gaussians are fitted (:class:`Options`; default Gu & Chen 2024's).
       min_std: floor on the fitted stds (a model family that always outputs the same score for an
         example would otherwise divide by zero).
 
@@ -199,19 +200,20 @@ def lira_statistic(scores: np.ndarray, inclusion: np.ndarray, *, kind: str = "of
 
 
 def member_guess(statistic: np.ndarray, *, kind: str) -> np.ndarray:
-    """``[M, N]`` bool: seed 004's threshold Λ > 0.5 (offline), likelihood ratio > 1 (online)."""
+    """``[M, N]`` bool: Gu & Chen 2024's threshold Λ > 0.5 (offline), likelihood ratio > 1
+    (online)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}.")
     return statistic > (0.5 if kind == "offline" else 0.0)
 
 
 def per_example_asr(guess: np.ndarray, inclusion: np.ndarray) -> np.ndarray:
-    """``[N]``: seed 004's ASR(x_j) = fraction of the M models on which the guess is right."""
+    """``[N]``: Gu & Chen 2024's ASR(x_j) = fraction of the M models on which the guess is right."""
     return np.mean(np.asarray(guess) == np.asarray(inclusion, bool), axis=0)
 
 
 def asr_max(asr: np.ndarray) -> float:
-    """ASR^M = max_j ASR(x_j): the dataset's most exposed example (seed 004)."""
+    """ASR^M = max_j ASR(x_j): the dataset's most exposed example (Gu & Chen 2024)."""
     return float(np.max(asr))
 
 

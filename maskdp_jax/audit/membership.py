@@ -1,12 +1,13 @@
-r"""LiRA against shadow models trained with our step (seed 004, Sec. III): per-example ASR, ASR^M,
-AUC, TPR at low FPR and an ε lower bound, for ``nonprivate``, ``dp`` and ``maskdp`` at several ε.
+r"""LiRA against shadow models trained with our step (Gu & Chen 2024, Sec. III): per-example ASR,
+ASR^M, AUC, TPR at low FPR and an ε lower bound, for ``nonprivate``, ``dp`` and ``maskdp`` at
+several ε.
 
 Per (mode, ε, seed): M shadow models on complementary halves of the embedded training videos
 (:mod:`maskdp_jax.audit.shadows`: the training step, sampler, clipping, noise; σ calibrated by
 :meth:`~maskdp_jax.plan.PrivacyPlan.calibrate` for ε on N/2 videos), every video scored on every
 model (:func:`maskdp_jax.audit.shadows.scores`, once per query augmentation of ``config.lira``), the
-offline and online LiRA statistics with leave-one-out fits (:mod:`maskdp_jax.audit.lira`; seed 004's
-per-example fits, the configured fits, the configured fits on every query:
+offline and online LiRA statistics with leave-one-out fits (:mod:`maskdp_jax.audit.lira`; Gu & Chen
+2024's per-example fits, the configured fits, the configured fits on every query:
 :func:`maskdp_jax.audit.metrics.lira_variants`), and the audit metrics
 (:mod:`maskdp_jax.audit.metrics`). Every figure is reported next to its null: the same attack on iid
 scores with the same inclusion (:func:`maskdp_jax.audit.metrics.lira_null`), per attack, because
@@ -34,7 +35,7 @@ def lira_config(config) -> tuple[lira.Options, tuple[str, ...]]:
     Raises:
       ValueError: no ``config.lira``, an unknown variance, estimator or augmentation, or
         augmentations that do not start with ``"none"`` (the first query is the video itself:
-        seed 004's reference attack uses it alone) or repeat one.
+        Gu & Chen 2024's reference attack uses it alone) or repeat one.
     """
     spec = config.get("lira")
     if spec is None:
@@ -113,7 +114,7 @@ def attack_setting(config, *, mode: str, epsilon: float, seed: int, data: dict[s
            "seconds": time.time() - start}
     row["attacks"] = metrics.lira_attacks(phi, inclusion, delta=config.delta, options=options)
     print(f"{mode} ε={epsilon:g} seed {seed}: AUC online {row['attacks']['online']['auc']:.3f}, "
-          f"offline (seed 004) {row['attacks']['offline_seed004']['auc']:.3f}, "
+          f"offline (Gu & Chen 2024) {row['attacks']['offline_seed004']['auc']:.3f}, "
           f"{row['seconds']:.0f} s", flush=True)
     return row, trained
 
@@ -176,7 +177,8 @@ def with_null(entry: dict, name: str, digits: int = 3) -> str:
 
 
 #: How the tables name each attack of :func:`maskdp_jax.audit.metrics.lira_variants`.
-ATTACK_NAMES = {"offline_seed004": "offline, seed 004", "online_seed004": "online, seed 004",
+ATTACK_NAMES = {"offline_seed004": "offline, Gu & Chen 2024",
+                "online_seed004": "online, Gu & Chen 2024",
                 "offline": "offline", "online": "online", "offline_aug": "offline, augmented",
                 "online_aug": "online, augmented"}
 
@@ -206,7 +208,7 @@ def markdown(config, report: dict) -> str:
     """The LiRA study's ``report.md``: setting and the table over every attack."""
     options, augmentations = lira_config(config)
     lines = [
-        "# LiRA against shadow models (seed 004)",
+        "# LiRA against shadow models (Gu & Chen 2024)",
         "",
         f"`{config.model.name}` ({config.model.finetune}) trained from its initial weights on "
         f"half of {report['num_videos']} embedded videos each, {config.num_shadows} shadow models "
@@ -214,7 +216,7 @@ def markdown(config, report: dict) -> str:
         f"{config.num_epochs:g} epochs, C = {config.l2_clip_norm:g}, δ = {config.delta:g}, Adam "
         f"{config.learning_rate:g}; mean ± sample std over seeds {tuple(config.seeds)}. Score: "
         "log-odds of the true label on the full video; leave-one-out Gaussian fits. Attacks: "
-        "seed 004's (per-example σ and mean, one query), the configured fits "
+        "Gu & Chen 2024's (per-example σ and mean, one query), the configured fits "
         f"({options.label(config.num_shadows)}) on one query, and on the queries "
         f"{', '.join(augmentations)} (`audit.shadows.augment`).",
         "",
@@ -227,8 +229,8 @@ def markdown(config, report: dict) -> str:
         "The ε lower bound is Clopper–Pearson at the pre-declared FPRs "
         f"{metrics.BOUND_FPRS}, Bonferroni over the {len(metrics.BOUND_FPRS)} of them. "
         "The binomial chance level of ASR^M "
-        f"({report['chance_asr_max']:.3f}) fits seed 004's offline rule only; online ASR^M's null "
-        "is higher.",
+        f"({report['chance_asr_max']:.3f}) fits Gu & Chen 2024's offline rule only; online "
+        "ASR^M's null is higher.",
         "",
         *table_lines(table(report), ("mode", "epsilon")),
         "",

@@ -306,10 +306,10 @@ def _lira_null(packed, shape, kind, options, num_augmentations, draws, seed):
 
 def lira_variants(options: lira.Options, num_queries: int) -> list[tuple[str, str, lira.Options,
                                                                          int]]:
-    """The attacks a LiRA audit reports, ``(name, kind, options, queries)``: per kind, seed 004's
-    own fits on the first query (``"<kind>_seed004"``: per-example σ, mean), ``options``' fits on
-    the first query (``"<kind>"``), and, with ``num_queries`` > 1 augmentations, ``options``' fits
-    on all of them (``"<kind>_aug"``)."""
+    """The attacks a LiRA audit reports, ``(name, kind, options, queries)``: per kind, Gu & Chen
+    2024's own fits on the first query (``"<kind>_seed004"``: per-example σ, mean), ``options``'
+    fits on the first query (``"<kind>"``), and, with ``num_queries`` > 1 augmentations,
+    ``options``' fits on all of them (``"<kind>_aug"``)."""
     out = [(f"{k}_seed004", k, lira.SEED004, 1) for k in lira.KINDS]
     out += [(k, k, options, 1) for k in lira.KINDS]
     if num_queries > 1:
@@ -321,7 +321,7 @@ def lira_attacks(scores: np.ndarray, inclusion: np.ndarray, *, delta: float,
                  options: lira.Options | None = None, null_draws: int | None = None
                  ) -> dict[str, dict]:
     """Every attack of :func:`lira_variants` on ``scores [M, N]`` or ``[M, N, A]``
-    (:mod:`maskdp_jax.audit.lira`): seed 004's mean per-example ASR and ASR^M,
+    (:mod:`maskdp_jax.audit.lira`): Gu & Chen 2024's mean per-example ASR and ASR^M,
     :func:`attack_metrics`, and every figure's null band (:func:`lira_null`, the same attack on iid
     scores). ``options``: default :class:`maskdp_jax.audit.lira.Options` (global σ below 64 shadow
     models). ``null_draws``: default :func:`null_draws_for` the pair count."""

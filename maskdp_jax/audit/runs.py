@@ -125,7 +125,8 @@ def run(config, workdir: str) -> dict[str, Any]:
                               os.path.join(workdir, "feature_masking.png"),
                               chance_accuracy=1 / len(synthetic.CLASS_NAMES),
                               chance_identity=1 / config.input.num_subjects,
-                              title="Feature masking (seed 004 Alg. 1): identity, LiRA, accuracy")
+                              title="Feature masking (Gu & Chen 2024 Alg. 1): identity, LiRA, "
+                                    "accuracy")
         return report
     if config.audit == "dpcda_lira":
         report = synthetic_release.audit(config)

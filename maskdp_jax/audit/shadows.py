@@ -1,4 +1,4 @@
-r"""Shadow models for LiRA (seed 004, Sec. III), trained with the training step itself.
+r"""Shadow models for LiRA (Gu & Chen 2024, Sec. III), trained with the training step itself.
 
 M models, each on half of the N training videos, with the algorithm of the audited run:
 

@@ -86,8 +86,8 @@ def markdown(config, report) -> str:
         "mean and 95 % band of the same attack on iid scores with the same inclusion. AUC is "
         "the standard (Mann–Whitney) AUC; TPRs are read on the empirical ROC. The binomial "
         f"chance level of ASR^M, {report['chance_asr_max']:.3f} (the median maximum of "
-        f"{report['num_records']} binomial ASRs over {spec.num_shadows} models), fits seed "
-        "004's offline rule only.",
+        f"{report['num_records']} binomial ASRs over {spec.num_shadows} models), fits Gu & "
+        "Chen 2024's offline rule only.",
         "",
         *membership.table_lines(membership.attack_table(report["rows"], ("epsilon",)),
                                 ("epsilon",)),

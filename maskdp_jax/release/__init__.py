@@ -1,4 +1,4 @@
-"""DP-CDA (seed 002): a differentially private synthetic dataset by class-centric mixing.
+"""DP-CDA (Saha et al. 2024): a differentially private synthetic dataset by class-centric mixing.
 
     python -m maskdp_jax.release --config=configs/dpcda_digits.py
     --workdir=docs/results/dpcda_digits

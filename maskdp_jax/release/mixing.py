@@ -1,4 +1,5 @@
-"""DP-CDA's mechanism (seed 002, Algorithm 1): class-centric mixing plus Gaussian noise, in JAX.
+"""DP-CDA's mechanism (Saha et al. 2024, Algorithm 1): class-centric mixing plus Gaussian noise, in
+JAX.
 
 For class k with pool X_k (N_k records, features already normalised with fixed statistics and
 L2-clipped to c), each of the T_k synthetic samples is the mean of l records drawn uniformly
@@ -91,7 +92,7 @@ def mix(
     sigma_x: float,
     sigma_y: float,
 ) -> Mixture:
-    """Algorithm 1 of seed 002 on clipped features.
+    """Algorithm 1 of Saha et al. 2024 on clipped features.
 
     Args:
       key: the release's secret key (class k uses ``fold_in(key, k)``).

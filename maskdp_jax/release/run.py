@@ -3,9 +3,9 @@
 ``release_once`` makes the one release a config asks for (secret randomness by default) and
 writes ``synthetic.npz`` with its report; ``utility_sweep`` repeats the mechanism over mixing
 orders l × ε × seeds × label variants and trains the config's classifier on each synthetic set,
-testing on the real held-out split (seed 002's protocol). The sweep is a study, not a release:
-each of its runs re-mixes the same private data with a published seed, so its accuracies are
-**outside the release's ε**. It runs by default only on public benchmark data
+testing on the real held-out split (Saha et al. 2024's protocol). The sweep is a study, not a
+release: each of its runs re-mixes the same private data with a published seed, so its accuracies
+are **outside the release's ε**. It runs by default only on public benchmark data
 (``sweep.enabled="auto"``, :data:`maskdp_jax.release.datasets.BENCHMARKS`) and writes to its own
 folder, ``<workdir>/study/``.
 """

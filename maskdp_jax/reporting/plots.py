@@ -84,8 +84,8 @@ def accuracy_vs_clips(
     table_rows: list[dict[str, Any]], path: str, *, epsilon: float, delta: float, title: str,
     chance: float | None = None,
 ) -> None:
-    """Multi-clip (seed 003 Fig. 3a): accuracy vs K clips per video (log2 x) per mode at one ε,
-    mean ± std over seeds; non-private runs (any K) as their own curve."""
+    """Multi-clip (Luo et al. 2024 Fig. 3a): accuracy vs K clips per video (log2 x) per mode at one
+    ε, mean ± std over seeds; non-private runs (any K) as their own curve."""
     stats = summarize([r for r in table_rows if r["view"] == "full"])
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
     ks = sorted({k for (_, k, _) in stats})
@@ -110,8 +110,8 @@ def accuracy_vs_mixing_order(
     stats: dict[tuple[str, float, int], tuple[float, float]], path: str, *, delta: float,
     title: str, chance: float | None = None,
 ) -> None:
-    """DP-CDA (seed 002 Fig. 2): accuracy vs mixing order l (log2 x), one curve per ε, one line
-    style per label variant.
+    """DP-CDA (Saha et al. 2024 Fig. 2): accuracy vs mixing order l (log2 x), one curve per ε, one
+    line style per label variant.
 
     Args:
       stats: ``(label variant, ε, l) -> (mean, std)`` accuracies over seeds, in [0, 1].
@@ -148,9 +148,9 @@ def _null_band(ax, entry: dict, name: str, *, ls: str, label: str) -> None:
 
 
 def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, title: str) -> None:
-    """LiRA vs ε (seed 004 Fig. 3 shape), two panels: the standard AUC and ASR^M per mode for the
-    configured online attack (solid) and seed 004's offline one (dashed), mean ± std over seeds;
-    the non-private models as a horizontal line; each attack's null (the same attack on iid
+    """LiRA vs ε (Gu & Chen 2024 Fig. 3 shape), two panels: the standard AUC and ASR^M per mode for
+    the configured online attack (solid) and Gu & Chen 2024's offline one (dashed), mean ± std over
+    seeds; the non-private models as a horizontal line; each attack's null (the same attack on iid
     scores: mean and 95 % band, :func:`maskdp_jax.audit.metrics.lira_null`) in gray, in its line
     style.
 
@@ -283,11 +283,11 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
 
 def feature_masking(table: list[dict[str, Any]], versions: list[dict[str, Any]], path: str, *,
                     chance_accuracy: float, chance_identity: float, title: str) -> None:
-    """The feature-masking study (seed 004 Fig. 6 shape), three panels, the versions side by side:
-    the identity top-1 of a retraining adversary (refit on masked data; hatched: the model fitted
-    on unmasked data) against chance; LiRA's standard AUC (online, configured fits) per setting
-    with each bar's null band (the same attack on iid scores) across it in gray; and the shadow
-    models' test top-1, mean ± std over seeds.
+    """The feature-masking study (Gu & Chen 2024 Fig. 6 shape), three panels, the versions side by
+    side: the identity top-1 of a retraining adversary (refit on masked data; hatched: the model
+    fitted on unmasked data) against chance; LiRA's standard AUC (online, configured fits) per
+    setting with each bar's null band (the same attack on iid scores) across it in gray; and the
+    shadow models' test top-1, mean ± std over seeds.
 
     Args:
       table: rows of :func:`maskdp_jax.audit.feature_masking.table` (``version``, ``mode``,

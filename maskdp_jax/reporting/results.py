@@ -152,15 +152,16 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
 
 
 
-# The rows of seed 000's Table 3 (context ablation) that a view of our videos reproduces, and the
+# The rows of Schneider et al. 2024a's Table 3 (context ablation) that a view of our videos
+# reproduces, and the
 # private view, which is no row of it (the avatar's filled cells keep its silhouette visible).
 VIEW_ROWS = {"public": "Avatar only", "background": "Background only (inpainted)",
              "full": "Anonymized (both)", "private": "private view (not in Table 3)"}
 
 
 def view_table(table_rows: list[dict[str, Any]]) -> str:
-    """The context ablation (seed 000 Table 3): one row per trained view of the non-private runs,
-    test top-1 and mean class accuracy in percent, ``mean ± std`` over seeds."""
+    """The context ablation (Schneider et al. 2024a Table 3): one row per trained view of the
+    non-private runs, test top-1 and mean class accuracy in percent, ``mean ± std`` over seeds."""
     lines = ["| Table 3 row | view | top-1 | mean class accuracy | seeds |",
              "|---|---|---|---|---|"]
     for view, label in VIEW_ROWS.items():

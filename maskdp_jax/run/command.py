@@ -234,12 +234,36 @@ def load_config(path: str) -> ml_collections.ConfigDict:
     return module.get_config(arg) if arg else module.get_config()
 
 
+#: Training-config keys that moved, and where to: the settings that cannot change ε live in
+#: ``config.compute``.
+MOVED_KEYS = {
+    "privacy.microbatch_size": "compute.microbatch_size",
+    "privacy.per_example": "compute.per_example",
+    "model.compute_dtype": "compute.dtype",
+}
+
+
+def moved_key_message(key: str) -> str | None:
+    """Why ``key`` (a training key, or a sweep's ``base.<key>``) is refused when it moved."""
+    base, _, rest = key.partition(".")
+    old = rest if base == "base" else key
+    if old not in MOVED_KEYS:
+        return None
+    new = MOVED_KEYS[old] if old == key else f"base.{MOVED_KEYS[old]}"
+    return (f"{key} is now {new} (settings that cannot change ε live in the `compute` "
+            "section).")
+
+
 def check_key(config: ml_collections.ConfigDict, key: str, *, source: str) -> None:
     """Refuse ``--config.<key>`` when ``config`` has no such (dotted) key.
 
     Raises:
-      ValueError: naming the key, ``source`` and the closest keys the config has.
+      ValueError: naming the key, ``source`` and the closest keys the config has (or, for a key
+        that moved, its new name).
     """
+    moved = moved_key_message(key)
+    if moved:
+        raise ValueError(f"--config.{moved}")
     node = config
     for part in key.split("."):
         if not isinstance(node, ml_collections.ConfigDict) or part not in node:

@@ -40,9 +40,9 @@ from maskdp_jax import models, randomness
 from maskdp_jax.accounting import accountant, inputs
 from maskdp_jax.data import clips
 from maskdp_jax.plan import MODES, Mode, PrivacyPlan
+from maskdp_jax.run import command, views
 from maskdp_jax.run import datasets as run_datasets
 from maskdp_jax.run import model as run_model
-from maskdp_jax.run import views
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -100,12 +100,12 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("input.dataset", config.input.dataset, run_datasets.DATASETS)
     _integer("seed", config.seed, minimum=0)
     _choice("privacy.randomness", config.privacy.randomness, randomness.MODES)
+    check_no_moved_keys(config)
 
     # Model and fine-tuning.
     m = config.model
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
-    _choice("model.compute_dtype", m.compute_dtype, run_model.COMPUTE_DTYPE_CHOICES)
     preset = models.PRESETS[m.name]
     if (m.finetune != "full" and m.name in models.PRETRAINED and not m.init_from
             and not m.allow_random_init):
@@ -149,8 +149,8 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("view", config.view, views.VIEWS)
     if config.view != "full" and Mode(config.mode).is_private:
         _fail("view", f"must be 'full' in mode {config.mode!r}; got {config.view!r}. One-view "
-              "training (the context ablation, seed 000 Table 3) is for mode 'nonprivate'; "
-              "dp trains on the whole video and maskdp on both views.")
+              "training (the context ablation, Schneider et al. 2024a Table 3) is for mode "
+              "'nonprivate'; dp trains on the whole video and maskdp on both views.")
     if config.feature_masks:
         _choice("feature_mask_views", config.feature_mask_views, views.HIDE_VIEWS)
         if config.feature_cache.enabled:
@@ -210,23 +210,28 @@ def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> No
         _fail("privacy.delta", f"must satisfy 0 < delta < 1 (and delta << 1/N); got {p.delta!r}.")
     _choice("privacy.adjacency", p.adjacency, inputs.ADJACENCIES)
     _choice("privacy.accountant", p.accountant, inputs.METHODS)
-    if not (_is_real(p.noise_multiplier) and math.isfinite(p.noise_multiplier)):
+    if p.noise_multiplier is not None and not (
+            _is_real(p.noise_multiplier) and math.isfinite(p.noise_multiplier)
+            and p.noise_multiplier >= 0):
         _fail("privacy.noise_multiplier",
-              f"must be finite: >= 0 to set sigma, < 0 to calibrate it to "
-              f"privacy.target_epsilon; got {p.noise_multiplier!r}.")
-    if p.noise_multiplier < 0:  # calibrated: the target and the accountant are used
+              f"must be a finite σ >= 0, or None to calibrate σ to privacy.target_epsilon; got "
+              f"{p.noise_multiplier!r}.")
+    if p.noise_multiplier is None:  # calibrated: the target and the accountant are used
         _real("privacy.target_epsilon", p.target_epsilon, minimum=0.0, strict=True)
         scheme = Mode(config.mode).sampling_scheme(config.sampling)
         try:
             accountant.check_combination(p.accountant, p.adjacency, scheme)
         except ValueError as e:
             _fail("privacy.accountant", f"cannot calibrate this run: {e}")
-    _choice("privacy.per_example", p.per_example, run_model.PER_EXAMPLE)
-    microbatch = p.microbatch_size
-    _integer("privacy.microbatch_size", microbatch, minimum=0)
+    c = config.compute
+    _choice("compute.dtype", c.dtype, run_model.COMPUTE_DTYPE_CHOICES)
+    _choice("compute.attention", c.attention, models.mvit.ATTENTION_IMPLS)
+    _choice("compute.per_example", c.per_example, run_model.PER_EXAMPLE)
+    microbatch = c.microbatch_size
+    _integer("compute.microbatch_size", microbatch, minimum=0)
     per_device = config.physical_batch_size // num_devices
     if microbatch and per_device % microbatch:
-        _fail("privacy.microbatch_size",
+        _fail("compute.microbatch_size",
               f"must divide the physical batch of each device ({per_device} = "
               f"physical_batch_size {config.physical_batch_size} / {num_devices} device(s)), "
               f"or be 0 for the whole batch at once; got {microbatch}.")
@@ -255,15 +260,15 @@ def check_dataset_size(config: ml_collections.ConfigDict, *, num_examples: int) 
 
 
 def privacy_plan(config: ml_collections.ConfigDict, *, num_examples: int) -> PrivacyPlan:
-    """The run's privacy plan: σ from ``privacy.noise_multiplier`` (>= 0) or calibrated to
-    ``privacy.target_epsilon`` (``noise_multiplier < 0``) over the planned steps.
+    """The run's privacy plan: σ from ``privacy.noise_multiplier`` or, when it is None,
+    calibrated to ``privacy.target_epsilon`` over the planned steps.
 
     Args:
       config: a checked training config (:func:`check_config`).
       num_examples: N, training videos.
     """
     p = config.privacy
-    calibrate = p.noise_multiplier < 0
+    calibrate = p.noise_multiplier is None
     return PrivacyPlan.calibrate(
         mode=config.mode, num_examples=num_examples, batch_size=config.batch_size,
         epochs=config.num_epochs, l2_clip_norm=p.l2_clip_norm, delta=p.delta,
@@ -271,3 +276,16 @@ def privacy_plan(config: ml_collections.ConfigDict, *, num_examples: int) -> Pri
         target_epsilon=p.target_epsilon if calibrate else None,
         noise_multiplier=None if calibrate else p.noise_multiplier,
     )
+
+
+def check_no_moved_keys(config: ml_collections.ConfigDict) -> None:
+    """Refuse a config (a user's own config file) that still sets a moved key.
+
+    Raises:
+      ValueError: naming the old and the new key.
+    """
+    for key in command.MOVED_KEYS:
+        section, name = key.split(".")
+        if section in config and name in config[section]:
+            raise ValueError(f"config key {command.moved_key_message(key)}")
+

@@ -18,12 +18,12 @@ import jax
 
 #: Config keys that may change between a run and its resume: they affect neither the privacy
 #: accounting nor the data, model or update (only logging, caching and checkpoint cadence, and how
-#: per-example norms are computed: ``privacy.per_example`` gives the same update to float rounding).
+#: per-example norms are computed: ``compute.per_example`` gives the same update to float rounding).
 #: ``log_private_metrics`` is not one of them: non-DP rows once logged stay in metrics.jsonl, and
 #: the report must say so.
 RESUMABLE_KEYS = frozenset({
     "log_every_steps", "tensorboard", "compilation_cache_dir",
-    "input.prefetch", "checkpoint.every_steps", "checkpoint.keep", "privacy.per_example",
+    "input.prefetch", "checkpoint.every_steps", "checkpoint.keep", "compute.per_example",
 })
 
 

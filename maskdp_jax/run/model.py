@@ -39,12 +39,12 @@ from maskdp_jax.tokenizer import Tokenizer
 # bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
 # gradient (so clipping, sums and noise) in float32 (models/mvit.py).
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-# What config.model.compute_dtype accepts: a dtype above, or "auto" (compute_dtype_name).
+# What config.compute.dtype accepts: a dtype above, or "auto" (compute_dtype_name).
 COMPUTE_DTYPE_CHOICES = ("auto", *COMPUTE_DTYPES)
 
 
 def compute_dtype_name(name: str, backend: str | None = None) -> str:
-    """The compute dtype ``config.model.compute_dtype`` names on ``backend`` (default: JAX's
+    """The compute dtype ``config.compute.dtype`` names on ``backend`` (default: JAX's
     default backend): ``"auto"`` is ``"bfloat16"`` on a GPU or TPU, whose matrix units run
     bfloat16 products at several times their float32 rate (1.45x faster uncached steps on an
     H100, benchmarks/RESULTS.md), and ``"float32"`` on the CPU, where bfloat16 is slower and
@@ -57,13 +57,13 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
     ('bfloat16', 'float32')
     """
     if name not in COMPUTE_DTYPE_CHOICES:
-        raise ValueError(f"model.compute_dtype must be one of {COMPUTE_DTYPE_CHOICES}; got "
+        raise ValueError(f"compute.dtype must be one of {COMPUTE_DTYPE_CHOICES}; got "
                          f"{name!r}.")
     if name != "auto":
         return name
     return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
 
-# How the private pass gets each example's gradient norm (config.privacy.per_example): "vmap"
+# How the private pass gets each example's gradient norm (config.compute.per_example): "vmap"
 # materialises per-example gradients; "ghost" computes norms and the clipped sum from one
 # backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks "ghost" for the
 # (model, fine-tuning strategy) pairs of AUTO_GHOST, "vmap" otherwise.
@@ -131,14 +131,14 @@ def ghost_rules() -> ghost.Rules:
     return {key: ghost.LayerRule(**fields) for key, fields in models.ghost_rules.RULES.items()}
 
 
-def per_example_rules(privacy_config: ml_collections.ConfigDict,
+def per_example_rules(compute_config: ml_collections.ConfigDict,
                       model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
     """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
-    ``privacy.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
+    ``compute.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
     ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``)."""
-    choice = privacy_config.per_example
+    choice = compute_config.per_example
     if choice not in PER_EXAMPLE:
-        raise ValueError(f"privacy.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
+        raise ValueError(f"compute.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
     if choice == "auto":
         pair = (model_config.name, model_config.finetune)
         choice = "ghost" if pair in AUTO_GHOST else "vmap"
@@ -160,7 +160,8 @@ def patch_stride(name: str) -> tuple[int, int, int]:
 
 
 def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: int,
-          params: Any = None, input_size: tuple[int, int, int] | None = None) -> RunModel:
+          compute: ml_collections.ConfigDict | None = None, params: Any = None,
+          input_size: tuple[int, int, int] | None = None) -> RunModel:
     """The model ``model_config`` names, its parameters and their fine-tuning split.
 
     Args:
@@ -168,12 +169,15 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
         :data:`maskdp_jax.models.presets.PRESETS`), ``finetune`` (a strategy of
         :mod:`maskdp_jax.models.finetune`), ``num_last_blocks`` (k for ``selective``), ``init_from``
         (public pre-trained weights: an orbax checkpoint of ``python -m maskdp_jax.convert``
-        or a checkpoint file; "" for random initial values), ``compute_dtype`` (``auto`` |
-        ``float32`` | ``bfloat16``: :func:`compute_dtype_name`).
+        or a checkpoint file, or a trained model directory; "" for random initial values).
       num_classes: classes of the head.
       seed: the public ``config.seed``; the initial values (of everything when ``init_from``
         is empty, else of the head and adapters) derive from it. Public on purpose: initial
         values are not privacy noise.
+      compute: ``config.compute`` (how the model computes, never what: ``dtype``, ``auto`` |
+        ``float32`` | ``bfloat16``, :func:`compute_dtype_name`; ``attention``, the attention
+        kernel of :func:`maskdp_jax.models.mvit.attention_implementation`); None: both
+        ``auto``.
       params: parameters to start from instead of ``init_from`` or random values (e.g. weights
         converted in memory by a benchmark); a tree of the module's structure.
       input_size: clip ``(T, H, W)`` to build the preset's architecture for instead of its own
@@ -186,8 +190,10 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
       A :class:`RunModel`.
     """
     m = model_config
-    dtype = COMPUTE_DTYPES[compute_dtype_name(m.compute_dtype)]
+    dtype = COMPUTE_DTYPES[compute_dtype_name("auto" if compute is None else compute.dtype)]
     overrides = {"adapters": True} if m.finetune == "adapters" else {}
+    if compute is not None:
+        overrides["attention_impl"] = compute.attention
     if input_size is not None:
         overrides["input_size"] = tuple(input_size)
     module = models.get_model(m.name, num_classes=num_classes, dtype=dtype, **overrides)

@@ -1,4 +1,4 @@
-"""Training on one view of every video: the context ablation of seeds 000/001, Table 3.
+"""Training on one view of every video: the context ablation of Schneider et al. 2024a/b, Table 3.
 
 Table 3 of the MaskDP papers trains *without* DP on what one part of each video shows: the
 avatar alone ("Avatar Only"), the background with the person removed ("Background Only"), or
@@ -8,8 +8,8 @@ both ("Anonymized"). ``config.view`` selects this for ``nonprivate`` runs:
 * ``public``: the public view, i.e. the public token cells (the avatar), every other cell filled
   (Table 3's "Avatar Only");
 * ``background``: the background with the person removed, as the papers define "Background
-  Only" (seed 001: "Inpainted Background"): not cells of the anonymised clip but videos of their
-  own, the room the avatar hides included. The embedded generator renders it
+  Only" (Schneider et al. 2024b: "Inpainted Background"): not cells of the anonymised clip but
+  videos of their own, the room the avatar hides included. The embedded generator renders it
   (:mod:`maskdp_jax.data.synthetic`), a folder dataset reads it from ``input.background_dir``
   (written by ``python -m maskdp_jax.anonymize --background_dir``);
   :func:`maskdp_jax.run.datasets.get_datasets` loads it, so :func:`select_view` leaves it as it is;
@@ -52,7 +52,7 @@ HIDE_VIEWS = ("private", "both")  # where hide_cells hides the chosen cells
 
 def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
                tokens: tokenizer.Tokenizer, views: str = "private") -> np.ndarray:
-    """Hide chosen cells of a batch of clips on the host (feature masking, seed 004 Alg. 1:
+    """Hide chosen cells of a batch of clips on the host (feature masking, Gu & Chen 2024 Alg. 1:
     :mod:`maskdp_jax.audit.feature_masking` chooses them, :class:`FeatureMaskedDataset` applies them
     in training).
 
@@ -151,7 +151,7 @@ def select_view(
 
 class FeatureMaskedDataset(_Wrapped):
     """A :class:`maskdp_jax.data.Dataset` whose clips hide the cells a feature-masking audit chose
-    for each video's subject (seed 004 Alg. 1; :mod:`maskdp_jax.audit.feature_masking`).
+    for each video's subject (Gu & Chen 2024 Alg. 1; :mod:`maskdp_jax.audit.feature_masking`).
 
     ``get_batch`` returns the wrapped batch with those cells hidden by
     :func:`hide_cells` (``views="private"``: extra hidden cells of the
