@@ -1,7 +1,7 @@
 r"""Default run: MaskDP on the embedded synthetic dataset with the tiny MViTv2, ε = 1, δ = 1e-5.
 
-Run (measured on this project's 2-core CPU, nothing else running: 142 s the first time, of which
-32 s XLA compilation; 106 s the next time, compiled programs coming from the persistent cache;
+Run (measured on this project's 2-core CPU, nothing else running: 95 s the first time, of which
+27 s XLA compilation; 69 s the next time, compiled programs coming from the persistent cache;
 docs/benchmarks.md "First run"):
 
     python train.py                                   # this config, mode maskdp
