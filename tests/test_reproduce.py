@@ -190,14 +190,24 @@ def numbers(report: dict, logits: np.ndarray) -> dict:
     }
 
 
+#: Vector extensions XLA:CPU picks kernels by: two machines named alike ("AMD EPYC") with and
+#: without them round differently in the last bits.
+CPU_FEATURES = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+
+
 def _cpu() -> str:
-    """The CPU model (XLA:CPU's code, hence the last bits of a float, may depend on it)."""
+    """The CPU model and its vector extensions (XLA:CPU's code, hence the last bits of a float,
+    depends on them)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name")), "unknown")
+            lines = f.read().splitlines()
     except OSError:
         return "unknown"
+    model = next((line.split(":", 1)[1].strip() for line in lines
+                  if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in lines
+                  if line.startswith("flags")), [])
+    return f"{model} ({' '.join(f for f in CPU_FEATURES if f in flags) or 'no AVX-512'})"
 
 
 def versions() -> dict:
