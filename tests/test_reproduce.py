@@ -176,7 +176,7 @@ def numbers(report: dict, logits: np.ndarray) -> dict:
     return {
         # the path taken: where the noise came from, the products' precision, what was trained
         "randomness": report["privacy"]["randomness"],
-        "compute_dtype": report["config"]["model"]["compute_dtype"],
+        "compute_dtype": report["config"]["compute"]["dtype"],
         "finetune": report["config"]["model"]["finetune"],
         "history": losses,
         "noise_multiplier": report["privacy"]["noise_multiplier"],
