@@ -40,6 +40,15 @@ The API, by task:
 * accounting: :class:`Ledger` and :meth:`PrivacyPlan.epsilon`, :func:`epsilon`,
   :func:`calibrate_noise_multiplier` (dp-accounting's RDP and PLD with the masked adjacencies).
 
+The package is the project's one import root. Beside the DP core below it holds
+:mod:`maskdp_jax.models`, :mod:`maskdp_jax.data`, :mod:`maskdp_jax.accounting` and
+:mod:`maskdp_jax.configs` (installed from the repository's ``models/``, ``data/``,
+``accounting/`` and ``configs/``), the run layer :mod:`maskdp_jax.run`, :mod:`maskdp_jax.reporting`,
+the product parts (:mod:`maskdp_jax.audit`, :mod:`maskdp_jax.release`,
+:mod:`maskdp_jax.anonymize`) and the commands (``python -m maskdp_jax.train``, ``sweep``,
+``prepare``, ``export``, ``convert``, ``paper_tables``). The names above are bound on first use,
+so ``import maskdp_jax`` alone, or a subpackage that needs no JAX, does not import it.
+
 The modules:
 
 No IO, no plots, no config dicts: every function takes typed keyword arguments and the modules
@@ -70,10 +79,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# ``maskdp_jax`` is also the import root of the models, the data, the run layer and the commands
-# (``python -m maskdp_jax.anonymize`` needs neither JAX nor this API), so the API below is bound on
-# first use (PEP 562) instead of at ``import maskdp_jax``: importing a subpackage does not pay for
-# JAX. No library does this for a handful of names; ``TYPE_CHECKING`` gives type checkers and
+# ``maskdp_jax`` is also the import root of the models, the data, the run layer and the commands,
+# so the API below is bound on first use (PEP 562) instead of at ``import maskdp_jax``: importing
+# a subpackage (``maskdp_jax.accounting``, ``maskdp_jax.configs``) does not pay for JAX and the DP
+# core. No library does this for a handful of names; ``TYPE_CHECKING`` gives type checkers and
 # IDEs the same names eagerly.
 _EXPORTS = {
     "Accountant": "maskdp_jax.accounting",

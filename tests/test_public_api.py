@@ -6,6 +6,7 @@ pieces compose to the one call, and ``shard_map`` over two devices equals one de
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -189,3 +190,21 @@ def test_shard_map_over_two_devices_equals_one_device():
     out = subprocess.run([sys.executable, "-c", SHARDED, examples], env=env, check=True,
                          capture_output=True, text=True).stdout
     assert float(out.strip().splitlines()[-1]) < 1e-6, out
+
+
+def test_the_lazy_root_names_what_type_checkers_see_and_imports_no_jax():
+    """``maskdp_jax`` binds its API on first use: every name of ``__all__`` resolves, the
+    ``TYPE_CHECKING`` imports name the same objects from the same modules, and importing the
+    package alone does not import JAX."""
+    import ast
+
+    tree = ast.parse(open(mdp.__file__).read())
+    block = next(n for n in tree.body if isinstance(n, ast.If)
+                 and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    seen = {alias.name: node.module for node in block.body for alias in node.names}
+    assert seen == mdp._EXPORTS
+    for name in mdp.__all__:  # each resolves to what its module defines
+        assert getattr(mdp, name) is getattr(importlib.import_module(mdp._EXPORTS[name]), name)
+    code = "import sys, maskdp_jax; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
