@@ -42,7 +42,7 @@ The API, by task:
 
 The package is the project's one import root. Beside the DP core below it holds
 :mod:`maskdp_jax.models`, :mod:`maskdp_jax.data`, :mod:`maskdp_jax.accounting` and
-:mod:`maskdp_jax.configs` (installed from the repository's ``models/``, ``data/``,
+``maskdp_jax.configs`` (installed from the repository's ``models/``, ``data/``,
 ``accounting/`` and ``configs/``), the run layer :mod:`maskdp_jax.run`, :mod:`maskdp_jax.reporting`,
 the product parts (:mod:`maskdp_jax.audit`, :mod:`maskdp_jax.release`,
 :mod:`maskdp_jax.anonymize`) and the commands (``python -m maskdp_jax.train``, ``sweep``,
