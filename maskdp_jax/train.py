@@ -461,11 +461,12 @@ def write_outputs(run: run_report.RunReport, workdir: str, config, *, params,
     (process 0 alone writes them)."""
     if jax.process_index() != 0:
         return
+    published = run.to_dict()  # JSON-safe: ε = ∞ as "inf"
     run_model.save_trained(
         os.path.join(workdir, MODEL_DIR), params, model_config=config.model,
         num_classes=len(class_names), class_names=class_names, pixel_norm=pixel_norm,
         about={"mode": config.mode, "steps": run.timing["steps"],
-               "privacy": run.privacy, "test_metrics": run.metrics})
+               "privacy": published["privacy"], "test_metrics": published["metrics"]})
     run_report.write(run, workdir)
     plots.training_curve(run.history, os.path.join(workdir, "training_curve.png"),
                          title=f"{config.mode} on {config.input.dataset}",

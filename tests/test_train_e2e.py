@@ -70,6 +70,7 @@ def test_train_and_evaluate_each_mode(mode, tmp_path):
     # says on the same test videos.
     trained = run_model.load_trained(str(tmp_path / "model"))
     assert trained.info["test_metrics"]["top1"] == written["metrics"]["top1"]
+    assert trained.info["privacy"] == written["privacy"]  # strict JSON: ε = ∞ as "inf"
     _, test_ds = run_datasets.get_datasets(config.input, mode=mode, view=config.view)
     logits = evaluation.predict(trained.model.apply_fn, trained.model.params, test_ds,
                                 num_clips=config.input.eval_clips,

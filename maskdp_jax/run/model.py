@@ -278,7 +278,9 @@ def save_trained(directory: str, params: Any, *, model_config: ml_collections.Co
             **_plain(dict(about))}
     with atomic.replacing(os.path.join(directory, PARAMS_FILE)) as tmp:
         safetensors.numpy.save_file(flat, tmp, metadata={"format": TRAINED_FORMAT})
-    atomic.write(os.path.join(directory, INFO_FILE), json.dumps(info, indent=1) + "\n")
+    # Strict JSON (no NaN or Infinity), readable by any JSON parser.
+    atomic.write(os.path.join(directory, INFO_FILE),
+                 json.dumps(info, indent=1, allow_nan=False) + "\n")
     return directory
 
 
