@@ -82,6 +82,7 @@ def test_a_row_that_does_not_fit_the_budget_is_skipped_with_a_line(tmp_path, mon
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # every row of the suite at the tiny size: 1 min
 def test_gpu_suite_all_at_tiny_size_on_cpu(tmp_path):
     """The dry run of the device call: ``--all`` at the tiny size on the CPU runs every row's
     code (the step and full rows where torch, torchvision and opacus are installed; else each

@@ -24,7 +24,7 @@ change to the noise, the sampler, the clip offsets, the data generator, the mode
 cast or the export/restore of an init that moves any result therefore fails here, and is then
 made deliberately: regenerate the fixture with
 
-    MASKDP_WRITE_REPRODUCE=1 python -m pytest -q tests/test_reproduce.py
+    MASKDP_WRITE_REPRODUCE=1 python -m pytest -q -m heavy tests/test_reproduce.py
 
 and the committed results with the commands in each results directory.
 
@@ -264,11 +264,12 @@ def reproduced(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the seven studies' tiny runs: 1.5 min on the 2-core CPU
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_study_reproduces_exactly(study, reproduced):
     if not os.path.isfile(FIXTURE):
         pytest.fail(f"{FIXTURE} is missing: write it with MASKDP_WRITE_REPRODUCE=1 python -m "
-                    "pytest -q tests/test_reproduce.py")
+                    "pytest -q -m heavy tests/test_reproduce.py")
     with open(FIXTURE) as f:
         fixture = json.load(f)
     expected = fixture["studies"][study]
