@@ -1,9 +1,9 @@
 """The front every command shares: its flags, its config file and keys, one error convention.
 
-Commands built here: ``python -m maskdp_jax.train`` (``train.py``), ``-m maskdp_jax.sweep``,
-``-m maskdp_jax.prepare``, ``-m maskdp_jax.audit`` and ``-m maskdp_jax.release``.
-(``-m maskdp_jax.accounting`` and ``-m maskdp_jax.anonymize`` sit below the run layer and follow
-the same convention on their own.) The convention:
+Every command is built here: ``python -m maskdp_jax.train`` (``train.py``), ``sweep``,
+``prepare``, ``audit``, ``release`` and ``anonymize`` on absl flags (:func:`run`), and
+``accounting``, ``convert``, ``export`` and ``paper_tables`` on argparse (:func:`run_parser`).
+The convention:
 
 * bad input (:data:`USER_ERRORS`: every ``ValueError`` the project raises for user input, a
   missing file, a busy workdir, a bad flag, an unknown config key) prints one line
