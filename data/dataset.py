@@ -9,6 +9,7 @@ they read.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
@@ -101,3 +102,83 @@ def check_masks(dataset: Dataset) -> None:
     """
     for _ in mask_chunks(dataset):
         pass
+
+
+class Subset:
+    """The videos ``indices`` of a split, themselves a :class:`Dataset` (every attribute not
+    defined here is the wrapped split's).
+
+    Args:
+      dataset: the split to take videos from.
+      indices: ``[n]`` distinct video indices of ``dataset``.
+      name: the subset's name for messages and reports.
+    """
+
+    def __init__(self, dataset: Dataset, indices: np.ndarray, *, name: str):
+        indices = np.asarray(indices, np.int64)
+        if len(np.unique(indices)) != len(indices) or (
+                len(indices) and not 0 <= indices.min() <= indices.max() < len(dataset)):
+            raise ValueError(f"{name}: subset indices must be distinct indices of "
+                             f"{dataset.name} (0..{len(dataset) - 1}).")
+        self.dataset, self.indices, self.name = dataset, indices, name
+        self.labels = np.asarray(dataset.labels)[indices]
+        subjects = getattr(dataset, "subjects", None)
+        self.subjects = None if subjects is None else np.asarray(subjects)[indices]
+
+    def __getattr__(self, name):  # class_names, has_masks, pixel_norm, clip_frames, ...
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes
+
+    def get_batch(self, indices: np.ndarray, **kwargs) -> dict[str, np.ndarray]:
+        """:meth:`Dataset.get_batch` of the subset's videos ``indices``."""
+        return self.dataset.get_batch(self.indices[np.asarray(indices)], **kwargs)
+
+    def get_masks(self, indices: np.ndarray) -> np.ndarray:
+        """:meth:`Dataset.get_masks` of the subset's videos ``indices``."""
+        return self.dataset.get_masks(self.indices[np.asarray(indices)])
+
+    def mask_coverage(self, indices: np.ndarray) -> np.ndarray:
+        """The wrapped split's ``mask_coverage`` of the subset's videos ``indices``."""
+        return self.dataset.mask_coverage(self.indices[np.asarray(indices)])
+
+    def fingerprint(self) -> str:
+        """sha256 of the wrapped split's fingerprint and the subset's indices."""
+        h = hashlib.sha256(self.dataset.fingerprint().encode())
+        h.update(self.indices.tobytes())
+        return h.hexdigest()
+
+
+def validation_split(train: Dataset, *, fraction: float, seed: int) -> tuple[Subset, Subset]:
+    """``(train', validation)``: a seeded, class-stratified ``fraction`` of the training videos
+    held out for choosing hyper-parameters, so that the test split is read only for the numbers
+    a study reports.
+
+    Both parts are training data: a run evaluated on the validation part publishes an accuracy
+    measured on private videos it did not train on, outside its DP guarantee, like any
+    held-out accuracy. ``seed`` is public; the draw depends only on it and the labels.
+
+    Raises:
+      ValueError: ``fraction`` outside (0, 1), or a class with fewer than 2 videos.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"validation fraction must be in (0, 1); got {fraction}.")
+    labels = np.asarray(train.labels)
+    rng = np.random.default_rng([seed, 3])
+    held = []
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        if len(members) < 2:
+            raise ValueError(f"{train.name}: class {c} has {len(members)} video(s); a "
+                             "validation split needs at least 2 per class.")
+        k = min(len(members) - 1, max(1, round(fraction * len(members))))
+        held.append(rng.choice(members, k, replace=False))
+    held = np.sort(np.concatenate(held))
+    kept = np.setdiff1d(np.arange(len(labels)), held)
+    return (Subset(train, kept, name=f"{train.name}[train part]"),
+            Subset(train, held, name=f"{train.name}[validation]"))

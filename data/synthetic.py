@@ -1,8 +1,30 @@
 """The embedded dataset: procedurally generated masked action videos (no download needed).
 
 Each video shows a synthetic *avatar* (the public region, pixel mask 1) moving over a *room*
-background (the private region, mask 0). The label combines one property of each region, so both
-carry class signal and neither alone suffices:
+background (the private region, mask 0). Three **settings** (``setting``) say where the label
+lives.
+
+``"person"`` (the default run's): the label is the avatar's action, as in the papers' datasets
+(NTU: avatar alone 54.8 %, background alone 9.9 %, both 68.3 %; Schneider et al. 2024a Table 3).
+The action is ``motion = label % 4`` (right, left, down, up, one pixel per frame) and
+``pose = label // 4`` (standing or crouching), shown by the avatar's shape: taller than wide, or
+wider than tall, in a fraction :data:`POSE_SHOWN` of the videos; in the others the avatar is square
+and its pose cannot be seen. The room is context: its stripes agree with the pose with probability
+:data:`CONTEXT_AGREES` (a kitchen makes cooking likely, not certain). What each part can give at
+best: the avatar ``POSE_SHOWN + (1 - POSE_SHOWN) / 2`` = 70 %, the room
+``CONTEXT_AGREES / 4`` = 22.5 % (it says nothing of the motion), both
+``POSE_SHOWN + (1 - POSE_SHOWN) * CONTEXT_AGREES`` = 94 %: the papers' ordering, both > avatar >>
+background. The pose changes the avatar's height and width by a token cell of the CPU presets
+(``size // 8`` pixels each way), so the public view's cells show it.
+
+``"pretrain"``: the public pretraining corpus (configs/pretrain.py): avatars of any of the three
+shapes moving in eight directions (the four above and the diagonals) over rooms of either stripe
+orientation; the label is the direction. Its own random stream, so it shares no video with a
+``person`` or ``context`` split of any seed. :func:`public_rooms` renders its rooms without
+avatars: the public backgrounds of ``hidden_fill="backgrounds"``.
+
+``"context"`` (earlier releases' default, kept because it is where MaskDP's limits show): the
+label combines one property of each region, so both carry class signal and neither alone suffices:
 
 * ``motion = label % 4`` (public): the avatar, a box with checked clothing, moves right, left, down
   or up at one pixel per frame. The checks are attached to the body, so every visible piece of the
@@ -75,18 +97,39 @@ PIXEL_NORM = clips.PixelNorm((PIXEL_MEAN,), (PIXEL_STD,))  # 0 at mid-grey
 CUES = ("constant", "segment")
 
 
+SETTINGS = ("context", "person", "pretrain")
+POSES = ("standing", "crouching")
+PERSON_CLASS_NAMES = tuple(f"{m} / {p}" for p in POSES for m in MOTIONS)
+DIRECTIONS = ("right", "left", "down", "up", "down-right", "down-left", "up-right", "up-left")
+_DIRECTION_VELOCITY = {**_VELOCITY, 4: (1, 1), 5: (1, -1), 6: (-1, 1), 7: (-1, -1)}
+POSE_SHOWN = 0.4  # person: fraction of videos whose avatar shows its pose in its shape
+CONTEXT_AGREES = 0.9  # person: probability the room's stripes agree with the pose
+
+
+def class_names(setting: str) -> tuple[str, ...]:
+    """The class names of a setting's labels (module docstring, "Settings")."""
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}; got {setting!r}.")
+    return {"context": CLASS_NAMES, "person": PERSON_CLASS_NAMES, "pretrain": DIRECTIONS}[setting]
+
+
 @functools.lru_cache(maxsize=4)
 def _generate(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "constant",
-              cue_frames: int = 0, clip_frames: int = 0, background: bool = False):
+              cue_frames: int = 0, clip_frames: int = 0, background: bool = False,
+              setting: str = "context"):
     """``(frames uint8 [N, F, S, S, 3], masks uint8 [N, F, S, S], labels int32 [N])``, read-only;
     ``frames`` is the room without the avatar when ``background`` (module docstring).
 
     A pure function of its arguments, cached: runs of a sweep in one process share the splits
     (generation takes seconds; the arrays are read-only so no run can alter another's data).
     """
-    frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed, cue=cue,
-                                     cue_frames=cue_frames, clip_frames=clip_frames,
-                                     background=background)
+    if setting == "context":
+        frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed, cue=cue,
+                                         cue_frames=cue_frames, clip_frames=clip_frames,
+                                         background=background)
+    else:
+        frames_u8, masks, labels = _draw_scene(num_videos, frames=frames, size=size, seed=seed,
+                                               setting=setting, background=background)
     for array in (frames_u8, masks, labels):
         array.flags.writeable = False
     return frames_u8, masks, labels
@@ -152,6 +195,71 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "con
     inside = (y >= top) & (y < top + b) & (x >= left) & (x < left + b)
     avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
     # Checked clothing attached to the body, so every visible piece of the avatar shows the motion.
+    check = rng.integers(2, 4, num_videos)[:, None, None, None]
+    checked = ((y - top) // check + (x - left) // check) % 2 == 0
+    texture = np.where(checked, np.float32(0.45), np.float32(1.0))[..., None] * avatar_color
+    if not background:
+        video = np.where(inside[..., None], texture, video)
+
+    brightness = uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
+    video = video * brightness + rng.standard_normal(video.shape, np.float32) * np.float32(0.05)
+    frames_u8 = np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
+    return frames_u8, inside.astype(np.uint8), labels.astype(np.int32)
+
+
+def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: str,
+                background: bool = False):
+    """The ``person`` and ``pretrain`` settings (module docstring, "Settings"): the label is the
+    avatar's action. Its own random stream, so the ``context`` pixels stay those of earlier
+    releases."""
+    rng = np.random.default_rng([seed, 2])
+    names = class_names(setting)
+    labels = np.arange(num_videos) % len(names)
+    rng.shuffle(labels)
+
+    def uniform(lo, hi, shape):
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+
+    if setting == "person":
+        motion, pose = labels % len(MOTIONS), labels // len(MOTIONS)
+        shown = rng.random(num_videos) < POSE_SHOWN
+        agrees = rng.random(num_videos) < CONTEXT_AGREES
+        orientation = np.where(agrees, pose, 1 - pose)
+        # 0 standing (taller than wide), 1 crouching (wider than tall), square when not shown.
+        shape_sign = np.where(shown, np.where(pose == 0, 1, -1), 0)
+    else:  # pretrain: eight directions, any shape, any room: no pose, no context
+        motion = labels
+        shape_sign = rng.integers(-1, 2, num_videos)
+        orientation = rng.integers(0, 2, num_videos)
+    t = np.arange(frames, dtype=np.float32)[None, :, None, None]
+    y = np.arange(size)[None, None, :, None]
+    x = np.arange(size)[None, None, None, :]
+
+    # The room: stripes across (0) or along (1) the frame, drifting slowly.
+    period = uniform(4.0, 8.0, num_videos)[:, None, None, None]
+    phase = uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
+    drift = uniform(-0.3, 0.3, num_videos)[:, None, None, None]
+    coord = np.where(orientation[:, None, None, None] == 0, y, x).astype(np.float32)
+    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (coord + drift * t) / period + phase)
+    color_a = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    color_b = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    video = color_a + (color_b - color_a) * stripes[..., None]
+
+    # The avatar: a box of checked clothing, its pose in its height and width, moving one pixel
+    # per frame along each axis of its direction, kept inside the frame.
+    base = rng.integers(11 * size // 32, 13 * size // 32 + 1, num_videos)
+    stretch = size // 8  # one token cell of the CPU presets at size 32
+    height, width = base + shape_sign * stretch, base - shape_sign * stretch
+    travel = frames - 1
+    dy, dx = np.array([_DIRECTION_VELOCITY[int(m)] for m in motion]).T
+    y0 = rng.integers(np.where(dy < 0, travel, 0), size - height - np.where(dy > 0, travel, 0) + 1)
+    x0 = rng.integers(np.where(dx < 0, travel, 0), size - width - np.where(dx > 0, travel, 0) + 1)
+    moved = np.arange(frames)[None]
+    top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
+    left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
+    inside = ((y >= top) & (y < top + height[:, None, None, None])
+              & (x >= left) & (x < left + width[:, None, None, None]))
+    avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
     check = rng.integers(2, 4, num_videos)[:, None, None, None]
     checked = ((y - top) // check + (x - left) // check) % 2 == 0
     texture = np.where(checked, np.float32(0.45), np.float32(1.0))[..., None] * avatar_color
@@ -323,10 +431,24 @@ def _with_subjects(num_videos: int, *, frames: int, size: int, seed: int, num_su
     return out, masks, labels, subjects
 
 
+PUBLIC_ROOMS_SEED = 2000  # the public rooms' seed: not a split of any run's private data
+NUM_PUBLIC_ROOMS = 512
+
+
+def public_rooms(*, frames: int = 16, size: int = 32) -> np.ndarray:
+    """``uint8 [M, frames, size, size, 3]``: rooms of the public corpus (``setting="pretrain"``,
+    seed :data:`PUBLIC_ROOMS_SEED`) rendered without their avatars, read-only: the public
+    backgrounds :class:`maskdp_jax.run.views.PublicFill` writes into hidden cells. Their stripes
+    take either orientation at random: no class signal of any setting."""
+    return _generate(NUM_PUBLIC_ROOMS, frames=frames, size=size, seed=PUBLIC_ROOMS_SEED,
+                     background=True, setting="pretrain")[0]
+
+
 def make_splits(
     *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
     seed: int = 0, clip_sampling: str = "uniform", num_subjects: int = 0, subject_seed: int = 0,
     cue: str = "constant", cue_frames: int = 4, background: bool = False,
+    setting: str = "context",
 ) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
     """Generate the train and test splits (different seeds, same distribution); ``clip_sampling``
     places the training clips (the test split's evaluation views are fixed). ``num_subjects > 0``
@@ -335,6 +457,15 @@ def make_splits(
     without the avatar (module docstring)."""
     if cue not in CUES:
         raise ValueError(f"cue must be one of {CUES}; got {cue!r}.")
+    names = class_names(setting)
+    if setting != "context":
+        if cue != "constant" or num_subjects:
+            raise ValueError(f"setting={setting!r} draws constant-cue videos without subjects; "
+                             "the segment cue and subjects are drawn in setting='context' only.")
+        if frames - 1 + 17 * size // 32 > size:
+            raise ValueError(f"setting={setting!r}: an avatar of up to 17/32 of the frame moving "
+                             f"one pixel per frame for {frames} frames leaves a {size}-pixel "
+                             f"frame; use frames <= {size - 17 * size // 32 + 1} or a larger size.")
     if cue == "segment" and not 2 <= cue_frames <= frames - 2 * (clip_frames // 2):
         raise ValueError(
             f"cue='segment' needs 2 <= cue_frames <= frames - 2 * (clip_frames // 2) = "
@@ -346,10 +477,11 @@ def make_splits(
         raise ValueError("background=True renders the room without the avatar; subjects' "
                          "emblems are not drawn on it: use num_subjects=0.")
     drawn = dict(cue=cue, cue_frames=cue_frames if cue == "segment" else 0,
-                 clip_frames=clip_frames if cue == "segment" else 0, background=background)
-    if min(num_train, num_test) < len(CLASS_NAMES):
+                 clip_frames=clip_frames if cue == "segment" else 0, background=background,
+                 setting=setting)
+    if min(num_train, num_test) < len(names):
         raise ValueError(
-            f"need at least {len(CLASS_NAMES)} videos per split (one per class); "
+            f"need at least {len(names)} videos per split (one per class); "
             f"got num_train={num_train}, num_test={num_test}."
         )
     if num_subjects < 0 or num_subjects > min(num_train, num_test):
@@ -359,7 +491,8 @@ def make_splits(
     def split(n, split_seed, **kwargs):
         if not num_subjects:
             return SyntheticMaskedActions(
-                *_generate(n, frames=frames, size=size, seed=split_seed, **drawn), **kwargs)
+                *_generate(n, frames=frames, size=size, seed=split_seed, **drawn),
+                class_names=names, **kwargs)
         *arrays, subjects = _with_subjects(n, frames=frames, size=size, seed=split_seed,
                                            num_subjects=num_subjects, subject_seed=subject_seed)
         return SyntheticMaskedActions(*arrays, subjects=subjects, **kwargs)

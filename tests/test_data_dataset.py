@@ -109,3 +109,60 @@ def test_segment_cue_shows_the_label_in_one_window_only():
     with pytest.raises(ValueError, match="needs 2 <= cue_frames"):
         synthetic.make_splits(num_train=8, num_test=8, frames=16, clip_frames=8,
                               cue="segment", cue_frames=12)
+
+
+def test_the_validation_split_is_a_seeded_stratified_part_of_the_training_split():
+    train_split, _ = synthetic.make_splits(num_train=80, num_test=8, setting="person")
+    kept, held = data.dataset.validation_split(train_split, fraction=0.2, seed=0)
+    assert len(kept) + len(held) == len(train_split) and len(held) == 16
+    assert not set(kept.indices) & set(held.indices)
+    np.testing.assert_array_equal(np.bincount(held.labels, minlength=8), [2] * 8)
+    again = data.dataset.validation_split(train_split, fraction=0.2, seed=0)[1]
+    np.testing.assert_array_equal(again.indices, held.indices)
+    assert not np.array_equal(
+        data.dataset.validation_split(train_split, fraction=0.2, seed=1)[1].indices, held.indices)
+    batch = held.get_batch(np.array([1, 0]), seed=3)
+    whole = train_split.get_batch(held.indices[[1, 0]], seed=3)
+    for key in ("video", "mask", "label"):
+        np.testing.assert_array_equal(batch[key], whole[key])
+    np.testing.assert_array_equal(held.get_masks(np.array([2])),
+                                  train_split.get_masks(held.indices[[2]]))
+    assert isinstance(held, data.Dataset) and held.fingerprint() != kept.fingerprint()
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\)"):
+        data.dataset.validation_split(train_split, fraction=1.0, seed=0)
+
+
+def test_eval_split_validation_never_reads_the_test_split():
+    from maskdp_jax.configs import default
+    from maskdp_jax.run import datasets as run_datasets
+
+    config = default.get_config().input
+    config.num_train, config.num_test = 40, 8
+    config.eval_split = "validation"
+    train_part, held = run_datasets.get_datasets(config)
+    assert held.name.endswith("[validation]") and len(train_part) + len(held) == 40
+    config.eval_split = "val"
+    with pytest.raises(ValueError, match="input.eval_split must be one of"):
+        run_datasets.get_datasets(config)
+
+
+@pytest.mark.parametrize("setting,classes", [("person", 8), ("pretrain", 8), ("context", 8)])
+def test_every_setting_draws_its_labels_and_the_person_pose_shows_in_the_mask(setting, classes):
+    train_split, _ = synthetic.make_splits(num_train=64, num_test=8, setting=setting)
+    assert len(train_split.class_names) == classes
+    np.testing.assert_array_equal(np.bincount(train_split.labels), [8] * classes)
+    if setting == "person":  # a shown pose is the avatar's aspect: standing taller than wide
+        masks = train_split.masks[:, 0]
+        tall = [np.ptp(np.nonzero(m)[0]) > np.ptp(np.nonzero(m)[1]) for m in masks]
+        wide = [np.ptp(np.nonzero(m)[0]) < np.ptp(np.nonzero(m)[1]) for m in masks]
+        pose = train_split.labels // 4
+        assert not any(t and p == 1 for t, p in zip(tall, pose, strict=True))
+        assert not any(w and p == 0 for w, p in zip(wide, pose, strict=True))
+        assert 0 < sum(tall) + sum(wide) < len(masks)  # shown in some videos, not all
+
+
+def test_the_public_rooms_hold_no_avatar_and_no_label():
+    rooms = synthetic.public_rooms(frames=16, size=32)
+    assert rooms.dtype == np.uint8 and rooms.shape == (synthetic.NUM_PUBLIC_ROOMS, 16, 32, 32, 3)
+    train_split, _ = synthetic.make_splits(num_train=8, num_test=8, setting="person")
+    assert not any(np.array_equal(rooms[0], v) for v in train_split.frames)

@@ -22,11 +22,14 @@ import numpy as np
 
 from maskdp_jax import data, tokenizer
 from maskdp_jax.data import clips, layouts, synthetic
+from maskdp_jax.data import dataset as dataset_lib
 from maskdp_jax.data.video_dataset import VideoDataset, VideoOptions
 from maskdp_jax.plan import Mode
 
 FOLDER_DATASETS = ("ucf101", "hmdb51", "ntu60", "toyota_smarthome", "folder")
 DATASETS = ("synthetic", *FOLDER_DATASETS, "tfds_ucf101")
+#: What a run is evaluated on: the held-out test split, or a part of the training split.
+EVAL_SPLITS = ("test", "validation")
 
 
 def get_datasets(
@@ -42,6 +45,13 @@ def get_datasets(
     """
     train, test = _build_splits(config, mode=mode, view=view)
     data.check_splits(train, test)
+    if config.get("eval_split", "test") not in EVAL_SPLITS:
+        raise ValueError(f"input.eval_split must be one of {EVAL_SPLITS}; got "
+                         f"{config.eval_split!r}.")
+    if config.get("eval_split", "test") == "validation":
+        # Hyper-parameters are chosen here; the test split is not read.
+        train, test = dataset_lib.validation_split(
+            train, fraction=config.validation_fraction, seed=config.validation_seed)
     return train, test
 
 
@@ -173,6 +183,7 @@ def _build_splits(
             clip_frames=config.clip_frames, size=config.size, seed=config.data_seed,
             clip_sampling=config.clip_sampling, num_subjects=config.num_subjects,
             cue=config.cue, cue_frames=config.cue_frames, background=background,
+            setting=config.setting,
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)
