@@ -156,6 +156,7 @@ def make_views(
     patch_stride: tuple[int, int, int],
     fill_value: float = 0.0,
     fill_texture: float = 1.0,
+    fill: jnp.ndarray | None = None,
 ) -> Views:
     """Split one clip into its public and private view.
 
@@ -166,15 +167,23 @@ def make_views(
       fill_value, fill_texture: what a view writes where it hides a cell
         (:func:`~maskdp_jax.tokenizer.hidden_fill`): a fixed pattern, so it carries no
         information about either part.
+      fill: ``[T, H, W, C]`` normalised pixels to write into hidden cells instead of the fixed
+        pattern (a public background, :class:`maskdp_jax.run.views.PublicFill`). Privacy: the
+        caller's promise that it is independent of every private pixel; the public view is then
+        a function of the public pixels, the mask and ``fill``.
 
     Returns:
       :class:`Views` for the clip.
     """
     cells = public_cells(pixel_mask, patch_stride=patch_stride)
     public_pixels = cells_to_pixels(cells, patch_stride=patch_stride)[..., None]
-    fill = jnp.asarray(hidden_fill(tuple(video.shape), patch_stride=tuple(patch_stride),
-                                   fill_value=fill_value, fill_texture=fill_texture),
-                       video.dtype)
+    if fill is None:
+        fill = jnp.asarray(hidden_fill(tuple(video.shape), patch_stride=tuple(patch_stride),
+                                       fill_value=fill_value, fill_texture=fill_texture),
+                           video.dtype)
+    elif fill.shape != video.shape:
+        raise ValueError(f"fill shape {tuple(fill.shape)} must be the clip's "
+                         f"{tuple(video.shape)}.")
     return Views(
         public=jnp.where(public_pixels, video, fill),
         private=jnp.where(public_pixels, fill, video),
@@ -225,28 +234,39 @@ class Tokenizer:
         """The stride as a clip's ``(st, sh, sw)`` (an image is a clip of one frame)."""
         return (1, *self.patch_stride) if self.is_image else self.patch_stride
 
-    def views(self, video: jnp.ndarray, pixel_mask: jnp.ndarray) -> Views:
+    def views(self, video: jnp.ndarray, pixel_mask: jnp.ndarray,
+              fill: jnp.ndarray | None = None) -> Views:
         """:func:`.make_views` of every clip (or image) of a batch.
 
         Args:
           video: ``[..., T, H, W, C]`` float (``[..., H, W, C]`` for an image tokeniser), any
             number of leading axes (e.g. ``[P, K]``).
           pixel_mask: ``[..., T, H, W]`` (``[..., H, W]``) with the same leading axes, 1 = public.
+          fill: None (the fixed pattern) or, shaped like ``video``, public pixels to write into
+            each clip's hidden cells (:func:`.make_views`; independent of every private pixel).
 
         Returns:
           :class:`Views` with the shapes of ``video`` (``has_*`` of shape ``[...]``).
         """
+        if fill is not None and fill.shape != video.shape:
+            raise ValueError(f"fill shape {tuple(fill.shape)} must be the inputs' shape "
+                             f"{tuple(video.shape)}.")
         if self.is_image:
             video, pixel_mask = video[..., None, :, :, :], pixel_mask[..., None, :, :]
+            fill = None if fill is None else fill[..., None, :, :, :]
         if pixel_mask.shape != video.shape[:-1]:
             raise ValueError(f"pixel_mask shape {tuple(pixel_mask.shape)} must be the inputs' "
                              f"shape without channels {tuple(video.shape[:-1])}.")
         lead = video.shape[:-4]
         flat = video.reshape(-1, *video.shape[-4:])
         mask = pixel_mask.reshape(-1, *pixel_mask.shape[-3:])
-        views = jax.vmap(lambda v, m: make_views(
-            v, m, patch_stride=self.clip_stride, fill_value=self.fill_value,
-            fill_texture=self.fill_texture))(flat, mask)
+        kw = dict(patch_stride=self.clip_stride, fill_value=self.fill_value,
+                  fill_texture=self.fill_texture)
+        if fill is None:
+            views = jax.vmap(lambda v, m: make_views(v, m, **kw))(flat, mask)
+        else:
+            views = jax.vmap(lambda v, m, f: make_views(v, m, fill=f, **kw))(
+                flat, mask, fill.reshape(flat.shape))
         views = Views(*(x.reshape(*lead, *x.shape[1:]) for x in views))
         if self.is_image:
             views = views._replace(public=views.public[..., 0, :, :, :],

@@ -182,7 +182,7 @@ class PixelViews:
     tokens: tokenizer.Tokenizer
 
     def __call__(self, batch: Batch) -> tokenizer.Views:
-        return self.tokens.views(batch["video"], batch["mask"])
+        return self.tokens.views(batch["video"], batch["mask"], fill=batch.get("fill"))
 
 
 def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
@@ -198,6 +198,8 @@ def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
     """
     if "video" in batch:
         batch = {**batch, "video": model_video(batch["video"], pixel_norm)}
+    if "fill" in batch:  # public backgrounds for the hidden cells (run.views.PublicFill)
+        batch = {**batch, "fill": model_video(batch["fill"], pixel_norm)}
     if not plan.mode.uses_views:
         return batch["video"], batch["weight"]
     return gradient.pass_view(views(batch), batch["weight"], public=public)

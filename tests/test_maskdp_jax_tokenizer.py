@@ -41,6 +41,24 @@ def test_public_view_is_bit_identical_when_private_pixels_change(trial):
     assert not np.array_equal(np.asarray(a.private), np.asarray(b.private))
 
 
+def test_a_given_fill_replaces_the_pattern_and_keeps_the_invariant():
+    rng = np.random.default_rng(5)
+    video = rng.normal(size=(2, 4, 16, 16, 3)).astype(np.float32)
+    mask = (rng.random((2, 4, 16, 16)) < 0.6).astype(np.uint8)
+    fill = rng.normal(size=video.shape).astype(np.float32) + 9.0
+    tokens = tokenizer.Tokenizer(patch_stride=STRIDE)
+    v = tokens.views(video, mask, fill=fill)
+    cells = np.asarray(jax.vmap(lambda m: tokenizer.cells_to_pixels(
+        tokenizer.public_cells(m, patch_stride=STRIDE), patch_stride=STRIDE))(mask))[..., None]
+    np.testing.assert_array_equal(np.where(cells, np.asarray(v.private), np.asarray(v.public)),
+                                  fill)
+    other = np.where(mask[..., None] == 0, video * 50 + 3, video).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(tokens.views(other, mask, fill=fill).public),
+                                  np.asarray(v.public))
+    with pytest.raises(ValueError, match="fill shape"):
+        tokens.views(video, mask, fill=fill[:1])
+
+
 def test_views_partition_the_clip():
     rng = np.random.default_rng(0)
     video = rng.normal(size=(4, 8, 8, 3)).astype(np.float32) + 5.0  # no pixel equals the fill

@@ -323,6 +323,28 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
     assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
 
 
+def test_public_gradient_with_public_backgrounds_is_bit_identical_when_private_pixels_change(
+        tiny_model):
+    """The invariant with a per-clip public fill (run.views.PublicFill, hidden_fill=backgrounds):
+    the fill enters the public view, private pixels still do not."""
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(13)
+    batch = _uint8_batch(rng, size=6)
+    batch["fill"] = rng.integers(0, 256, batch["video"].shape, dtype=np.uint8)
+    other = dict(batch, video=batch["video"].copy())
+    private = other["mask"] == 0
+    other["video"][private] = rng.integers(0, 256, (private.sum(), 3), dtype=np.uint8)
+    cfg = dict(_cfg(), pixel_norm=clips.PixelNorm((0.45,), (0.225,)))
+    state = _state(params, optax.sgd(1.0))
+    a, b = (_public(state, x, apply_fn, cfg) for x in (batch, other))
+    _assert_tree_equal(a.public_sum, b.public_sum)
+    # The fill is used (a different public background changes the public gradient), so the
+    # equality above is not that of a pass that ignores the hidden cells.
+    refilled = dict(batch, fill=rng.integers(0, 256, batch["video"].shape, dtype=np.uint8))
+    c = _public(state, refilled, apply_fn, cfg)
+    assert not np.allclose(a.public_sum["head"]["kernel"], c.public_sum["head"]["kernel"])
+
+
 @pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
 def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode):
     """``make_train_step`` (what train.py runs) and ``masked_gradient`` (the library call) are

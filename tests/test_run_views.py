@@ -86,6 +86,7 @@ def test_public_view_run_never_reads_a_private_pixel(tmp_path, monkeypatch):
     config = default.get_config()
     config.mode, config.view = "nonprivate", "public"
     config.model.name = "mvit_test"
+    config.model.init_from = ""
     config.input.num_train, config.input.num_test = 32, 8
     config.batch_size = config.physical_batch_size = 16
     config.num_epochs, config.log_every_steps = 1.0, 1
@@ -162,6 +163,7 @@ def test_feature_masked_maskdp_run_never_reads_a_hidden_pixel(tmp_path, monkeypa
     config = default.get_config()
     config.mode = "maskdp"
     config.model.name = "mvit_test"
+    config.model.init_from = ""
     config.input.num_train, config.input.num_test, config.input.num_subjects = 32, 8, 4
     config.batch_size = config.physical_batch_size = 16
     config.num_epochs, config.log_every_steps = 1.0, 1
@@ -260,3 +262,29 @@ def test_background_view_is_the_room_without_the_avatar():
     folder.input.data_dir = "/nonexistent"
     with pytest.raises(ValueError, match="set --config.input.background_dir"):
         run_datasets.get_datasets(folder.input, view="background")
+
+
+def test_public_fill_draws_backgrounds_from_the_public_seed_alone(split):
+    bank = synthetic.public_rooms(frames=12, size=32)
+    filled = views.PublicFill(split, bank=bank)
+    a = filled.get_batch(np.array([3, 0, 7]), num_clips=2, seed=[5, 1], normalize=False)
+    assert a["fill"].shape == a["video"].shape and a["fill"].dtype == np.uint8
+    # Which background a row gets depends on the seed, not on the video in the row.
+    b = filled.get_batch(np.array([1, 2, 4]), num_clips=2, seed=[5, 1], normalize=False)
+    np.testing.assert_array_equal(a["fill"], b["fill"])
+    c = filled.get_batch(np.array([3, 0, 7]), num_clips=2, seed=[6, 1], normalize=False)
+    assert not np.array_equal(a["fill"], c["fill"])
+    # Every fill clip is a clip of a public room.
+    rows = a["fill"].reshape(-1, *a["fill"].shape[2:])
+    assert all(any(np.array_equal(clip, room[s:s + 8]) for room in bank for s in range(5))
+               for clip in rows[:2])
+    np.testing.assert_array_equal(a["video"], split.get_batch(
+        np.array([3, 0, 7]), num_clips=2, seed=[5, 1], normalize=False)["video"])
+    # Evaluation views: a fixed background per video.
+    e1 = filled.get_batch(np.array([3, 0]), seed=None)["fill"]
+    e2 = filled.get_batch(np.array([0, 3]), seed=None)["fill"]
+    np.testing.assert_array_equal(e1[::-1], e2)
+    with pytest.raises(ValueError, match="do not fit clips"):
+        views.PublicFill(split, bank=bank[:, :, :16, :16]).get_batch(np.array([0]), seed=1)
+    with pytest.raises(ValueError, match="must be uint8"):
+        views.PublicFill(split, bank=bank.astype(np.float32))

@@ -157,6 +157,15 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
             _fail("feature_masks", "cannot be combined with feature_cache.enabled yet: the cache "
                   "stores the frozen prefix's features of unmasked clips. Turn one off.")
     _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
+    _choice("hidden_fill", config.hidden_fill, views.FILLS)
+    if config.hidden_fill != "texture":
+        if config.input.dataset != "synthetic":
+            _fail("hidden_fill", f"'{config.hidden_fill}' draws public backgrounds from the "
+                  "embedded dataset's public corpus; a video dataset has no public background "
+                  "source here. Use 'texture'.")
+        if config.feature_cache.enabled:
+            _fail("hidden_fill", "a cached prefix holds features of clips with the fixed "
+                  "pattern; turn feature_cache off or use hidden_fill='texture'.")
     _integer("checkpoint.every_steps", config.checkpoint.every_steps, minimum=0)
     _integer("checkpoint.keep", config.checkpoint.keep, minimum=1)
 

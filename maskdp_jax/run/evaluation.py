@@ -47,7 +47,8 @@ def predict(
         ``"two_view"``: the sum of the two views' log-probabilities (the model's two training
         inputs, combined as a product of experts).
       tokens: the training :class:`~maskdp_jax.tokenizer.Tokenizer` (cell geometry, fill value),
-        needed for every view but ``"full"``.
+        needed for every view but ``"full"``. A batch that carries ``fill``
+        (:class:`maskdp_jax.run.views.PublicFill`) fills the views' hidden cells with it.
 
     Returns:
       ``[N, classes]`` float32 logits (log-probabilities for ``"two_view"``).
@@ -59,11 +60,13 @@ def predict(
 
     pixel_norm = dataset.pixel_norm
 
-    def views_forward(params, video, mask):
+    def views_forward(params, video, mask, fill):
         video = train_step.model_video(video, pixel_norm)
         if view == "full":
             return apply_fn(params, video)
-        split = tokens.views(video, mask)
+        if fill is not None:
+            fill = train_step.model_video(fill, pixel_norm)
+        split = tokens.views(video, mask, fill=fill)
         if view != "two_view":
             return apply_fn(params, getattr(split, view))
         return (jax.nn.log_softmax(apply_fn(params, split.public))
@@ -85,7 +88,10 @@ def predict(
             raise ValueError(f"view {view!r} needs per-video masks; {dataset.name!r} has none.")
         else:
             mask = batch["mask"].reshape(flat.shape[:4])
-        logits = np.asarray(forward(params, flat, mask)).reshape(batch_size, views, -1)
+        fill = batch.get("fill") if view != "full" else None
+        if fill is not None:  # the public backgrounds the model's views were trained with
+            fill = fill.reshape(flat.shape)
+        logits = np.asarray(forward(params, flat, mask, fill)).reshape(batch_size, views, -1)
         outputs.append(logits.mean(axis=1)[: len(idx)])
     return np.concatenate(outputs)
 

@@ -43,6 +43,7 @@ import jax
 import numpy as np
 
 from maskdp_jax import data, tokenizer
+from maskdp_jax.data import synthetic
 
 VIEWS = ("full", "public", "background", "private")
 # Views that are cells of the anonymised clip (the tokeniser's), made here from the masks.
@@ -193,6 +194,96 @@ class FeatureMaskedDataset(_Wrapped):
     def _video(self, batch: dict) -> np.ndarray:
         return hide_cells(batch["video"], batch["mask"], ~self.keep[np.asarray(batch["subject"])],
                           tokens=self.tokens, views=self.views)
+
+
+FILLS = ("texture", "backgrounds")
+FILL_STREAM = 7  # the fill draw's own stream of a batch's public seed
+
+
+class PublicFill:
+    """A :class:`maskdp_jax.data.Dataset` whose training batches carry ``fill``: for every clip a
+    clip of a public background, written into the clip's hidden cells by the views instead of
+    the tokeniser's fixed pattern (domain randomisation of the hidden cells).
+
+    Why. A model trained on views whose hidden cells all show one pattern is tested on full
+    videos whose cells show real backgrounds: a shift between what MaskDP's noise-free public
+    pass sees and what the model is judged on. Backgrounds drawn from a public distribution make
+    the public view look like a full video whose background carries no label.
+
+    Privacy: the backgrounds come from ``bank``, public clips that hold no private pixel, and
+    which of them a clip gets is drawn from the batch's public ``seed`` alone (the stream
+    :data:`FILL_STREAM`), never from the data; so the public view stays a function of public
+    pixels (the mask, the avatar's cells and a public draw), as the invariance test checks.
+    Evaluation views (``seed=None``) carry a fixed background per video (its index modulo the
+    bank), read only by the view diagnostics (:func:`maskdp_jax.run.evaluation.predict`): full
+    videos, what a run is judged on, have no hidden cell.
+
+    Args:
+      dataset: the training split.
+      bank: ``uint8 [M, F, H, W, 3]`` public background videos of the split's frame size, ``F``
+        at least the clip length.
+    """
+
+    def __init__(self, dataset: data.Dataset, *, bank: np.ndarray):
+        bank = np.asarray(bank)
+        if bank.dtype != np.uint8 or bank.ndim != 5 or bank.shape[-1] != 3:
+            raise ValueError(f"the fill bank must be uint8 [M, F, H, W, 3]; got {bank.dtype} "
+                             f"{bank.shape}.")
+        self.dataset, self.bank = dataset, bank
+        self.name = f"{dataset.name}[public fill]"
+
+    def __getattr__(self, name):
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    @property
+    def num_classes(self) -> int:
+        return self.dataset.num_classes
+
+    def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
+                  normalize: bool = True) -> dict:
+        batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed,
+                                            normalize=normalize))
+        n, k, t = batch["mask"].shape[:3]
+        if self.bank.shape[2:4] != batch["mask"].shape[3:5] or self.bank.shape[1] < t:
+            raise ValueError(f"the fill bank's videos {self.bank.shape[1:4]} (F, H, W) do not "
+                             f"fit clips of {batch['mask'].shape[2:5]} (T, H, W).")
+        span = self.bank.shape[1] - t
+        if seed is None:  # evaluation views: a fixed background per video, its centre clip
+            which = np.broadcast_to((np.asarray(indices) % len(self.bank))[:, None], (n, k))
+            start = np.full((n, k), span // 2)
+        else:
+            rng = np.random.default_rng([*np.atleast_1d(seed), FILL_STREAM])
+            which = rng.integers(0, len(self.bank), (n, k))
+            start = rng.integers(0, span + 1, (n, k))
+        fill = self.bank[which[..., None], start[..., None] + np.arange(t)]
+        batch["fill"] = self.dataset.pixel_norm(fill) if normalize else fill
+        return batch
+
+
+def public_fill(train: data.Dataset, *, fill: str, input_config) -> data.Dataset:
+    """The training split with the hidden-cell fill ``fill`` (:data:`FILLS`): ``texture``, the
+    tokeniser's fixed pattern (unchanged split); ``backgrounds``, :class:`PublicFill` with the
+    rooms of the embedded dataset's public corpus (``setting="pretrain"``, rendered without
+    avatars, :func:`maskdp_jax.data.synthetic.public_rooms`).
+
+    Raises:
+      ValueError: an unknown fill, or ``backgrounds`` on a dataset without a public background
+        source (only the embedded dataset has one).
+    """
+    if fill not in FILLS:
+        raise ValueError(f"hidden_fill must be one of {FILLS}; got {fill!r}.")
+    if fill == "texture":
+        return train
+    if input_config.dataset != "synthetic":
+        raise ValueError(
+            f"--config.hidden_fill=backgrounds draws public backgrounds from the embedded "
+            f"dataset's public corpus; dataset {input_config.dataset!r} has no public background "
+            "source. Use --config.hidden_fill=texture.")
+    bank = synthetic.public_rooms(frames=input_config.frames, size=input_config.size)
+    return PublicFill(train, bank=bank)
 
 
 def load_feature_masks(path: str, *, version: str = "optimized") -> np.ndarray:
