@@ -180,6 +180,9 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                 f"{len(reports)} runs. {produced}\n\n")
         if not variants and any(r["view"] == "full" for r in table_rows):
             f.write(results.markdown_table(table_rows) + "\n\n")
+            gaps = results.gap_table(table_rows)
+            if gaps:
+                f.write(gaps + "\n\n")
         if variants:
             f.write("Variants of the base config (`sweep.variants`), each over the same seeds; "
                     "test top-1 in %.\n\n")

@@ -47,6 +47,8 @@ COMMANDS = {
     "export": Command("maskdp_jax.export", ("--workdir", "--dst", "--drop_head"), "",
                       ("--dst=x",), "--workdir"),
     "paper_tables": Command("maskdp_jax.paper_tables", ("--table",), "", (), "--table"),
+    "pretrain": Command("maskdp_jax.pretrain", ("--config=", "--dst=", "--workdir="),
+                        "docs/guides/pretraining.md", (), "--dst"),
 }
 
 
@@ -107,3 +109,30 @@ def test_a_moved_key_names_its_new_place(argv, new, capsys):
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --config.") and f"is now {new}" in err, err
+
+
+def test_the_progress_estimate_leaves_out_the_first_steps_compilation():
+    import io
+
+    from tqdm import tqdm
+
+    from maskdp_jax import train
+
+    bar = tqdm(total=100, file=io.StringIO())
+    bar.start_t -= 60.0  # the first step took a minute: it compiled
+    bar.update(1)
+    assert bar.format_dict["elapsed"] >= 60.0
+    train.restart_clock(bar, done=1)
+    d = bar.format_dict
+    assert d["n"] == 1 and d["initial"] == 1 and d["elapsed"] < 60.0
+    bar.close()
+
+
+def test_the_console_names_chance_and_the_public_view_beside_full_videos():
+    from maskdp_jax import train
+
+    line = train.accuracy_line({"top1": 0.6}, {"public": {"top1": 0.7}}, num_classes=8,
+                               split="Validation")
+    assert line.startswith("Validation top-1 60.0 % on full videos (chance 12.5 %)")
+    assert "public view 70.0 % (diagnostic)" in line
+    assert "public view" not in train.accuracy_line({"top1": 0.6}, {}, num_classes=4)

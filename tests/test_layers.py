@@ -16,12 +16,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # layer -> the folders (or files) that hold it, relative to the repository root. The DP core is
 # the top-level modules of maskdp_jax/ that are not commands. The commands are the top layer:
 # those top-level command modules and every package's __main__.py (nothing imports them).
-COMMANDS = ("train.py", "sweep.py", "prepare.py", "export.py", "convert.py", "paper_tables.py")
+COMMANDS = ("train.py", "sweep.py", "prepare.py", "export.py", "convert.py", "paper_tables.py",
+            "pretrain.py")
 HOME = {
     "accounting": ["accounting"],
     "models": ["models"],
     "data": ["data"],
     "configs": ["configs"],
+    "weights": ["maskdp_jax/weights"],
     "core": [f"maskdp_jax/{p.name}" for p in sorted((ROOT / "maskdp_jax").glob("*.py"))
              if p.name not in COMMANDS],
     "run": ["maskdp_jax/run"],
@@ -38,9 +40,10 @@ ALLOWED = {
     "accounting": set(),
     "models": set(),
     "data": set(),
+    "weights": set(),
     "core": {"accounting"},
     "configs": {"data", "reporting"},
-    "run": {"accounting", "models", "data", "core", "configs"},
+    "run": {"accounting", "models", "data", "core", "configs", "weights"},
     "reporting": {"accounting", "models", "data", "core"},
     "release": {"accounting", "data", "core", "reporting", "run"},
     "audit": {"accounting", "data", "core", "models", "reporting", "run", "release"},
@@ -52,7 +55,7 @@ SUBPACKAGES = {name: name for name in HOME if name not in ("core", "commands")}
 SUBPACKAGES |= {pathlib.Path(name).stem: "commands" for name in COMMANDS}
 # Names that must never be imported as roots of their own: the installed package has one root.
 GENERIC_ROOTS = {"models", "accounting", "data", "configs", "run", "reporting", "release",
-                 "audit", "anonymize", *(pathlib.Path(name).stem for name in COMMANDS)}
+                 "weights", "audit", "anonymize", *(pathlib.Path(name).stem for name in COMMANDS)}
 LIBRARY_ONLY = {"benchmarks", "tests"}  # a library layer must not import these
 # Third-party imports a layer must not make (the DP core: no IO layers, no plots, no configs).
 FORBIDDEN = {

@@ -4,8 +4,9 @@ Each committed training study under docs/results/ is a sweep config or a ``train
 this test takes one run of each (:data:`STUDIES`, named in ``tests/fixtures/reproduce.json``),
 chosen for the code path that is the study's point:
 
-* ``default`` (the README headline) and ``synthetic`` (the ε grid; the same sweep config, so
-  ``default``'s run covers it): maskdp at ε = 1, seeded;
+* ``default`` (the README headline, the default setting's ε grid): maskdp at ε = 1, seeded, with
+  public backgrounds in the hidden cells; ``synthetic`` (the earlier default's ε grid): maskdp at
+  ε = 1 with the fixed texture;
 * ``context``: the non-private run on the background view;
 * ``multiclip_pretrain``: the non-private public pre-training on other videos (``data_seed``),
   exported without its head as ``python -m maskdp_jax.export --drop_head`` does;
@@ -48,12 +49,11 @@ import importlib
 import json
 import os
 
-import jax
-import jaxlib
 import numpy as np
 import pytest
 
 from maskdp_jax import randomness, sweep, train
+from maskdp_jax.reporting import results
 from maskdp_jax.run import checkpoint
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "reproduce.json")
@@ -85,17 +85,21 @@ class Study:
 
 
 # One run of each committed training study under docs/results/, chosen for the code path that is
-# the study's point. docs/results/synthetic is the same sweep config as ``default`` (the whole ε
-# grid): its runs take the code path of ``default``'s run and need no entry of their own.
+# the study's point.
 STUDIES = {
-    "default": Study("configs/sweep_synthetic.py", "maskdp_eps1_k1_seed0",
+    # The default setting's headline (docs/results/default): maskdp with public backgrounds in
+    # the hidden cells, fine-tuned (the tiny preset: from scratch).
+    "default": Study("configs/sweep_headline.py:person", "maskdp_eps1_k1_seed0",
                      narrow="--config.sweep.modes='(\"maskdp\",)' "
                             "--config.sweep.epsilons='(1.0,)' --config.sweep.seeds='(0,)'"),
+    "synthetic": Study("configs/sweep_synthetic.py", "maskdp_eps1_k1_seed0",
+                       narrow="--config.sweep.modes='(\"maskdp\",)' "
+                              "--config.sweep.epsilons='(1.0,)' --config.sweep.seeds='(0,)'"),
     "context": Study("configs/sweep_context.py", "nonprivate_epsinf_k1_seed0_background",
                      narrow="--config.sweep.views='(\"background\",)' "
                             "--config.sweep.seeds='(0,)'"),
     # Public pre-training on other videos (data_seed), exported without the head ...
-    "multiclip_pretrain": Study("configs/default.py", keys=(
+    "multiclip_pretrain": Study("configs/default.py:context_scratch", keys=(
         ("mode", "nonprivate"), ("input.data_seed", 1000), ("privacy.randomness", "seeded"),
         ("tensorboard", False), ("input.prefetch", 1))),
     # ... and fine-tuned (norms) privately on segment-cue videos, dp with K = 2 clips.
@@ -112,7 +116,7 @@ STUDIES = {
 }
 # Tiny: 4 logical steps of 16 videos on the test preset (δ below 1/N).
 OVERRIDES = {
-    "model.name": "mvit_test", "input.num_train": 64, "input.num_test": 16,
+    "model.name": "mvit_test", "model.init_from": "", "input.num_train": 64, "input.num_test": 16,
     "batch_size": 16, "physical_batch_size": 16, "num_epochs": 1.0, "privacy.delta": 1e-3,
     "log_every_steps": 1, "tensorboard": False, "compilation_cache_dir": "",
 }
@@ -122,8 +126,11 @@ SECRET = 0x5EC2E7_0123_4567_89AB_CDEF_0011_2233
 WRITE = os.environ.get("MASKDP_WRITE_REPRODUCE") == "1"
 
 
-def _module(path: str):
-    return importlib.import_module(os.path.splitext(path)[0].replace("/", "."))
+def _get_config(path: str):
+    """``get_config()`` of ``configs/<name>.py[:<argument>]``."""
+    path, _, argument = path.partition(":")
+    module = importlib.import_module(os.path.splitext(path)[0].replace("/", "."))
+    return module.get_config(argument) if argument else module.get_config()
 
 
 def study_run(study: str, init_from: str = ""):
@@ -131,9 +138,9 @@ def study_run(study: str, init_from: str = ""):
     the exported parameters of ``STUDIES[study].init_from``'s run."""
     s = STUDIES[study]
     if s.run:
-        config = dict(sweep.grid(_module(s.config).get_config()))[s.run]
+        config = dict(sweep.grid(_get_config(s.config)))[s.run]
     else:
-        config = _module(s.config).get_config()
+        config = _get_config(s.config)
     for key, value in (*s.keys, *OVERRIDES.items(),
                        *((("model.init_from", init_from),) if s.init_from else ())):
         sweep._override(config, key, value, variant="reproduce")
@@ -190,29 +197,8 @@ def numbers(report: dict, logits: np.ndarray) -> dict:
     }
 
 
-#: Vector extensions XLA:CPU picks kernels by: two machines named alike ("AMD EPYC") with and
-#: without them round differently in the last bits.
-CPU_FEATURES = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
-
-
-def _cpu() -> str:
-    """The CPU model and its vector extensions (XLA:CPU's code, hence the last bits of a float,
-    depends on them)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return "unknown"
-    model = next((line.split(":", 1)[1].strip() for line in lines
-                  if line.startswith("model name")), "unknown")
-    flags = next((line.split(":", 1)[1].split() for line in lines
-                  if line.startswith("flags")), [])
-    return f"{model} ({' '.join(f for f in CPU_FEATURES if f in flags) or 'no AVX-512'})"
-
-
 def versions() -> dict:
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": _cpu(),
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    return results.build_environment()
 
 
 def _selection(study: str) -> dict:

@@ -40,6 +40,36 @@ def code_commit() -> str:
     return head + (" with uncommitted changes" if dirty else "")
 
 
+#: Vector extensions XLA:CPU picks kernels by: two machines named alike ("AMD EPYC") with and
+#: without them round differently in the last bits.
+CPU_FEATURES = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+
+
+def cpu_kind() -> str:
+    """The CPU model and its vector extensions (XLA:CPU's code, hence the last bits of a float,
+    depends on them); ``"unknown"`` where /proc/cpuinfo cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return "unknown"
+    model = next((line.split(":", 1)[1].strip() for line in lines
+                  if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in lines
+                  if line.startswith("flags")), [])
+    return f"{model} ({' '.join(f for f in CPU_FEATURES if f in flags) or 'no AVX-512'})"
+
+
+def build_environment() -> dict[str, str]:
+    """What bit-for-bit results depend on: the JAX and jaxlib versions, the CPU kind and the
+    XLA flags. Seeded results are exact for one such environment."""
+    import jax
+    import jaxlib
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu_kind(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
 def record_command(workdir: str, command: str) -> None:
     """Write ``<workdir>/sweep_command.json``: the command line that trains the runs (with every
     override, so that it can be rerun) and :func:`code_commit`."""
@@ -150,6 +180,58 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
     lines.append(f"Test {metric} in %, mean ± sample std over {'/'.join(map(str, seeds))} seeds.")
     return "\n".join(lines)
 
+
+
+def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
+        metric: str = "top1") -> tuple[float, float, float, int, int] | None:
+    """MaskDP − DP at ``epsilon`` (one-clip, full-view runs): ``(difference of the means, low,
+    high, n_maskdp, n_dp)``, the bounds a 95 % Welch t interval (the two modes' seeds are separate
+    runs, their variances need not be equal); None without at least 2 runs of each mode.
+
+    >>> rows = [{"mode": m, "target_epsilon": 1.0, "view": "full", "clips_per_video": 1,
+    ...          "top1": v} for m, v in [("dp", .3), ("dp", .32), ("maskdp", .5), ("maskdp", .54)]]
+    >>> d, lo, hi, *_ = gap(rows, epsilon=1.0)
+    >>> round(d, 3), lo < d < hi
+    (0.21, True)
+    """
+    import scipy.stats
+
+    def values(mode):
+        return np.array([r[metric] for r in table_rows if r["mode"] == mode
+                         and r["target_epsilon"] == epsilon and r["view"] == "full"
+                         and r["clips_per_video"] == 1])
+
+    a, b = values("maskdp"), values("dp")
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    diff = float(a.mean() - b.mean())
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, diff, diff, len(a), len(b)
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = float(scipy.stats.t.ppf(0.975, dof)) * se
+    return diff, diff - half, diff + half, len(a), len(b)
+
+
+def gap_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
+    """One row per ε with both private modes: MaskDP − DP in points with its 95 % interval
+    (:func:`gap`); "" when no ε has enough runs of both."""
+    epsilons = sorted({r["target_epsilon"] for r in table_rows
+                       if r["mode"] == "maskdp" and math.isfinite(r["target_epsilon"])})
+    lines = []
+    for e in epsilons:
+        g = gap(table_rows, epsilon=e, metric=metric)
+        if g is not None:
+            d, lo, hi, na, nb = g
+            lines.append(f"| {e:g} | {100 * d:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
+                         f"{na} / {nb} |")
+    if not lines:
+        return ""
+    return "\n".join(["| ε | MaskDP − DP (points) | 95 % interval | runs (MaskDP / DP) |",
+                      "|---|---|---|---|", *lines, "",
+                      f"Test {metric}; the interval is Welch's t interval of the difference of "
+                      "the two modes' means over their seeds."])
 
 
 # The rows of Schneider et al. 2024a's Table 3 (context ablation) that a view of our videos

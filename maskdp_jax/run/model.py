@@ -31,7 +31,7 @@ import numpy as np
 import safetensors.numpy
 from flax import traverse_util
 
-from maskdp_jax import ghost, models, partition
+from maskdp_jax import ghost, models, partition, weights
 from maskdp_jax.data import atomic
 from maskdp_jax.data.clips import PixelNorm
 from maskdp_jax.tokenizer import Tokenizer
@@ -169,7 +169,8 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
         :data:`maskdp_jax.models.presets.PRESETS`), ``finetune`` (a strategy of
         :mod:`maskdp_jax.models.finetune`), ``num_last_blocks`` (k for ``selective``), ``init_from``
         (public pre-trained weights: an orbax checkpoint of ``python -m maskdp_jax.convert``
-        or a checkpoint file, or a trained model directory; "" for random initial values).
+        or a checkpoint file, a trained model directory, or ``"shipped:<name>"``, weights that
+        ship with the package, :mod:`maskdp_jax.weights`; "" for random initial values).
       num_classes: classes of the head.
       seed: the public ``config.seed``; the initial values (of everything when ``init_from``
         is empty, else of the head and adapters) derive from it. Public on purpose: initial
@@ -204,10 +205,11 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
     elif m.init_from:
         # Pre-trained (public) weights; adapters, and a head for other classes, start fresh.
         like = models.convert.import_template(module, input_shape=shape, key=key)
-        if is_trained_model(m.init_from):
-            params = _restore_trained(m.init_from, like=like)
+        source = weights.resolve(m.init_from)
+        if is_trained_model(source):
+            params = _restore_trained(source, like=like, name=m.name, init_from=m.init_from)
         else:
-            params = models.convert.restore_params(m.init_from, like=like)
+            params = models.convert.restore_params(source, like=like)
     else:
         params = init_params(module, input_shape=shape, key=key)
     mask = models.finetune.trainable_mask(params, strategy=m.finetune,
@@ -330,21 +332,36 @@ def load_trained(directory: str) -> Trained:
                                 "<workdir>/model.")
     with open(os.path.join(directory, INFO_FILE)) as f:
         info = json.load(f)
+    if not info.get("head", True):
+        raise ValueError(f"{directory!r} is a backbone without a classifier (written by "
+                         "`python -m maskdp_jax.pretrain`): fine-tune it, "
+                         f"--config.model.init_from={directory}.")
     model_config = ml_collections.ConfigDict({**info["model"], "init_from": directory})
     return Trained(model=build(model_config, num_classes=info["num_classes"], seed=0), info=info)
 
 
-def _restore_trained(directory: str, *, like: Any) -> Any:
+def _restore_trained(directory: str, *, like: Any, name: str | None = None,
+                     init_from: str = "") -> Any:
     """The parameters of a trained model directory, checked against ``like``'s tree: the same
     paths and shapes, except a head for another number of classes, which keeps ``like``'s fresh
-    values (fine-tuning a trained model on other labels)."""
+    values (fine-tuning a trained model on other labels). ``name``: the preset being built; a
+    directory of another preset is refused by name before any shape is compared."""
+    with open(os.path.join(directory, INFO_FILE)) as f:
+        info = json.load(f)
+    has_head = info.get("head", True)
+    if name is not None and info["model"]["name"] != name:
+        raise ValueError(
+            f"model.init_from={init_from or directory!r} holds a {info['model']['name']} model; "
+            f"model.name is {name!r}. Give weights of {name} or train from scratch with "
+            "--config.model.init_from=''.")
     flat = safetensors.numpy.load_file(os.path.join(directory, PARAMS_FILE))
     out, errors = {}, []
     for path, target in traverse_util.flatten_dict(like).items():
         value = flat.pop("/".join(path), None)
         if value is None:
-            if "adapter" in path:
-                out[path] = target  # adapters are the fine-tuning's own: fresh
+            # Adapters are the fine-tuning's own, and a backbone's head was left out: fresh.
+            if "adapter" in path or (path[0] == "head" and not has_head):
+                out[path] = target
                 continue
             errors.append(f"{'/'.join(path)}: missing")
         elif tuple(value.shape) != tuple(target.shape):
@@ -361,6 +378,37 @@ def _restore_trained(directory: str, *, like: Any) -> Any:
             f"the trained model in {directory!r} does not fit this model:\n  "
             + "\n  ".join(errors))
     return traverse_util.unflatten_dict(out)
+
+
+def save_backbone(trained_dir: str, directory: str, *, about: Mapping[str, Any]) -> int:
+    """Write the trained model in ``trained_dir`` without its classifier to ``directory``: a
+    backbone for ``model.init_from``, from which a run learns a fresh head for its own classes
+    (as when fine-tuning from public pretraining on other labels). ``model.json`` records
+    ``"head": false`` and ``about`` (what the backbone was trained on); :func:`load_trained`
+    refuses it. Returns the number of parameters written.
+
+    Raises:
+      FileNotFoundError: ``trained_dir`` holds no trained model.
+      FileExistsError: ``directory`` exists and is not a trained model directory.
+    """
+    if not is_trained_model(trained_dir):
+        raise FileNotFoundError(f"{trained_dir!r} holds no trained model ({INFO_FILE} and "
+                                f"{PARAMS_FILE}).")
+    if os.path.exists(directory) and not is_trained_model(directory):
+        raise FileExistsError(f"{directory!r} exists and is not a trained model directory; "
+                              "choose another destination.")
+    flat = safetensors.numpy.load_file(os.path.join(trained_dir, PARAMS_FILE))
+    backbone = {k: v for k, v in sorted(flat.items()) if not k.startswith("head/")}
+    with open(os.path.join(trained_dir, INFO_FILE)) as f:
+        info = json.load(f)
+    info = {"format": TRAINED_FORMAT, "model": {**info["model"], "init_from": ""},
+            "head": False, "pixel_norm": info["pixel_norm"], **_plain(dict(about))}
+    os.makedirs(directory, exist_ok=True)
+    with atomic.replacing(os.path.join(directory, PARAMS_FILE)) as tmp:
+        safetensors.numpy.save_file(backbone, tmp, metadata={"format": TRAINED_FORMAT})
+    atomic.write(os.path.join(directory, INFO_FILE),
+                 json.dumps(info, indent=1, allow_nan=False, sort_keys=True) + "\n")
+    return int(sum(v.size for v in backbone.values()))
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,153 @@
+"""Public pretraining: the backbone format (no classifier, a fresh head when fine-tuned), the
+command's refusals, and the shipped backbone: what made it, and that the command makes it again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from maskdp_jax import pretrain, weights
+from maskdp_jax.configs import default
+from maskdp_jax.configs import pretrain as pretrain_config
+from maskdp_jax.run import model as run_model
+
+SHIPPED = weights.resolve("shipped:mvit_cpu_pretrained")
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A trained ``mvit_test`` model directory and its backbone."""
+    config = _named("mvit_test")
+    built = run_model.build(config, num_classes=3, seed=0)
+    out = tmp_path_factory.mktemp("pretrain")
+    model_dir = run_model.save_trained(str(out / "model"), built.params, model_config=config,
+                                       num_classes=3, class_names=["a", "b", "c"],
+                                       pixel_norm=None, about={})
+    n = run_model.save_backbone(model_dir, str(out / "backbone"), about={"note": "test"})
+    return config, built, model_dir, str(out / "backbone"), n
+
+
+def test_a_backbone_has_no_classifier_and_fine_tuning_starts_a_fresh_head(trained):
+    config, built, _, backbone, n = trained
+    flat = safetensors.numpy.load_file(os.path.join(backbone, run_model.PARAMS_FILE))
+    assert flat and not any(k.startswith("head/") for k in flat)
+    assert n == sum(v.size for v in flat.values()) < built.counts()["total"]
+    with open(os.path.join(backbone, run_model.INFO_FILE)) as f:
+        assert json.load(f)["head"] is False
+    config = _named("mvit_test")
+    config.init_from = backbone
+    # Other classes: the backbone is the file's, the head a fresh one drawn from the seed.
+    again = run_model.build(config, num_classes=5, seed=3)
+    for key, value in flat.items():
+        np.testing.assert_array_equal(_leaf(again.params, key), value)
+    head = np.asarray(again.params["head"]["kernel"])
+    assert head.shape[-1] == 5
+    np.testing.assert_array_equal(
+        head, run_model.build(config, num_classes=5, seed=3).params["head"]["kernel"])
+    assert not np.array_equal(
+        head, run_model.build(config, num_classes=5, seed=4).params["head"]["kernel"])
+    # Also for as many classes as the pretraining had: a backbone never brings a head along.
+    assert not np.array_equal(
+        run_model.build(config, num_classes=3, seed=0).params["head"]["kernel"],
+        built.params["head"]["kernel"])
+
+
+def _named(name: str):
+    config = default.model()  # init_from ""
+    config.name = name
+    return config
+
+
+def _leaf(tree, key: str):
+    for part in key.split("/"):
+        tree = tree[part]
+    return np.asarray(tree)
+
+
+def test_a_backbone_is_not_a_classifier_to_load(trained):
+    *_, backbone, _ = trained
+    with pytest.raises(ValueError, match="backbone without a classifier"):
+        run_model.load_trained(backbone)
+
+
+def test_a_backbone_is_written_only_where_nothing_else_is(trained, tmp_path):
+    _, _, model_dir, _, _ = trained
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a trained model"):
+        run_model.save_backbone(model_dir, str(tmp_path), about={})
+    with pytest.raises(FileNotFoundError, match="no trained model"):
+        run_model.save_backbone(str(tmp_path), str(tmp_path / "out"), about={})
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("mode", "dp", "must be 'nonprivate'"),
+    ("privacy.randomness", "secret", "must be 'seeded'"),
+])
+def test_the_command_refuses_a_private_or_unreproducible_run(tmp_path, capsys, key, value,
+                                                            message):
+    status = pretrain.cli(["maskdp_jax.pretrain", f"--config.{key}={value}",
+                           f"--dst={tmp_path / 'backbone'}"])
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+
+
+def test_unknown_shipped_weights_are_named():
+    with pytest.raises(ValueError, match="shipped:mvit_cpu_pretrained"):
+        weights.resolve("shipped:mvit_v2_s")
+
+
+def test_the_shipped_backbone_says_what_made_it():
+    """Its model.json records the corpus of configs/pretrain.py, which the default run's data
+    never overlap (another setting of the generator, another seed)."""
+    with open(os.path.join(SHIPPED, run_model.INFO_FILE)) as f:
+        info = json.load(f)
+    config = pretrain_config.get_config()
+    assert info["head"] is False and info["model"]["name"] == config.model.name
+    assert info["pretraining"]["input"] == config.input.to_dict()
+    assert info["pretraining"]["num_epochs"] == config.num_epochs
+    assert info["pretraining"]["input"]["setting"] == "pretrain"
+    assert default.get_config().input.setting != "pretrain"
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # the pretraining itself: about 2 minutes on the 2-core CPU
+def test_the_command_reproduces_the_shipped_backbone(tmp_path):
+    """``python -m maskdp_jax.pretrain --config=configs/pretrain.py`` writes the shipped file
+    byte for byte (the XLA flags of an ordinary run, not this suite's faster ones; exact for one
+    JAX/XLA build on one CPU kind, which model.json records)."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace(
+        "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true", "").strip()
+    dst = tmp_path / "backbone"
+    subprocess.run([sys.executable, "-m", "maskdp_jax.pretrain",
+                    f"--config={os.path.join(ROOT, 'configs', 'pretrain.py')}",
+                    f"--dst={dst}", f"--workdir={tmp_path / 'run'}",
+                    "--config.compilation_cache_dir="], check=True, env=env, cwd=tmp_path,
+                   capture_output=True)
+    got = _sha256(str(dst / run_model.PARAMS_FILE))
+    with open(os.path.join(SHIPPED, run_model.INFO_FILE)) as f:
+        built_with = json.load(f)["built_with"]
+    assert got == _sha256(os.path.join(SHIPPED, run_model.PARAMS_FILE)), (
+        f"the pretraining command no longer reproduces the shipped backbone (built with "
+        f"{built_with}); if the change is deliberate, rebuild it (maskdp_jax/weights' docstring)")
+
+
+def test_a_backbone_of_another_preset_is_refused_by_name():
+    config = _named("mvit_test")
+    config.init_from = "shipped:mvit_cpu_pretrained"
+    with pytest.raises(ValueError, match="holds a mvit_cpu model; model.name is 'mvit_test'"):
+        run_model.build(config, num_classes=8, seed=0)
