@@ -92,6 +92,7 @@ for step in range(plan.steps):
     plan.record_step(ledger)
 config = default.get_config()
 config.model.name = "mvit_test"
+config.model.init_from = ""
 built = run_model.build(config.model, num_classes=3, seed=0)
 print(f"steps {ledger.steps} eps {plan.epsilon(ledger):.3f} model {built.counts()['total']}")
 ''',
@@ -115,6 +116,20 @@ def test_own_model_example_trains_and_reports_epsilon(installed, tmp_path):
     epsilons = [float(e) for e in re.findall(r"ε = ([0-9.]+)", out)]
     assert epsilons and 0 < epsilons[-1] <= 4.0 + 1e-6, out
     assert re.search(r"test accuracy: [0-9.]+", out), out
+
+
+@pytest.mark.slow
+def test_digits_example_compares_the_modes_at_one_epsilon(installed, tmp_path):
+    """The library guide's example on data a package ships, at a reduced budget (one seed, two
+    epochs): every mode trains, the private ones at the ε asked for, and each is tested on whole
+    images with the public view beside it."""
+    out = run(installed, tmp_path, os.path.join(EXAMPLES, "digits.py"), "--seeds", "1",
+              "--epochs", "2", "--pretrain_epochs", "2")
+    epsilons = [float(e) for e in re.findall(r"(?:dp|maskdp) +ε = ([0-9.]+)", out)]
+    assert len(epsilons) == 2 and all(0.9 < e <= 1.0 + 1e-6 for e in epsilons), out
+    for mode in ("nonprivate", "dp", "maskdp"):
+        assert re.search(rf"{mode} +mean [0-9.]+ over 1 seed", out), out
+    assert out.count("on whole images (public view") == 3, out
 
 
 @pytest.mark.slow
