@@ -155,29 +155,14 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "con
         moved = np.broadcast_to(np.arange(frames)[None], (num_videos, frames))
         shown = np.ones((num_videos, frames), bool)
 
-    t = np.arange(frames, dtype=np.float32)[None, :, None, None]
-    y = np.arange(size)[None, None, :, None]
-    x = np.arange(size)[None, None, None, :]
-
-    def uniform(lo, hi, shape):
-        return rng.uniform(lo, hi, shape).astype(np.float32)
-
+    t, y, x = _grid(frames, size)
     # Background: stripes across (context 0) or along (context 1) the frame, drifting slowly.
-    period = uniform(4.0, 8.0, num_videos)[:, None, None, None]
-    phase = uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
-    drift = uniform(-0.3, 0.3, num_videos)[:, None, None, None]
-    def wave(coord):
-        return 0.5 + 0.5 * np.sin(2 * np.pi * (coord.astype(np.float32) + drift * t) / period
-                                  + phase)
-
-    coord = np.where(context[:, None, None, None] == 0, y, x)
-    stripes = wave(coord)
+    wave = _stripe_wave(rng, num_videos, t)
+    stripes = wave(np.where(context[:, None, None, None] == 0, y, x))
     if cue == "segment":  # outside the window both orientations at once: no context
         plaid = 0.5 * (wave(y) + wave(x))
         stripes = np.where(shown[:, :, None, None], stripes, plaid)
-    color_a = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
-    color_b = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
-    video = color_a + (color_b - color_a) * stripes[..., None]
+    video = _paint_room(rng, num_videos, stripes)
 
     # Avatar: a box with checked clothing moving one pixel per frame, kept inside the frame.
     box = rng.integers(3 * size // 8, size // 2 + 1, num_videos)
@@ -191,20 +176,65 @@ def _draw(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "con
     x0 = rng.integers(lo_x, hi_x + 1)
     top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
     left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
-    b = box[:, None, None, None]
-    inside = (y >= top) & (y < top + b) & (x >= left) & (x < left + b)
-    avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
-    # Checked clothing attached to the body, so every visible piece of the avatar shows the motion.
-    check = rng.integers(2, 4, num_videos)[:, None, None, None]
+    video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=box,
+                                width=box, background=background)
+    return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
+
+
+def _grid(frames: int, size: int):
+    """``(t, y, x)``: frame and pixel coordinates broadcastable to ``[N, F, S, S]``."""
+    return (np.arange(frames, dtype=np.float32)[None, :, None, None],
+            np.arange(size)[None, None, :, None], np.arange(size)[None, None, None, :])
+
+
+def _uniform(rng: np.random.Generator, lo: float, hi: float, shape) -> np.ndarray:
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+def _stripe_wave(rng: np.random.Generator, num_videos: int, t: np.ndarray):
+    """Draw each room's stripe period, phase and drift; returns ``wave(coord)``, the stripes'
+    intensity in [0, 1] along a coordinate (``y``: horizontal stripes, ``x``: vertical)."""
+    period = _uniform(rng, 4.0, 8.0, num_videos)[:, None, None, None]
+    phase = _uniform(rng, 0, 2 * np.pi, num_videos)[:, None, None, None]
+    drift = _uniform(rng, -0.3, 0.3, num_videos)[:, None, None, None]
+
+    def wave(coord):
+        return 0.5 + 0.5 * np.sin(2 * np.pi * (coord.astype(np.float32) + drift * t) / period
+                                  + phase)
+
+    return wave
+
+
+def _paint_room(rng: np.random.Generator, num_videos: int, stripes: np.ndarray) -> np.ndarray:
+    """The room ``[N, F, S, S, 3]``: two random colours mixed by the stripes' intensity."""
+    color_a = _uniform(rng, 0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    color_b = _uniform(rng, 0.1, 0.9, (num_videos, 1, 1, 1, 3))
+    return color_a + (color_b - color_a) * stripes[..., None]
+
+
+def _add_avatar(rng: np.random.Generator, video: np.ndarray, *, y, x, top, left, height, width,
+                background: bool):
+    """``(video, inside)``: the avatar, a ``height x width`` box of checked clothing whose
+    top-left corner is ``(top, left)`` in each frame, painted over the room unless
+    ``background``; ``inside`` is its pixel mask. The checks are attached to the body, so every
+    visible piece of the avatar shows the motion."""
+    n = len(video)
+    inside = ((y >= top) & (y < top + height[:, None, None, None])
+              & (x >= left) & (x < left + width[:, None, None, None]))
+    avatar_color = _uniform(rng, 0.0, 1.0, (n, 1, 1, 1, 3))
+    check = rng.integers(2, 4, n)[:, None, None, None]
     checked = ((y - top) // check + (x - left) // check) % 2 == 0
     texture = np.where(checked, np.float32(0.45), np.float32(1.0))[..., None] * avatar_color
     if not background:
         video = np.where(inside[..., None], texture, video)
+    return video, inside
 
-    brightness = uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
+
+def _film(rng: np.random.Generator, video: np.ndarray) -> np.ndarray:
+    """The recorded frames: a per-video brightness and per-pixel noise, as uint8."""
+    brightness = _uniform(rng, 0.8, 1.2, (len(video), 1, 1, 1, 1))
     video = video * brightness + rng.standard_normal(video.shape, np.float32) * np.float32(0.05)
-    frames_u8 = np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
-    return frames_u8, inside.astype(np.uint8), labels.astype(np.int32)
+    return np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
 
 
 def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: str,
@@ -217,9 +247,6 @@ def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: 
     labels = np.arange(num_videos) % len(names)
     rng.shuffle(labels)
 
-    def uniform(lo, hi, shape):
-        return rng.uniform(lo, hi, shape).astype(np.float32)
-
     if setting == "person":
         motion, pose = labels % len(MOTIONS), labels // len(MOTIONS)
         shown = rng.random(num_videos) < POSE_SHOWN
@@ -231,19 +258,11 @@ def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: 
         motion = labels
         shape_sign = rng.integers(-1, 2, num_videos)
         orientation = rng.integers(0, 2, num_videos)
-    t = np.arange(frames, dtype=np.float32)[None, :, None, None]
-    y = np.arange(size)[None, None, :, None]
-    x = np.arange(size)[None, None, None, :]
-
+    t, y, x = _grid(frames, size)
     # The room: stripes across (0) or along (1) the frame, drifting slowly.
-    period = uniform(4.0, 8.0, num_videos)[:, None, None, None]
-    phase = uniform(0, 2 * np.pi, num_videos)[:, None, None, None]
-    drift = uniform(-0.3, 0.3, num_videos)[:, None, None, None]
-    coord = np.where(orientation[:, None, None, None] == 0, y, x).astype(np.float32)
-    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (coord + drift * t) / period + phase)
-    color_a = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
-    color_b = uniform(0.1, 0.9, (num_videos, 1, 1, 1, 3))
-    video = color_a + (color_b - color_a) * stripes[..., None]
+    wave = _stripe_wave(rng, num_videos, t)
+    video = _paint_room(rng, num_videos, wave(np.where(orientation[:, None, None, None] == 0,
+                                                       y, x)))
 
     # The avatar: a box of checked clothing, its pose in its height and width, moving one pixel
     # per frame along each axis of its direction, kept inside the frame.
@@ -257,19 +276,9 @@ def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: 
     moved = np.arange(frames)[None]
     top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
     left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
-    inside = ((y >= top) & (y < top + height[:, None, None, None])
-              & (x >= left) & (x < left + width[:, None, None, None]))
-    avatar_color = uniform(0.0, 1.0, (num_videos, 1, 1, 1, 3))
-    check = rng.integers(2, 4, num_videos)[:, None, None, None]
-    checked = ((y - top) // check + (x - left) // check) % 2 == 0
-    texture = np.where(checked, np.float32(0.45), np.float32(1.0))[..., None] * avatar_color
-    if not background:
-        video = np.where(inside[..., None], texture, video)
-
-    brightness = uniform(0.8, 1.2, (num_videos, 1, 1, 1, 1))
-    video = video * brightness + rng.standard_normal(video.shape, np.float32) * np.float32(0.05)
-    frames_u8 = np.clip(np.round(video * 255), 0, 255).astype(np.uint8)
-    return frames_u8, inside.astype(np.uint8), labels.astype(np.int32)
+    video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=height,
+                                width=width, background=background)
+    return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
 
 
 @dataclasses.dataclass

@@ -410,7 +410,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             print(f"Held-out split: {split}.")
         # --- Model, views, optimiser, step ---------------------------------------------------
         built = build_model(config, num_classes=train_ds.num_classes)
-        tokens = built.tokenizer(fill_value=config.fill_value)
+        tokens = built.tokenizer(fill_value=config.fill_value,
+                                 fill_texture=views.fill_texture(config.hidden_fill))
         train_ds, test_ds = make_views(config, train_ds=train_ds, test_ds=test_ds,
                                        tokens=tokens, clip_shape=built.input_shape[:3])
         step_ds, step_apply, step_views = step_inputs(config, built=built, train_ds=train_ds,

@@ -288,3 +288,13 @@ def test_public_fill_draws_backgrounds_from_the_public_seed_alone(split):
         views.PublicFill(split, bank=bank[:, :, :16, :16]).get_batch(np.array([0]), seed=1)
     with pytest.raises(ValueError, match="must be uint8"):
         views.PublicFill(split, bank=bank.astype(np.float32))
+
+
+def test_the_constant_fill_is_the_flat_fill_value_and_the_others_keep_the_texture(split):
+    assert views.fill_texture("constant") == 0.0
+    assert views.fill_texture("texture") == views.fill_texture("backgrounds") == 1.0
+    flat = tokenizer.Tokenizer(patch_stride=(2, 4, 4), fill_texture=views.fill_texture("constant"))
+    assert set(np.unique(flat.fill((8, 32, 32, 3)))) == {0.0}
+    assert views.public_fill(split, fill="constant", input_config=None) is split
+    with pytest.raises(ValueError, match="hidden_fill must be one of"):
+        views.fill_texture("grey")

@@ -158,7 +158,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
                   "stores the frozen prefix's features of unmasked clips. Turn one off.")
     _real("fill_value", config.fill_value, minimum=-math.inf, strict=True)
     _choice("hidden_fill", config.hidden_fill, views.FILLS)
-    if config.hidden_fill != "texture":
+    if config.hidden_fill == "backgrounds":
         if config.input.dataset != "synthetic":
             _fail("hidden_fill", f"'{config.hidden_fill}' draws public backgrounds from the "
                   "embedded dataset's public corpus; a video dataset has no public background "

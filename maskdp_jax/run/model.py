@@ -114,9 +114,11 @@ class RunModel:
 
         return apply
 
-    def tokenizer(self, *, fill_value: float = 0.0) -> Tokenizer:
-        """The cell geometry of the two views on this model's patch-embedding grid."""
-        return Tokenizer(patch_stride=tuple(self.module.patch_stride), fill_value=fill_value)
+    def tokenizer(self, *, fill_value: float = 0.0, fill_texture: float = 1.0) -> Tokenizer:
+        """The cell geometry of the two views on this model's patch-embedding grid, and what
+        they write into hidden cells (:func:`maskdp_jax.tokenizer.hidden_fill`)."""
+        return Tokenizer(patch_stride=tuple(self.module.patch_stride), fill_value=fill_value,
+                         fill_texture=fill_texture)
 
     def counts(self) -> dict[str, int]:
         """``{"trainable": ..., "total": ...}`` parameter counts."""

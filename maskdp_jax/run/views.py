@@ -82,11 +82,9 @@ def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
     return np.where(pixels, tokens.fill(video.shape[-4:]), video).astype(video.dtype)
 
 
-class _Wrapped:
-    """A :class:`maskdp_jax.data.Dataset` that changes the wrapped split's clips: :meth:`get_batch`
-    returns the wrapped batch with ``video`` replaced by :meth:`_video` of it, float32 model input
-    even with ``normalize=False`` (fill values live in normalised units). Every other attribute is
-    the wrapped split's."""
+class _Delegating:
+    """A :class:`maskdp_jax.data.Dataset` made from another: every attribute a subclass does not
+    define is the wrapped split's."""
 
     dataset: data.Dataset
 
@@ -99,6 +97,13 @@ class _Wrapped:
     @property
     def num_classes(self) -> int:
         return self.dataset.num_classes
+
+
+class _Wrapped(_Delegating):
+    """A :class:`maskdp_jax.data.Dataset` that changes the wrapped split's clips: :meth:`get_batch`
+    returns the wrapped batch with ``video`` replaced by :meth:`_video` of it, float32 model input
+    even with ``normalize=False`` (fill values live in normalised units). Every other attribute is
+    the wrapped split's."""
 
     def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
                   normalize: bool = True) -> dict:
@@ -196,11 +201,11 @@ class FeatureMaskedDataset(_Wrapped):
                           tokens=self.tokens, views=self.views)
 
 
-FILLS = ("texture", "backgrounds")
+FILLS = ("texture", "constant", "backgrounds")
 FILL_STREAM = 7  # the fill draw's own stream of a batch's public seed
 
 
-class PublicFill:
+class PublicFill(_Delegating):
     """A :class:`maskdp_jax.data.Dataset` whose training batches carry ``fill``: for every clip a
     clip of a public background, written into the clip's hidden cells by the views instead of
     the tokeniser's fixed pattern (domain randomisation of the hidden cells).
@@ -232,16 +237,6 @@ class PublicFill:
         self.dataset, self.bank = dataset, bank
         self.name = f"{dataset.name}[public fill]"
 
-    def __getattr__(self, name):
-        return getattr(self.dataset, name)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    @property
-    def num_classes(self) -> int:
-        return self.dataset.num_classes
-
     def get_batch(self, indices: np.ndarray, *, num_clips: int = 1, seed=None,
                   normalize: bool = True) -> dict:
         batch = dict(self.dataset.get_batch(indices, num_clips=num_clips, seed=seed,
@@ -263,11 +258,23 @@ class PublicFill:
         return batch
 
 
+def fill_texture(fill: str) -> float:
+    """The tokeniser's ``fill_texture`` for the hidden-cell fill ``fill`` (:data:`FILLS`):
+    ``constant`` writes ``fill_value`` alone (the flat grey the papers most likely used;
+    :func:`maskdp_jax.tokenizer.hidden_fill` says what it does to LayerNorm gradients at random
+    initial weights), the others keep the ±1 texture (``backgrounds`` uses it only where a view is
+    made without a background, never in training)."""
+    if fill not in FILLS:
+        raise ValueError(f"hidden_fill must be one of {FILLS}; got {fill!r}.")
+    return 0.0 if fill == "constant" else 1.0
+
+
 def public_fill(train: data.Dataset, *, fill: str, input_config) -> data.Dataset:
-    """The training split with the hidden-cell fill ``fill`` (:data:`FILLS`): ``texture``, the
-    tokeniser's fixed pattern (unchanged split); ``backgrounds``, :class:`PublicFill` with the
-    rooms of the embedded dataset's public corpus (``setting="pretrain"``, rendered without
-    avatars, :func:`maskdp_jax.data.synthetic.public_rooms`).
+    """The training split with the hidden-cell fill ``fill`` (:data:`FILLS`): ``texture`` and
+    ``constant``, the tokeniser's fixed fill (unchanged split, :func:`fill_texture`);
+    ``backgrounds``, :class:`PublicFill` with the rooms of the embedded dataset's public corpus
+    (``setting="pretrain"``, rendered without avatars,
+    :func:`maskdp_jax.data.synthetic.public_rooms`).
 
     Raises:
       ValueError: an unknown fill, or ``backgrounds`` on a dataset without a public background
@@ -275,7 +282,7 @@ def public_fill(train: data.Dataset, *, fill: str, input_config) -> data.Dataset
     """
     if fill not in FILLS:
         raise ValueError(f"hidden_fill must be one of {FILLS}; got {fill!r}.")
-    if fill == "texture":
+    if fill != "backgrounds":
         return train
     if input_config.dataset != "synthetic":
         raise ValueError(
