@@ -26,7 +26,9 @@ from maskdp_jax.configs import default
 
 def get_config() -> ml_collections.ConfigDict:
     config = default.get_config()
+    config.model.init_from = ""  # the shipped backbone is pretrained on embedded videos only
     config.input = default.video_input(dataset="folder")
+    config.hidden_fill = "texture"  # public backgrounds are the embedded dataset's only
     config.input.update(dict(
         clip_frames=8, stride=2, resize_size=32, crop_size=32,  # mvit_cpu's (8, 32, 32) clips
         num_workers=4, prefetch=1, eval_clips=1,

@@ -20,7 +20,7 @@ counterpart: ``mvit_cpu`` trained non-privately on *public* embedded videos (con
 then ``norms`` fine-tuning (the LayerNorms and a fresh head) under DP. The
 public run and its export are committed in docs/results/multiclip_pretrain/:
 
-    python train.py --config=configs/default.py --config.mode=nonprivate \
+    python train.py --config=configs/default.py:context_scratch --config.mode=nonprivate \
         --config.input.data_seed=1000 --config.privacy.randomness=seeded \
         --config.tensorboard=False --config.input.prefetch=1 \
         --workdir=docs/results/multiclip_pretrain/run

@@ -17,7 +17,8 @@ from maskdp_jax.configs import default, sweep_synthetic
 def get_config() -> ml_collections.ConfigDict:
     config = sweep_synthetic.get_config()
     config.title = "Spread of the default run (secret randomness)"
-    config.base = default.get_config()
+    # The earlier default run (context data, from scratch), which its committed results measured.
+    config.base = default.get_config("context_scratch")
     config.base.tensorboard = False
     config.base.input.prefetch = 1
     config.sweep.modes = ("maskdp",)

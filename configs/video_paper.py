@@ -36,6 +36,7 @@ def paper_config(
     config = default.get_config()
     config.mode = "maskdp"
     config.input = default.video_input(dataset=dataset, split=split, protocol=protocol)
+    config.hidden_fill = "texture"  # public backgrounds are the embedded dataset's only
     config.model.name = "mvit_v2_s"
     config.model.finetune = "selective"
     config.model.num_last_blocks = 2

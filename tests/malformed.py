@@ -60,7 +60,8 @@ Q = BATCH / N_TRAIN
 
 def tiny_config(overrides: dict | None = None) -> ml_collections.ConfigDict:
     config = set_keys(default.get_config(), {
-        "model.name": "mvit_test", "input.num_train": N_TRAIN, "input.num_test": 8,
+        "model.name": "mvit_test", "model.init_from": "", "input.num_train": N_TRAIN,
+        "input.num_test": 8,
         "batch_size": BATCH, "physical_batch_size": BATCH,
         "num_epochs": STEPS * BATCH / N_TRAIN, "privacy.delta": 1e-3,
         "privacy.noise_multiplier": 1.0, "tensorboard": False,

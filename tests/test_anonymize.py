@@ -547,6 +547,7 @@ def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
     config = folder_maskdp.get_config()
     config.input.data_dir, config.input.mask_dir = dst, masks
     config.model.name = "mvit_test"
+    config.model.init_from = ""
     config.batch_size = config.physical_batch_size = 2
     config.num_epochs, config.privacy.delta = 1.0, 1e-2
     config.input.test_fraction = 0.34

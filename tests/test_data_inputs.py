@@ -87,6 +87,7 @@ def test_maskdp_without_masks_is_refused(tmp_path, no_model):
     (tmp_path / "test.txt").write_text("a/w.avi\n")
     config = tiny_config()
     config.input = _folder_input(tmp_path)
+    config.hidden_fill = "texture"  # public backgrounds are the embedded dataset's only
     with pytest.raises(ValueError, match=r"mode 'maskdp' needs per-video masks.*--config\.mode="
                                          r"dp / nonprivate"):
         train.train_and_evaluate(config, str(tmp_path / "run"))

@@ -215,6 +215,7 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
     for name, root in (("videos", ""), ("resumed", stored[0])):
         config = _config(ucf, root, clip_frames=8, stride=1, resize_size=32, crop_size=32)
         config.model.name = "mvit_test"
+        config.model.init_from = ""
         config.batch_size = config.physical_batch_size = 4
         config.num_epochs, config.privacy.delta = 1.5, 1e-3  # 3 steps of 4 of the 6 videos
         config.privacy.randomness, config.tensorboard, config.log_every_steps = "seeded", False, 1

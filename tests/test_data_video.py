@@ -253,6 +253,7 @@ def test_dataset_without_masks_runs_dp_but_not_maskdp(ucf, tmp_path):
     config.input = c
     config.input.clip_frames = 8
     config.model.name = "mvit_test"  # a model for these clips: the masks are what is missing
+    config.model.init_from = ""
     with pytest.raises(ValueError, match="mode 'maskdp' needs per-video masks"):
         train.train_and_evaluate(config, str(tmp_path))
 
@@ -503,7 +504,8 @@ def test_train_py_ucf101_maskdp_end_to_end(ucf, tmp_path):
         "--config.input.resize_size=32", "--config.input.crop_size=32",
         "--config.input.num_workers=2", "--config.input.eval_clips=2",
         "--config.input.clips_per_video=2",
-        "--config.model.name=mvit_test", "--config.model.finetune=linear",
+        "--config.model.name=mvit_test", "--config.model.init_from=",
+        "--config.model.finetune=linear",
         "--config.batch_size=3", "--config.physical_batch_size=4", "--config.num_epochs=1.0",
         "--config.optimizer.warmup_epochs=0", "--config.privacy.delta=1e-3",
         "--config.privacy.target_epsilon=8", "--config.log_every_steps=1",

@@ -31,7 +31,7 @@ AUDIT = os.path.join(ROOT, "configs", "audit_synthetic.py")
 RELEASE = os.path.join(ROOT, "configs", "dpcda_digits.py")
 # A tiny, valid training run (the rows add one bad input to it); no persistent XLA cache of the
 # user's is switched on by the in-process command.
-TINY = ["--config.model.name=mvit_test", "--config.input.num_train=32",
+TINY = ["--config.model.name=mvit_test", "--config.model.init_from=", "--config.input.num_train=32",
         "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
         "--config.privacy.delta=1e-3", "--config.compilation_cache_dir="]
 
@@ -90,7 +90,8 @@ ROWS = [
                                                  "--config.privacy.target_epsilon=1e-3"],
         "target_epsilon=0.001 is unreachable"),
     Row("train-non-binary-mask", train.cli,
-        [f"--config={FOLDER}", "--config.model.name=mvit_test", "--config.input.data_dir={folder}",
+        [f"--config={FOLDER}", "--config.model.name=mvit_test", "--config.model.init_from=",
+         "--config.input.data_dir={folder}",
          "--config.input.mask_dir={masks}", "--config.batch_size=2",
          "--config.physical_batch_size=2", "--config.privacy.delta=1e-3",
          "--config.compilation_cache_dir="],

@@ -107,6 +107,7 @@ def test_folder_config_needs_only_the_data_and_mask_dirs(tmp_path):
     config.input.data_dir, config.input.mask_dir = paths["video_dir"], paths["mask_dir"]
     run_config.check_config(config)  # valid with just the two directories
     config.model.name = "mvit_test"
+    config.model.init_from = ""
     config.batch_size = config.physical_batch_size = 4
     config.num_epochs, config.privacy.delta = 0.5, 1e-3
     config.tensorboard, config.input.num_workers = False, 1

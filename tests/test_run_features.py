@@ -38,7 +38,7 @@ def setup():
 
 def _config(mode, strategy="selective", **cache):
     config = tiny_config({"mode": mode, "model.finetune": strategy, "model.num_last_blocks": 1,
-                          "feature_cache.enabled": True,
+                          "feature_cache.enabled": True, "hidden_fill": "texture",
                           "feature_cache.clips_per_video": GRID,
                           "input.clips_per_video": K})
     for key, value in cache.items():

@@ -20,6 +20,7 @@ def _tiny_config(mode: str):
     config = default.get_config()
     config.mode = mode
     config.model.name = "mvit_test"
+    config.model.init_from = ""
     config.input.num_train = 64
     config.input.num_test = 16
     config.batch_size = 16

@@ -34,7 +34,7 @@ HANG = 1800
 def _cmd(workdir, cache, randomness="seeded", every_steps=1):
     return [
         sys.executable, os.path.join(ROOT, "train.py"), f"--workdir={workdir}",
-        "--config.model.name=mvit_test", "--config.input.num_train=32",
+        "--config.model.name=mvit_test", "--config.model.init_from=", "--config.input.num_train=32",
         "--config.input.num_test=8", "--config.batch_size=8", "--config.physical_batch_size=8",
         f"--config.num_epochs={STEPS * 8 / 32}", "--config.log_every_steps=1",
         "--config.privacy.delta=1e-3", "--config.privacy.noise_multiplier=1.0",

@@ -7,9 +7,9 @@ a user trains: the same preset, compute dtype, fine-tuning strategy, ``num_last_
 pre-trained weights and initial values for the same ``config.seed``.
 
 >>> from maskdp_jax.configs import default
->>> config = default.get_config()
->>> config.model.name, config.model.finetune = "mvit_test", "selective"
->>> built = build(config.model, num_classes=3, seed=0)
+>>> config = default.model()  # from scratch: the default's shipped backbone is mvit_cpu's
+>>> config.name, config.finetune = "mvit_test", "selective"
+>>> built = build(config, num_classes=3, seed=0)
 >>> built.input_shape
 (8, 32, 32, 3)
 >>> 0 < built.counts()["trainable"] < built.counts()["total"]
@@ -315,7 +315,7 @@ def load_trained(directory: str) -> Trained:
 
     >>> import tempfile
     >>> from maskdp_jax.configs import default
-    >>> config = default.get_config().model
+    >>> config = default.model()
     >>> config.name = "mvit_test"
     >>> built = build(config, num_classes=3, seed=0)
     >>> path = save_trained(tempfile.mkdtemp() + "/model", built.params, model_config=config,
