@@ -184,8 +184,9 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
             if gaps:
                 f.write(gaps + "\n\n")
         if variants:
+            split = config.base.input.get("eval_split", "test")
             f.write("Variants of the base config (`sweep.variants`), each over the same seeds; "
-                    "test top-1 in %.\n\n")
+                    f"{split} top-1 in % (input.eval_split = {split}).\n\n")
             f.write(results.variant_table(table_rows, {n: dict(o) for n, o in s.variants}) + "\n\n")
         if any(r["view"] != "full" for r in table_rows):
             f.write("Context ablation (Schneider et al. 2024a Table 3): non-private training and "

@@ -34,9 +34,13 @@ def _tiny_config(mode: str):
 
 
 @pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
-def test_train_and_evaluate_each_mode(mode, tmp_path):
+def test_train_and_evaluate_each_mode(mode, tmp_path, capsys):
     config = _tiny_config(mode)
     out = train.train_and_evaluate(config, str(tmp_path))
+    # The console: full-video accuracy with chance named; maskdp's public view beside it.
+    printed = capsys.readouterr().out
+    assert "% on full videos (chance 12.5 %)" in printed, printed
+    assert ("% (diagnostic)" in printed) == (mode == "maskdp"), printed
     with open(os.path.join(tmp_path, "report.json")) as f:
         written = json.load(f)
     assert written == out

@@ -214,6 +214,24 @@ def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     return diff, diff - half, diff + half, len(a), len(b)
 
 
+def factor_accuracy(confusion, factor) -> float:
+    """The accuracy of one factor of a label: the fraction of examples whose prediction has the
+    true label's ``factor(label)``, from a ``[true][predicted]`` confusion matrix (a report's
+    ``metrics.confusion``). On the embedded ``person`` setting, ``factor=lambda c: c % 4`` is the
+    motion and ``lambda c: c // 4`` the pose (data/synthetic.py): which part of the label a model
+    carries to full videos.
+
+    >>> factor_accuracy([[3, 1], [0, 4]], lambda c: 0)
+    1.0
+    >>> factor_accuracy([[3, 1], [0, 4]], lambda c: c)
+    0.875
+    """
+    confusion = np.asarray(confusion)
+    k = len(confusion)
+    same = np.array([[factor(i) == factor(j) for j in range(k)] for i in range(k)])
+    return float(confusion[same].sum() / confusion.sum())
+
+
 def gap_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
     """One row per ε with both private modes: MaskDP − DP in points with its 95 % interval
     (:func:`gap`); "" when no ε has enough runs of both."""
