@@ -43,7 +43,7 @@ of the frame) and start position; random stripe period, phase, colours and drift
 Gaussian noise and per-video brightness. Generation is deterministic given the seed and takes about
 a second for the default size.
 
-**Subjects** (optional, ``num_subjects > 0``; the feature-masking audit): every
+**Subjects** (optional, ``num_subjects > 0``, any setting; the feature-masking audit): every
 video is recorded "in the room of" one of ``num_subjects`` subjects, whose emblem, a 2 x 2-cell
 patch of four random colours at a fixed cell-aligned place (a poster on the wall), is painted on
 the background wherever the avatar does not cover it. The identity thus leaks through the private
@@ -418,11 +418,13 @@ def subject_emblems(num_subjects: int, *, size: int, subject_seed: int = 0):
 
 @functools.lru_cache(maxsize=4)
 def _with_subjects(num_videos: int, *, frames: int, size: int, seed: int, num_subjects: int,
-                   subject_seed: int):
-    """:func:`_generate`'s videos with a subject each and its emblem on the background:
-    ``(frames, masks, labels, subjects)``, read-only. The base draw is untouched; subjects are
-    assigned round-robin in a shuffled order (every subject in every split of >= Z videos)."""
-    frames_u8, masks, labels = _generate(num_videos, frames=frames, size=size, seed=seed)
+                   subject_seed: int, setting: str = "context"):
+    """:func:`_generate`'s videos (of ``setting``) with a subject each and its emblem on the
+    background: ``(frames, masks, labels, subjects)``, read-only. The base draw is untouched;
+    subjects are assigned round-robin in a shuffled order (every subject in every split of >= Z
+    videos)."""
+    frames_u8, masks, labels = _generate(num_videos, frames=frames, size=size, seed=seed,
+                                         setting=setting)
     subjects = np.arange(num_videos) % num_subjects
     np.random.default_rng([seed, num_subjects, 1]).shuffle(subjects)
     patches, corners = subject_emblems(num_subjects, size=size, subject_seed=subject_seed)
@@ -468,9 +470,9 @@ def make_splits(
         raise ValueError(f"cue must be one of {CUES}; got {cue!r}.")
     names = class_names(setting)
     if setting != "context":
-        if cue != "constant" or num_subjects:
-            raise ValueError(f"setting={setting!r} draws constant-cue videos without subjects; "
-                             "the segment cue and subjects are drawn in setting='context' only.")
+        if cue != "constant":
+            raise ValueError(f"setting={setting!r} draws constant-cue videos; the segment cue is "
+                             "drawn in setting='context' only.")
         if frames - 1 + 17 * size // 32 > size:
             raise ValueError(f"setting={setting!r}: an avatar of up to 17/32 of the frame moving "
                              f"one pixel per frame for {frames} frames leaves a {size}-pixel "
@@ -503,8 +505,9 @@ def make_splits(
                 *_generate(n, frames=frames, size=size, seed=split_seed, **drawn),
                 class_names=names, **kwargs)
         *arrays, subjects = _with_subjects(n, frames=frames, size=size, seed=split_seed,
+                                           setting=setting,
                                            num_subjects=num_subjects, subject_seed=subject_seed)
-        return SyntheticMaskedActions(*arrays, subjects=subjects, **kwargs)
+        return SyntheticMaskedActions(*arrays, subjects=subjects, class_names=names, **kwargs)
 
     train = split(num_train, 2 * seed, clip_frames=clip_frames, name="synthetic/train",
                   clip_sampling=clip_sampling)
