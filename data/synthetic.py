@@ -8,9 +8,9 @@ lives.
 (NTU: avatar alone 54.8 %, background alone 9.9 %, both 68.3 %; Schneider et al. 2024a Table 3).
 The action is ``motion = label % 4`` (right, left, down, up, one pixel per frame) and
 ``pose = label // 4`` (standing or crouching), shown by the avatar's shape: taller than wide, or
-wider than tall, in a fraction :data:`POSE_SHOWN` of the videos; in the others the avatar is square
+wider than tall, in a fraction ``POSE_SHOWN`` of the videos; in the others the avatar is square
 and its pose cannot be seen. The room is context: its stripes agree with the pose with probability
-:data:`CONTEXT_AGREES` (a kitchen makes cooking likely, not certain). What each part can give at
+``CONTEXT_AGREES`` (a kitchen makes cooking likely, not certain). What each part can give at
 best: the avatar ``POSE_SHOWN + (1 - POSE_SHOWN) / 2`` = 70 %, the room
 ``CONTEXT_AGREES / 4`` = 22.5 % (it says nothing of the motion), both
 ``POSE_SHOWN + (1 - POSE_SHOWN) * CONTEXT_AGREES`` = 94 %: the papers' ordering, both > avatar >>
@@ -448,7 +448,7 @@ NUM_PUBLIC_ROOMS = 512
 
 def public_rooms(*, frames: int = 16, size: int = 32) -> np.ndarray:
     """``uint8 [M, frames, size, size, 3]``: rooms of the public corpus (``setting="pretrain"``,
-    seed :data:`PUBLIC_ROOMS_SEED`) rendered without their avatars, read-only: the public
+    seed ``PUBLIC_ROOMS_SEED``) rendered without their avatars, read-only: the public
     backgrounds :class:`maskdp_jax.run.views.PublicFill` writes into hidden cells. Their stripes
     take either orientation at random: no class signal of any setting."""
     return _generate(NUM_PUBLIC_ROOMS, frames=frames, size=size, seed=PUBLIC_ROOMS_SEED,

@@ -11,7 +11,7 @@ the trained network *without its classifier* to ``--dst``
 (:func:`maskdp_jax.run.model.save_backbone`), so a fine-tuning run learns a fresh head for its own
 classes and cannot inherit the pretraining's answer to them. ``configs/pretrain.py`` made the
 default model's shipped backbone (``init_from = "shipped:mvit_cpu_pretrained"``,
-:mod:`maskdp_jax.weights`); tests/test_pretrain.py reruns it and compares.
+``maskdp_jax.weights``); tests/test_pretrain.py reruns it and compares.
 
 Privacy: none is spent and none is claimed. The corpus must be public (the config's data are the
 user's statement of that); ``mode`` must be ``nonprivate`` and the privacy randomness ``seeded``,

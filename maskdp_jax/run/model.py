@@ -172,7 +172,7 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
         :mod:`maskdp_jax.models.finetune`), ``num_last_blocks`` (k for ``selective``), ``init_from``
         (public pre-trained weights: an orbax checkpoint of ``python -m maskdp_jax.convert``
         or a checkpoint file, a trained model directory, or ``"shipped:<name>"``, weights that
-        ship with the package, :mod:`maskdp_jax.weights`; "" for random initial values).
+        ship with the package, ``maskdp_jax.weights``; "" for random initial values).
       num_classes: classes of the head.
       seed: the public ``config.seed``; the initial values (of everything when ``init_from``
         is empty, else of the head and adapters) derive from it. Public on purpose: initial

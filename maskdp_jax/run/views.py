@@ -217,7 +217,7 @@ class PublicFill(_Delegating):
 
     Privacy: the backgrounds come from ``bank``, public clips that hold no private pixel, and
     which of them a clip gets is drawn from the batch's public ``seed`` alone (the stream
-    :data:`FILL_STREAM`), never from the data; so the public view stays a function of public
+    ``FILL_STREAM``), never from the data; so the public view stays a function of public
     pixels (the mask, the avatar's cells and a public draw), as the invariance test checks.
     Evaluation views (``seed=None``) carry a fixed background per video (its index modulo the
     bank), read only by the view diagnostics (:func:`maskdp_jax.run.evaluation.predict`): full
@@ -259,7 +259,7 @@ class PublicFill(_Delegating):
 
 
 def fill_texture(fill: str) -> float:
-    """The tokeniser's ``fill_texture`` for the hidden-cell fill ``fill`` (:data:`FILLS`):
+    """The tokeniser's ``fill_texture`` for the hidden-cell fill ``fill`` (``FILLS``):
     ``constant`` writes ``fill_value`` alone (the flat grey the papers most likely used;
     :func:`maskdp_jax.tokenizer.hidden_fill` says what it does to LayerNorm gradients at random
     initial weights), the others keep the ±1 texture (``backgrounds`` uses it only where a view is
@@ -270,7 +270,7 @@ def fill_texture(fill: str) -> float:
 
 
 def public_fill(train: data.Dataset, *, fill: str, input_config) -> data.Dataset:
-    """The training split with the hidden-cell fill ``fill`` (:data:`FILLS`): ``texture`` and
+    """The training split with the hidden-cell fill ``fill`` (``FILLS``): ``texture`` and
     ``constant``, the tokeniser's fixed fill (unchanged split, :func:`fill_texture`);
     ``backgrounds``, :class:`PublicFill` with the rooms of the embedded dataset's public corpus
     (``setting="pretrain"``, rendered without avatars,
