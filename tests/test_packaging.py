@@ -71,6 +71,12 @@ def test_the_wheel_installs_one_root_and_carries_its_licences(wheel):
 
     for name in os.listdir(model_files.WEIGHTS_DIR):
         assert f"maskdp_jax/anonymize/weights/{name}" in names
+    # The default run's shipped backbone: init_from="shipped:..." resolves inside the wheel.
+    from maskdp_jax import weights
+
+    for backbone in weights.NAMES:
+        for name in ("params.safetensors", "model.json"):
+            assert f"maskdp_jax/weights/{backbone}/{name}" in names
 
 
 @pytest.mark.slow
