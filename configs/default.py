@@ -83,7 +83,8 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     # C sets how loud the private sum (and its noise σC) is next to the unclipped public gradient.
     # Measured on the context data from scratch (16 epochs, ε = 1): with C = 1 the noise drowns
     # the public gradient (public loss stays at ln 8 for 200+ steps); with C = 0.1 the public
-    # motion is learned by step ~100; not re-tuned for the person setting. Under Adam, dp mode is invariant to C when every example is clipped.
+    # motion is learned by step ~100; not re-tuned for the person setting. Under Adam, dp mode
+    # is invariant to C when every example is clipped.
     config.privacy.l2_clip_norm = 0.1
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
