@@ -53,7 +53,10 @@ ROWS = [
     Row("train-unknown-section", train.cli, ["--config.optimiser.name=sgd"],
         "no key 'optimiser' (closest: optimizer"),
     Row("train-missing-config", train.cli, ["--config=configs/nope.py"], "no such config file"),
-    Row("train-sweep-config", train.cli, [f"--config={SWEEP}"], "is not a training config"),
+    Row("train-sweep-config", train.cli, [f"--config={SWEEP}"],
+        "is not a training config (configs/*.py with get_config()): it has no 'mode'"),
+    Row("train-sweep-config-named", train.cli, [f"--config={SWEEP}"],
+        "It is a sweep config: run it with python -m maskdp_jax.sweep"),
     Row("train-bad-type", train.cli, ["--config.batch_size=abc"], "batch_size"),
     Row("train-unknown-flag", train.cli, ["--epochs=3"], "epochs"),
     # train.py: values the config alone decides

@@ -207,8 +207,12 @@ def config_flag(fv: flags.FlagValues, argv: Sequence[str], *, help: str,
     config = load_config(path)
     missing = [s for s in sections if s not in config]
     if missing:
+        hint = ""
+        if "sweep" in config and "base" in config and "sweep" not in sections:
+            hint = (f" It is a sweep config: run it with python -m maskdp_jax.sweep "
+                    f"--config={path} --workdir=DIR.")
         raise ValueError(f"{_file(path)} is not {kind or 'a config for this command'}: it has no "
-                         f"{' or '.join(repr(s) for s in missing)} section.")
+                         f"{' or '.join(repr(s) for s in missing)} section.{hint}")
     for key in _overridden_keys(argv):
         check_key(config, key, source=_file(path))
     config_flags.DEFINE_config_file("config", default, help, flag_values=fv, lock_config=True,
