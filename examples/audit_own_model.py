@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=64)
     parser.add_argument("--mode", default="dp", choices=("maskdp", "dp", "nonprivate"))
     args = parser.parse_args()
+    metrics.require_extra()  # before any shadow model trains
     images, labels, masks = make_data(args.examples)
     inclusion = lira.balanced_inclusion(np.random.default_rng(0), args.models, args.examples)
     scores, epsilon = [], float("inf")

@@ -148,6 +148,21 @@ def test_audit_example_runs_lira_on_the_users_model(installed, tmp_path):
 
 
 @pytest.mark.slow
+def test_audit_example_without_the_extra_fails_before_training(installed, tmp_path):
+    shadow = tmp_path / "shadow" / "jax_privacy"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('the audit extra is not installed')\n")
+    proc = subprocess.run([installed, os.path.join(EXAMPLES, "audit_own_model.py"),
+                           "--models", "6", "--steps", "3", "--examples", "24"], cwd=tmp_path,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path / "shadow")})
+    assert proc.returncode != 0
+    assert "pip install -e '.[audit]'" in proc.stderr, proc.stderr
+    # Raised by the check at the start of main, not by a metric after the shadow models trained.
+    assert "metrics.require_extra()" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
 def test_the_guides_first_example_is_the_readmes_and_runs(installed, tmp_path):
     guide = first_python_block(os.path.join(ROOT, "docs", "api.md"))
     assert guide in open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(), \

@@ -76,6 +76,16 @@ def _auditing():
     return auditing
 
 
+def require_extra() -> None:
+    """Check that the audit extra is installed, so a study fails before it trains its shadow
+    models rather than after.
+
+    Raises:
+      ImportError: jax-privacy is missing; the message names the install command.
+    """
+    _auditing()
+
+
 def _split(in_scores, out_scores) -> tuple[np.ndarray, np.ndarray]:
     a, b = np.ravel(np.asarray(in_scores, np.float64)), np.ravel(np.asarray(out_scores,
                                                                             np.float64))
