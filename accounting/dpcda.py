@@ -48,6 +48,9 @@ under-count; it is not a guarantee. N itself is public under replace-one adjacen
 the draws of the affected classes read the record (T_k in case 1, 2T_k in case 2, both ≤ T for
 K ≥ 2), so ``draws="affected"`` is also valid and tighter by up to a factor of K.
 
+**Several releases of the same data** (a workdir's release ledger, :mod:`maskdp_jax.release.ledger`)
+compose by :func:`compose_releases`: basic composition, the sums of the releases' ε and δ.
+
 **Normalisation.** The seed standardises features with the private data's mean and std and does
 not account for it: those statistics are an unaccounted release. We use fixed (data-independent)
 or public statistics only (the callers in :mod:`maskdp_jax.release` enforce it), so this module
@@ -359,3 +362,34 @@ def calibrate_sigma_x(
             step *= 2
     sx = math.exp(root)
     return mixing_epsilon(setup, sigma_x=sx, sigma_y=sigma_y(sx), orders=orders)
+
+
+def compose_releases(*, epsilons: Sequence[float], deltas: Sequence[float]) -> tuple[float, float]:
+    """(ε, δ) of several DP-CDA releases of the same private data: **basic composition**, the sum
+    of their ε and the sum of their δ (Dwork & Roth 2014, "The Algorithmic Foundations of
+    Differential Privacy", Theorem 3.16; it holds when each release is chosen after seeing the
+    previous ones too, Dwork, Rothblum & Vadhan 2010, "Boosting and Differential Privacy").
+
+    Why not dp-accounting's composition: a release's ε is the larger of two cases, and the
+    same-label case comes from this project's without-replacement RDP bound, not from a
+    dp-accounting ``DpEvent``, so there is no event to compose. Summing each case's RDP curves
+    over the releases before the conversion would be tighter; the sum of (ε, δ) is an upper bound
+    under the same replace-one adjacency whatever the releases' setups.
+
+    Args:
+      epsilons: each release's ε (∞ for a release without noise).
+      deltas: each release's δ, in the same order.
+
+    Returns:
+      ``(Σ ε, Σ δ)``.
+
+    >>> compose_releases(epsilons=[5.0, 2.0], deltas=[1e-5, 1e-5])
+    (7.0, 2e-05)
+    """
+    if len(epsilons) != len(deltas) or not epsilons:
+        raise ValueError(f"one δ per ε, at least one release; got {len(epsilons)} ε and "
+                         f"{len(deltas)} δ.")
+    if any(not e >= 0 for e in epsilons) or any(not 0 <= d < 1 for d in deltas):
+        raise ValueError(f"every ε must be >= 0 and every δ in [0, 1); got {list(epsilons)}, "
+                         f"{list(deltas)}.")
+    return float(math.fsum(epsilons)), float(math.fsum(deltas))

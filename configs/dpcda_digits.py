@@ -14,6 +14,12 @@ The release keeps the label exact (``release.label_noise=False``): under class-c
 the label mean is always e_k, so the seed's label noise buys no privacy (accounting/dpcda.py)
 and, at the σy a small ε needs on data this small, flips most labels (the study measures both).
 ``--config.release.label_noise=True`` is the seed's recipe exactly.
+
+Each release is recorded in ``<workdir>/release_ledger.json`` before its file is written. Run
+again into the same workdir, the command refuses: a second release of the same private data
+composes with the first (ε = 5 + 5). ``--config.release.another=True`` releases again
+(``synthetic_2.npz``, ...) and reports the composed ε of all releases in the workdir; a fresh
+``--workdir`` is for other data.
 """
 
 import ml_collections
@@ -41,7 +47,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.classifier = "logistic"  # or "mlp"
     config.randomness = "secret"  # the release's draws and noise (maskdp_jax.randomness)
     config.seed = 0  # public; used for the seeded mode and the classifier
-    config.release = ml_collections.ConfigDict(dict(order=4, epsilon=5.0, label_noise=False))
+    config.release = ml_collections.ConfigDict(dict(
+        order=4, epsilon=5.0, label_noise=False,
+        # A workdir that holds a release refuses another (the same data released twice has the ε
+        # of both); True releases again and reports the composed ε (release/ledger.py).
+        another=False,
+    ))
     config.sweep = ml_collections.ConfigDict(dict(
         enabled="auto",  # "auto": on benchmark sources only; "yes", "no"
         orders=(1, 2, 4, 8, 16, 32, 64, 96, 129),  # up to min_class_size - 1

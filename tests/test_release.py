@@ -102,7 +102,8 @@ def released(tmp_path_factory):
 @pytest.mark.slow
 def test_the_release_writes_only_synthetic_data_and_a_report(released):
     workdir, outcome = released
-    assert sorted(os.listdir(workdir)) == ["report.json", "report.md", "study", "synthetic.npz"]
+    assert sorted(os.listdir(workdir)) == [
+        "release_ledger.json", "report.json", "report.md", "study", "synthetic.npz"]
     assert sorted(os.listdir(os.path.join(workdir, "study"))) == [
         "accuracy_vs_order.png", "report.json", "report.md", "utility.csv"]
     with np.load(os.path.join(workdir, "synthetic.npz")) as npz:
@@ -151,7 +152,8 @@ def test_no_study_no_study_outputs(tmp_path):
     config.sweep.enabled = "no"
     outcome = run.run(config, str(tmp_path))
     assert outcome.sweep == []
-    assert sorted(os.listdir(tmp_path)) == ["report.json", "report.md", "synthetic.npz"]
+    assert sorted(os.listdir(tmp_path)) == [
+        "release_ledger.json", "report.json", "report.md", "synthetic.npz"]
     assert "No utility study was run" in (tmp_path / "report.md").read_text()
 
 
@@ -181,7 +183,7 @@ def test_a_users_npz_releases_what_the_same_data_as_a_benchmark_releases(tmp_pat
     bench.sweep.enabled = "no"
     reference = run.run(bench, str(tmp_path / "bench"))
     assert own.sweep == [] and sorted(os.listdir(tmp_path / "own")) == [
-        "report.json", "report.md", "synthetic.npz"]  # the study is off for own data
+        "release_ledger.json", "report.json", "report.md", "synthetic.npz"]  # no study: own data
     with np.load(tmp_path / "own" / "synthetic.npz") as a, \
             np.load(tmp_path / "bench" / "synthetic.npz") as b:
         for key in ("features", "labels", "class_names"):

@@ -1,11 +1,13 @@
 """A DP-CDA release and its utility study: calibrate, mix, write the synthetic set, evaluate.
 
-``release_once`` makes the one release a config asks for (secret randomness by default) and
-writes ``synthetic.npz`` with its report; ``utility_sweep`` repeats the mechanism over mixing
-orders l × ε × seeds × label variants and trains the config's classifier on each synthetic set,
-testing on the real held-out split (Saha et al. 2024's protocol). The sweep is a study, not a
-release: each of its runs re-mixes the same private data with a published seed, so its accuracies
-are **outside the release's ε**. It runs by default only on public benchmark data
+``release_once`` makes the one release a config asks for (secret randomness by default),
+records it in the workdir's release ledger (:mod:`maskdp_jax.release.ledger`) and then writes
+``synthetic.npz`` (``synthetic_<n>.npz`` for the n-th release, ``release.another=True``) with its
+report, which gives the composed ε of every release in the ledger; ``utility_sweep`` repeats
+the mechanism over mixing orders l × ε × seeds × label variants and trains the config's classifier
+on each synthetic set, testing on the real held-out split (Saha et al. 2024's protocol). The sweep
+is a study, not a release: each of its runs re-mixes the same private data with a published seed,
+so its accuracies are **outside the release's ε**. It runs by default only on public benchmark data
 (``sweep.enabled="auto"``, :data:`maskdp_jax.release.datasets.BENCHMARKS`) and writes to its own
 folder, ``<workdir>/study/``.
 """
@@ -13,6 +15,8 @@ folder, ``<workdir>/study/``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
 import json
 import math
 import os
@@ -23,7 +27,9 @@ from tqdm import tqdm
 
 from maskdp_jax import randomness
 from maskdp_jax.accounting import dpcda, inputs
-from maskdp_jax.release import datasets, mixing
+from maskdp_jax.data import atomic
+from maskdp_jax.release import datasets, ledger, mixing
+from maskdp_jax.run.workdir_lock import WorkdirLock
 
 CLASSIFIERS = ("logistic", "mlp")
 LABEL_VARIANTS = {True: "noised label (seed)", False: "exact label"}
@@ -113,24 +119,54 @@ def test_accuracy(config, features: np.ndarray, labels: np.ndarray, test: datase
     return float(model.score(test.features, test.labels))
 
 
+def another_release(config) -> bool:
+    """``release.another``: one more release into a workdir that holds one (False when a config
+    file made before the key has none: the safe side, the second release is refused)."""
+    another = config.release.get("another", False)
+    if not isinstance(another, bool):
+        raise ValueError(f"{ledger.ANOTHER_KEY} must be True or False; got {another!r}.")
+    return another
+
+
 def release_once(config, train: datasets.Split, test: datasets.Split | None,
-                 workdir: str) -> dict[str, Any]:
-    """The release the config asks for: writes ``<workdir>/synthetic.npz`` (features ``[T', d]``
-    float32, labels ``[T']`` int32, class names ``[K]``, T' = K·⌊T/K⌋: nothing else leaves the
-    private data) and returns its record (``test_accuracy`` None without held-out data)."""
+                 workdir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The release the config asks for: ``(its record, the workdir's ledger)``.
+
+    Journals the release in ``<workdir>/release_ledger.json`` (ε, δ, randomness commitment, time,
+    file name and SHA-256), **then** writes the file
+    (:func:`maskdp_jax.release.ledger.file_name`: features ``[T', d]`` float32, labels ``[T']``
+    int32, class names ``[K]``, T' = K·⌊T/K⌋: nothing else leaves the private data). The
+    record's ``test_accuracy`` is None without held-out data; the ledger
+    (:func:`maskdp_jax.release.ledger.to_dict`) holds every release of the workdir and their
+    composition.
+
+    Raises:
+      FileExistsError / ValueError: the workdir holds a release and ``release.another`` is not
+        set, or its ledger cannot be extended (:func:`maskdp_jax.release.ledger.check_workdir`).
+    """
     spec = config.release
+    previous = ledger.check_workdir(workdir, another=another_release(config))
     privacy = privacy_for(config, train, order=spec.order, epsilon=spec.epsilon,
                           label_noise=spec.label_noise)
     rand = randomness.for_run(mode=config.randomness, seed=config.seed, restored=None)
     mixture = synthesize(rand.noise_key(), config, train, privacy)
-    path = os.path.join(workdir, "synthetic.npz")
-    np.savez(path, features=mixture.features, labels=mixture.labels,
+    buffer = io.BytesIO()
+    np.savez(buffer, features=mixture.features, labels=mixture.labels,
              class_names=np.array(train.class_names))
+    content = buffer.getvalue()
+    entry = ledger.Release(
+        index=len(previous) + 1, file=ledger.file_name(len(previous) + 1),
+        sha256=hashlib.sha256(content).hexdigest(), time=ledger.now(),
+        randomness=rand.public_id(), epsilon=privacy.epsilon, delta=privacy.delta,
+        num_samples=int(len(mixture.labels)), privacy=privacy.to_dict())
+    journal = ledger.write(workdir, [*previous, entry])  # before anything leaves
+    atomic.write(os.path.join(workdir, entry.file), content)
     accuracy = None if test is None else test_accuracy(config, mixture.features, mixture.labels,
                                                        test, seed=config.seed)
-    return {"file": os.path.basename(path), "num_samples": int(len(mixture.labels)),
-            "randomness": rand.public_id(), "label_noise": bool(spec.label_noise),
-            "privacy": privacy.to_dict(), "test_accuracy": accuracy}
+    return {"file": entry.file, "sha256": entry.sha256, "index": entry.index,
+            "num_samples": entry.num_samples, "randomness": entry.randomness,
+            "label_noise": bool(spec.label_noise), "privacy": privacy.to_dict(),
+            "test_accuracy": accuracy}, journal
 
 
 def utility_sweep(config, train: datasets.Split, test: datasets.Split) -> list[dict[str, Any]]:
@@ -186,9 +222,47 @@ def utility_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def ledger_markdown(journal: dict[str, Any]) -> list[str]:
+    """The report's lines on the workdir's releases (:mod:`maskdp_jax.release.ledger`)."""
+    releases, total = journal["releases"], journal["composition"]
+    if len(releases) == 1:
+        return [f"The first release from this workdir, recorded in `{ledger.LEDGER}` before its "
+                f"file was written. Another release into this workdir is refused unless "
+                f"`{ledger.ANOTHER_KEY}=True`; its report then gives the composed ε of both."]
+    lines = [f"**All {len(releases)} releases from this workdir compose to (ε, δ) = "
+             f"({_number(total['epsilon'])}, {total['delta']:g})** by {total['method']}: whoever "
+             "holds their files holds the privacy loss of all of them "
+             f"(`{ledger.LEDGER}`, `accounting/dpcda.py`: `compose_releases`).",
+             "",
+             "| release | file | SHA-256 | time (UTC) | randomness | ε | δ |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['index']} | `{r['file']}` | `{r['sha256'][:16]}…` | {r['time']} | "
+              f"`{r['randomness']}` | {_number(r['epsilon'])} | {r['delta']:g} |"
+              for r in releases]
+    lines.append(f"| **composed** | | | | | **{_number(total['epsilon'])}** | "
+                 f"**{total['delta']:g}** |")
+    return lines
+
+
+def composed_headline(journal: dict[str, Any]) -> list[str]:
+    """Before a later release's own (ε, δ), in the same paragraph: the composed (ε, δ) of the
+    workdir ([] for a first release)."""
+    releases, total = journal["releases"], journal["composition"]
+    if len(releases) == 1:
+        return []
+    return [f"**Release {releases[-1]['index']} of this workdir: with the earlier ones, "
+            f"(ε, δ) = ({_number(total['epsilon'])}, {total['delta']:g})** (composed, see "
+            "\"Releases from this workdir\"). This release alone:"]
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "∞"
+
+
 def report_markdown(config, train: datasets.Split, test: datasets.Split | None,
-                    record: dict[str, Any], studied: bool) -> str:
-    """The release's report: what was released, its (ε, δ) and how it was computed."""
+                    record: dict[str, Any], studied: bool, journal: dict[str, Any]) -> str:
+    """The release's report: what was released, its (ε, δ) and how it was computed, and the
+    composed (ε, δ) of every release in the workdir's ledger (``journal``)."""
     p = record["privacy"]
     sigma_y = "none (exact label)" if p["sigma_y"] is None else f"{p['sigma_y']:.4g}"
     held_out = ("no held-out data" if test is None else
@@ -203,10 +277,12 @@ def report_markdown(config, train: datasets.Split, test: datasets.Split | None,
         f"{train.num_classes} classes of at least {config.min_class_size} (a public bound; the "
         f"exact sizes are not released); {held_out}.",
         f"Released: `{record['file']}`, {record['num_samples']} synthetic "
-        f"samples (features + argmax label), randomness `{record['randomness']}`.",
+        f"samples (features + argmax label), randomness `{record['randomness']}`, SHA-256 "
+        f"`{record['sha256']}`.",
         "",
         "## Privacy",
         "",
+        *composed_headline(journal),
         f"**(ε, δ) = ({p['epsilon']:.4g}, {p['delta']:g})** under replace-one adjacency on "
         "whole records (features and label), for mixing order "
         f"l = {p['order']}, clip norm c = {p['clip_norm']:g}, σx = {p['sigma_x']:.4g}, "
@@ -226,6 +302,10 @@ def report_markdown(config, train: datasets.Split, test: datasets.Split | None,
         "",
         "Features were scaled by fixed constants only (no private statistics) and clipped to "
         "c. How each choice is made and why it is an upper bound: `accounting/dpcda.py`.",
+        "",
+        "## Releases from this workdir",
+        "",
+        *ledger_markdown(journal),
         "",
         "## Utility",
         "",
@@ -305,15 +385,18 @@ def study_markdown(config, train: datasets.Split, test: datasets.Split,
     ]) + "\n"
 
 
-def write_outputs(config, workdir: str, train, test, record, rows) -> None:
-    """``report.json`` and ``report.md`` of the release; with a study, ``study/`` holds its
-    ``report.md``, ``report.json``, ``utility.csv`` and ``accuracy_vs_order.png``."""
+def write_outputs(config, workdir: str, train, test, record, rows, journal) -> None:
+    """``report.json`` (the config, the release and the workdir's ledger ``journal``) and
+    ``report.md`` of the release; with a study, ``study/`` holds its ``report.md``,
+    ``report.json``, ``utility.csv`` and ``accuracy_vs_order.png``."""
     from maskdp_jax.reporting import plots, results
 
     with open(os.path.join(workdir, "report.json"), "w") as f:
-        json.dump({"config": config.to_dict(), "release": record}, f, indent=1, default=float)
+        json.dump({"config": config.to_dict(), "release": record, "ledger": journal}, f,
+                  indent=1, default=float)
     with open(os.path.join(workdir, "report.md"), "w") as f:
-        f.write(report_markdown(config, train, test, record, studied=bool(rows)))
+        f.write(report_markdown(config, train, test, record, studied=bool(rows),
+                                journal=journal))
     if not rows:
         return
     study = os.path.join(workdir, STUDY_DIR)
@@ -332,10 +415,12 @@ def write_outputs(config, workdir: str, train, test, record, rows) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What :func:`maskdp_jax.run` made: the release record and the sweep rows."""
+    """What :func:`maskdp_jax.run` made: the release record, the sweep rows and the workdir's
+    release ledger (:func:`maskdp_jax.release.ledger.to_dict`: every release, their composition)."""
 
     release: dict[str, Any]
     sweep: list[dict[str, Any]]
+    ledger: dict[str, Any]
 
 
 def check_public(config) -> None:
@@ -343,7 +428,7 @@ def check_public(config) -> None:
 
     Raises:
       ValueError: a bad target ε, ``min_class_size`` or ``clip_norm`` unset, a bad
-        ``sweep.enabled``.
+        ``sweep.enabled`` or ``release.another``.
     """
     for eps in (config.release.epsilon, *config.sweep.epsilons):
         if math.isfinite(eps):
@@ -359,13 +444,19 @@ def check_public(config) -> None:
         raise ValueError(f"the clip norm c (clip_norm) must be set to a fixed constant > 0; got "
                          f"{c!r}.")
     study_enabled(config)
+    another_release(config)
 
 
 def run(config, workdir: str) -> Outcome:
-    """Check the public config, load and check the data, make the release, run the utility study
-    if enabled, write everything to ``workdir``; bad input is refused (``ValueError``) before
-    anything is written."""
+    """Check the public config and the workdir's release ledger, load and check the data, make
+    the release, run the utility study if enabled, write everything to ``workdir``; bad input
+    (``ValueError``, or ``FileExistsError`` for a workdir that holds a release while
+    ``release.another`` is not set) is refused before anything is written.
+
+    One release at a time per workdir (:class:`maskdp_jax.run.workdir_lock.WorkdirLock`): two at
+    once would both read a ledger without the other's release."""
     check_public(config)
+    ledger.check_workdir(workdir, another=another_release(config))  # before the data is read
     studied = study_enabled(config)
     train, test = load(config)
     dpcda.check_class_sizes(class_sizes=train.class_sizes(), min_class_size=config.min_class_size)
@@ -375,7 +466,11 @@ def run(config, workdir: str) -> Outcome:
         raise ValueError("the utility study needs held-out data: set data.test_path, or leave "
                          "the study off (sweep.enabled='no').")
     os.makedirs(workdir, exist_ok=True)
-    record = release_once(config, train, test, workdir)
-    rows = utility_sweep(config, train, test) if studied else []
-    write_outputs(config, workdir, train, test, record, rows)
-    return Outcome(release=record, sweep=rows)
+    lock = WorkdirLock(workdir)
+    try:
+        record, journal = release_once(config, train, test, workdir)
+        rows = utility_sweep(config, train, test) if studied else []
+        write_outputs(config, workdir, train, test, record, rows, journal)
+    finally:
+        lock.release()
+    return Outcome(release=record, sweep=rows, ledger=journal)
