@@ -33,10 +33,10 @@ def main() -> None:
     scores, epsilon = [], float("inf")
     for m, members in enumerate(inclusion):
         idx = np.flatnonzero(members)
-        params, plan, ledger = train(images[idx], labels[idx], masks[idx], mode=args.mode,
-                                     steps=args.steps, batch_size=max(1, len(idx) // 4), seed=m,
-                                     log=lambda _: None)
-        epsilon = plan.epsilon(ledger)
+        params, mech, state = train(images[idx], labels[idx], masks[idx], mode=args.mode,
+                                    steps=args.steps, batch_size=max(1, len(idx) // 4), seed=m,
+                                    log=lambda _: None)
+        epsilon, plan = mech.epsilon(state), mech.plan
         logits = SmallCNN().apply({"params": params}, images)
         scores.append(np.asarray(lira.log_odds_confidence(logits, labels)))
         print(f"shadow model {m + 1}/{args.models} trained (ε = {epsilon:.2f})")

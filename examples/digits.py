@@ -117,38 +117,38 @@ def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: in
     steps = epochs * len(images) // batch_size
     plan = mdp.PrivacyPlan.calibrate(
         mode=mode, num_examples=len(images), batch_size=batch_size, steps=steps,
-        l2_clip_norm=1.0, delta=1e-4,
+        l2_clip_norm=1.0, delta=1e-5,  # well below 1/N = 1/600
         target_epsilon=None if mode == "nonprivate" else epsilon)
-    randomness = mdp.Randomness(mode="secret", seed=seed, secret=mdp.draw_secret())
-    sampler = randomness.sampler(num_examples=len(images), expected_batch_size=batch_size)
+    # The mechanism owns the secret noise stream, the Poisson sampler and the ledger.
+    mech = mdp.Mechanism(plan=plan, randomness=mdp.Randomness(
+        mode="secret", seed=seed, secret=mdp.draw_secret()))
     tokens = mdp.tokenizer_for(model)
     tx = optax.adam(1e-3)
-    opt, ledger = tx.init(params), mdp.Ledger()
+    opt, state = tx.init(params), mech.init()
 
     def loss_fn(p, image, label):  # ONE example
         logits = model.apply({"params": p}, image[None])[0]
         return optax.softmax_cross_entropy_with_integer_labels(logits, label)
 
     @jax.jit
-    def step(params, opt, public, private, key):
-        grad, _ = mdp.masked_gradient(loss_fn, params, plan=plan, key=key, public=public,
-                                      private=private, tokens=tokens)
+    def step(params, opt, state, public, private):
+        grad, state, _ = mech.gradient(loss_fn, params, state, public=public, private=private,
+                                       tokens=tokens)
         updates, opt = tx.update(grad, opt, params)
-        return optax.apply_updates(params, updates), opt
+        return optax.apply_updates(params, updates), opt, state
 
     def examples(indices):  # a Poisson draw, padded with weight-0 rows, never truncated
-        if indices is None:
+        if indices is None:  # the pass this mode does not have
             return None
         idx, weights = mdp.padded_indices(indices, multiple_of=32)
         return mdp.Examples(inputs=images[idx], targets=labels[idx], masks=masks[idx],
                             weights=weights)
 
-    for t in range(plan.steps):
-        drawn = sampler.logical_batch(t, mode=plan.mode, sampling=plan.sampling)
-        key = jax.random.fold_in(randomness.noise_key(), t)
-        params, opt = step(params, opt, examples(drawn.public), examples(drawn.private), key)
-        plan.record_step(ledger)
-    return params, plan.epsilon(ledger) if plan.mode.is_private else float("inf")
+    for _ in range(plan.steps):
+        drawn = mech.batch(state)  # this step's draws, by the plan's sampling scheme
+        params, opt, state = step(params, opt, state, examples(drawn.public),
+                                  examples(drawn.private))
+    return params, mech.epsilon(state)
 
 
 def accuracy(params, images, labels) -> float:

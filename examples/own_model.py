@@ -51,48 +51,48 @@ def make_data(num: int, *, seed: int = 0, num_classes: int = 4, size: int = 16):
 
 def train(images, labels, masks, *, mode="maskdp", steps=40, batch_size=32,
           target_epsilon=4.0, seed=0, log=print):
-    """Train :class:`SmallCNN` with MaskDP; returns ``(params, plan, ledger)``."""
+    """Train :class:`SmallCNN` with MaskDP; returns ``(params, mechanism, state)``
+    (``mechanism.epsilon(state)`` is the ε spent)."""
     model = SmallCNN()
     params = model.init(jax.random.key(seed), images[:1])["params"]
     tokens = mdp.tokenizer_for(model)
     plan = mdp.PrivacyPlan.calibrate(
         mode=mode, num_examples=len(images), batch_size=batch_size, steps=steps,
-        l2_clip_norm=1.0, delta=1e-3,
+        l2_clip_norm=1.0, delta=1e-5,  # well below 1/N: δ >= 1/N is refused
         target_epsilon=None if mode == "nonprivate" else target_epsilon)
-    randomness = mdp.Randomness(mode="secret", seed=seed, secret=mdp.draw_secret())
-    sampler = randomness.sampler(num_examples=len(images), expected_batch_size=batch_size)
+    # The mechanism owns the secret noise stream, the Poisson sampler and the ledger.
+    mech = mdp.Mechanism(plan=plan, randomness=mdp.Randomness(
+        mode="secret", seed=seed, secret=mdp.draw_secret()))
     tx = optax.adam(3e-3)
-    opt_state, ledger = tx.init(params), mdp.Ledger()
+    opt_state, state = tx.init(params), mech.init()
 
     def loss_fn(p, image, label):  # ONE example: image [H, W, C], label []
         logits = model.apply({"params": p}, image[None])[0]
         return optax.softmax_cross_entropy_with_integer_labels(logits, label)
 
     @jax.jit
-    def step(params, opt_state, public, private, key):
-        grad, stats = mdp.masked_gradient(loss_fn, params, plan=plan, key=key, public=public,
-                                          private=private, tokens=tokens, microbatch_size=8)
+    def step(params, opt_state, state, public, private):
+        grad, state, stats = mech.gradient(loss_fn, params, state, public=public,
+                                           private=private, tokens=tokens, microbatch_size=8)
         updates, opt_state = tx.update(grad, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, stats
+        return optax.apply_updates(params, updates), opt_state, state, stats
 
     def examples(indices):  # a Poisson draw, padded with weight-0 rows, never truncated
-        if indices is None:
+        if indices is None:  # the pass this mode does not have
             return None
         idx, weights = mdp.padded_indices(indices, multiple_of=8)
         return mdp.Examples(inputs=images[idx], targets=labels[idx], masks=masks[idx],
                             weights=weights)
 
     for t in range(plan.steps):
-        drawn = sampler.logical_batch(t, mode=plan.mode, sampling=plan.sampling)
-        key = jax.random.fold_in(randomness.noise_key(), t)
-        params, opt_state, stats = step(params, opt_state, examples(drawn.public),
-                                        examples(drawn.private), key)
-        plan.record_step(ledger)
+        drawn = mech.batch(state)  # this step's draws, by the plan's sampling scheme
+        params, opt_state, state, stats = step(params, opt_state, state,
+                                               examples(drawn.public), examples(drawn.private))
         if (t + 1) % 10 == 0 or t + 1 == plan.steps:
             loss = float(stats.public_loss_sum / jnp.maximum(stats.public_count, 1.0))
             log(f"step {t + 1}/{plan.steps}: public loss {loss:.3f}, "
-                f"ε = {plan.epsilon(ledger):.2f} at δ = {plan.delta}")
-    return params, plan, ledger
+                f"ε = {mech.epsilon(state):.2f} at δ = {plan.delta}")
+    return params, mech, state
 
 
 def accuracy(params, images, labels) -> float:

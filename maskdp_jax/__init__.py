@@ -5,23 +5,24 @@
 
     plan = mdp.PrivacyPlan.calibrate(mode="maskdp", num_examples=N, batch_size=B, epochs=E,
                                      l2_clip_norm=1.0, delta=1e-5, target_epsilon=1.0)
-    rng = mdp.Randomness(mode="secret", seed=0, secret=mdp.draw_secret())
-    sampler = rng.sampler(num_examples=N, expected_batch_size=B)
-    ledger = mdp.Ledger()
-    for step in range(plan.steps):
-        drawn = sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling)
-        grad, stats = mdp.masked_gradient(loss_fn, params, plan=plan,
-                                          key=jax.random.fold_in(rng.noise_key(), step),
-                                          public=examples(drawn.public),
-                                          private=examples(drawn.private), tokens=tokens)
+    mech = mdp.Mechanism(plan=plan, randomness=mdp.Randomness(
+        mode="secret", seed=0, secret=mdp.draw_secret()))
+    state = mech.init()
+    for _ in range(plan.steps):                 # one more raises: the plan is spent
+        drawn = mech.batch(state)               # this step's draws, by the plan's scheme
+        grad, state, stats = mech.gradient(loss_fn, params, state, public=examples(drawn.public),
+                                           private=examples(drawn.private), tokens=tokens)
         ...  # optax update
-        plan.record_step(ledger)
-    print(plan.epsilon(ledger))
+    print(mech.epsilon(state))                  # the steps charged, at the plan's δ or any other
 
 The API, by task:
 
 * the plan: :class:`PrivacyPlan` (``calibrate`` for a target ε or a given σ), and the choices
   it is made of: :class:`Mode`, :class:`Sampling`, :class:`Adjacency`, :class:`Accountant`;
+* the private step: :class:`Mechanism` (the plan with its noise stream, sampler and ledger:
+  ``init``, ``batch``, ``gradient``, ``epsilon``, ``replan``), :class:`MechanismState`,
+  :class:`PlanExhausted`. What a training loop should use; the pieces below are for
+  researchers, and each says what its caller then owns;
 * views: :class:`Tokenizer` (video ``(st, sh, sw)`` or image ``(sh, sw)`` cells),
   :func:`tokenizer_for` (from a model's declared ``patch_stride``/``patch_size``), :class:`Views`;
 * the gradient: :func:`masked_gradient` (one call), or its pieces :func:`public_grad_sum`,
@@ -63,6 +64,8 @@ the reporting layer.
   geometry and the degenerate-mask check live here only).
 * :mod:`maskdp_jax.gradient`: the masked gradient of one logical batch for any model and loop
   (public sum, the noise once, the division by B), what the step is built from.
+* :mod:`maskdp_jax.mechanism`: the plan with its noise stream, sampler and ledger (the library's
+  private step).
 * :mod:`maskdp_jax.clipping` (per-example clipped gradient sum), :mod:`maskdp_jax.noise`
   (Gaussian noise on the clipped sum), :mod:`maskdp_jax.sampling` (Poisson sampler, physical
   batches), :mod:`maskdp_jax.randomness` (the secret or seeded noise key and batch seeds).
@@ -101,6 +104,8 @@ _EXPORTS = {
     "LogicalBatchData": "maskdp_jax.train_step",
     "make_train_step": "maskdp_jax.train_step",
     "masked_gradient": "maskdp_jax.gradient",
+    "Mechanism": "maskdp_jax.mechanism",
+    "MechanismState": "maskdp_jax.mechanism",
     "Mode": "maskdp_jax.plan",
     "noisy_gradient": "maskdp_jax.gradient",
     "padded_indices": "maskdp_jax.sampling",
@@ -109,6 +114,7 @@ _EXPORTS = {
     "pass_view": "maskdp_jax.gradient",
     "physical_batches": "maskdp_jax.sampling",
     "PixelViews": "maskdp_jax.train_step",
+    "PlanExhausted": "maskdp_jax.mechanism",
     "PoissonSampler": "maskdp_jax.sampling",
     "PrivacyPlan": "maskdp_jax.plan",
     "PRIVATE_STREAM": "maskdp_jax.sampling",
@@ -159,6 +165,7 @@ if TYPE_CHECKING:
         pass_view,
         public_grad_sum,
     )
+    from maskdp_jax.mechanism import Mechanism, MechanismState, PlanExhausted  # noqa: F401
     from maskdp_jax.plan import Mode, PrivacyPlan  # noqa: F401
     from maskdp_jax.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
     from maskdp_jax.sampling import (  # noqa: F401

@@ -40,13 +40,15 @@ public view, and the private pass the clipped gradient of the private view of th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from maskdp_jax import clipping, noise
+from maskdp_jax import clipping, noise, tokenizer
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer, Views
 
@@ -55,23 +57,70 @@ PyTree = Any
 ExampleLoss = Callable[[PyTree, Any, Any], jnp.ndarray]
 
 
-class Examples(NamedTuple):
-    """One physical batch of one pass, ``P`` rows.
+def _is_concrete(x: Any) -> bool:
+    """An array whose values the host can read now (not a tracer inside ``jit``/``vmap``)."""
+    return isinstance(x, np.ndarray) or (isinstance(x, jax.Array)
+                                        and not isinstance(x, jax.core.Tracer))
+
+
+def _rows(x: Any) -> int | None:
+    leaves = [leaf for leaf in jax.tree.leaves(x) if hasattr(leaf, "shape") and leaf.ndim]
+    return int(leaves[0].shape[0]) if leaves else None
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Examples:
+    """One physical batch of one pass, ``P`` rows, checked where it is built.
 
     Attributes:
       inputs: ``[P, ...]`` the model input of each example: pixels ``[P, ..., T, H, W, C]`` for a
         video tokeniser, ``[P, ..., H, W, C]`` for an image tokeniser (any axes between ``P`` and
         the pixels, e.g. K clips of a video, are kept and belong to the same example).
       targets: pytree of ``[P, ...]`` (labels; public under masked adjacency).
-      masks: ``[P, ..., T, H, W]`` (or ``[P, ..., H, W]``) pixel masks, 1 = public, 0 = private.
-        Public information; needed by the ``maskdp`` mode only.
-      weights: ``[P]`` in {0, 1}, 0 for padding rows (they contribute exactly zero); None: all 1.
+      masks: ``[P, ..., T, H, W]`` (or ``[P, ..., H, W]``) pixel masks, 1 = public, 0 = private
+        (bool, {0, 1} or {0, 255}). Public information; needed by the ``maskdp`` mode only.
+      weights: ``[P]`` in {0, 1} (or bool), 0 for padding rows (they contribute exactly zero);
+        None: all 1.
+
+    Privacy: the accountant assumes that one example moves the clipped sum by at most C. A weight
+    of 2 would count an example twice (sensitivity 2C), a negative one would subtract it, and a
+    soft mask would make uncertain pixels public; so, when the arrays are concrete (built on the
+    host, before the caller's ``jit``), construction refuses weights outside {0, 1}, non-binary
+    masks (:func:`maskdp_jax.tokenizer.check_mask_values`, the data loader's rule) and row
+    counts that disagree. Inside ``jit`` the values are tracers and are not checked again.
+
+    Raises:
+      ValueError: as above, with the offending values.
     """
 
     inputs: Any
     targets: Any
     masks: Any = None
     weights: Any = None
+
+    def __post_init__(self):
+        rows = {name: _rows(getattr(self, name)) for name in ("inputs", "targets", "masks",
+                                                               "weights")}
+        known = {name: n for name, n in rows.items() if n is not None}
+        if len(set(known.values())) > 1:
+            raise ValueError(f"Examples fields disagree on the number of rows P: {known}.")
+        if _is_concrete(self.weights):
+            weights = np.asarray(self.weights)
+            if weights.ndim != 1:
+                raise ValueError(f"Examples.weights must be [P]; got shape {weights.shape}.")
+            if weights.dtype != np.bool_ and not np.all((weights == 0) | (weights == 1)):
+                bad = np.unique(weights[(weights != 0) & (weights != 1)])[:6].tolist()
+                raise ValueError(
+                    f"Examples.weights must be 0 (padding) or 1 (an example), or bool; got "
+                    f"{bad}. A weight w counts an example w times: its sensitivity would be "
+                    "|w| C while the accountant assumes C.")
+        if _is_concrete(self.masks):
+            tokenizer.check_mask_values(self.masks, name="Examples.masks")
+
+    def replace(self, **changes: Any) -> Examples:
+        """A copy with ``changes`` (checked like a new one)."""
+        return dataclasses.replace(self, **changes)
 
 
 class GradStats(NamedTuple):
@@ -80,13 +129,16 @@ class GradStats(NamedTuple):
 
     Attributes:
       public_loss_sum: sum of the public pass's weighted losses (public data).
-      public_count: sum of the public pass's weights.
+      public_count: sum of the public pass's weights (examples zeroed as non-finite excluded).
       clip: the private pass's :class:`~maskdp_jax.clipping.ClipStats`.
+      public_nonfinite: real public examples whose input held NaN or inf: zeroed and counted,
+        as the private pass does (``clip.num_nonfinite``).
     """
 
     public_loss_sum: jnp.ndarray
     public_count: jnp.ndarray
     clip: clipping.ClipStats
+    public_nonfinite: jnp.ndarray = np.zeros((), np.float32)
 
 
 def public_grad_sum(
@@ -107,14 +159,16 @@ def public_grad_sum(
 
     Returns:
       ``(grad_sum, loss_sum)``: the structure of ``params`` and the scalar ``sum_i w_i L_i``.
+      A real row whose floating inputs hold NaN or inf is dropped like a padding row (so one
+      corrupt example cannot make the update non-finite); :func:`public_nonfinite` counts them.
 
     >>> import jax.numpy as jnp
-    >>> g, l = public_grad_sum(lambda w, x: jnp.sum(w * x), jnp.zeros(2),
-    ...                        jnp.array([[1.0, 2.0], [jnp.nan, 0.0]]), jnp.array([1.0, 0.0]))
+    >>> g, l = public_grad_sum(lambda w, x: jnp.sum((w + 1) * x), jnp.zeros(2),
+    ...                        jnp.array([[1.0, 2.0], [jnp.nan, 0.0]]), jnp.array([1.0, 1.0]))
     >>> g.tolist(), float(l)
-    ([1.0, 2.0], 0.0)
+    ([1.0, 2.0], 3.0)
     """
-    real = weights > 0
+    real = (weights > 0) & finite_rows(examples)
     # Double where: a weight-0 row's input is replaced before the model (its forward and
     # backward stay finite: 0 * inf would be NaN in the sum's gradient), its loss after.
     examples = jax.tree.map(
@@ -128,6 +182,20 @@ def public_grad_sum(
 
     loss_sum, grads = jax.value_and_grad(weighted_sum)(params)
     return grads, loss_sum
+
+
+def finite_rows(examples: Any) -> jnp.ndarray:
+    """``[P]`` bool: every floating value of the row is finite (integer leaves always are)."""
+    leaves = [x for x in jax.tree.leaves(examples) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if not leaves:
+        return jnp.ones(jax.tree.leaves(examples)[0].shape[0], bool)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+                              for x in leaves]), axis=0)
+
+
+def public_nonfinite(examples: Any, weights: jnp.ndarray) -> jnp.ndarray:
+    """How many real (weight > 0) rows :func:`public_grad_sum` dropped as non-finite."""
+    return jnp.sum((weights > 0) & ~finite_rows(examples)).astype(jnp.float32)
 
 
 def noisy_gradient(
@@ -196,11 +264,13 @@ def pass_gradient(
     zero = jnp.zeros((), jnp.float32)
     if public:
         grads, loss_sum = public_grad_sum(loss_fn, params, examples, weights)
-        return grads, GradStats(loss_sum, jnp.sum(weights), clipping.ClipStats.zeros())
+        dropped = public_nonfinite(examples, weights)
+        return grads, GradStats(loss_sum, jnp.sum(weights) - dropped,
+                                clipping.ClipStats.zeros(), dropped)
     grads, clip = clipping.clipped_grad_sum(
         loss_fn, params, examples, weights, l2_clip_norm=plan.l2_clip_norm,
         microbatch_size=microbatch_size, ghost_rules=ghost_rules)
-    return grads, GradStats(zero, zero, clip)
+    return grads, GradStats(zero, zero, clip, zero)
 
 
 def pass_view(views: Views, weights: jnp.ndarray, *, public: bool) -> tuple[Any, jnp.ndarray]:
@@ -230,6 +300,7 @@ def pass_examples(
     weights = examples.weights
     if weights is None:
         weights = jnp.ones(jax.tree.leaves(examples.targets)[0].shape[0], jnp.float32)
+    weights = jnp.asarray(weights, jnp.float32)
     if not plan.mode.uses_views:
         return examples.inputs, weights
     if examples.masks is None or tokens is None:
@@ -244,7 +315,12 @@ def masked_gradient(
     tokens: Tokenizer | None = None, axis_name: str | None = None,
     microbatch_size: int | None = None, ghost_rules: Any = None,
 ) -> tuple[PyTree, GradStats]:
-    """The noisy MaskDP (or DP, or non-private) gradient of one logical batch.
+    """The noisy MaskDP (or DP, or non-private) gradient of one logical batch (low level).
+
+    The caller owns what :class:`maskdp_jax.mechanism.Mechanism` does for a training loop: a
+    fresh ``key`` at every step (:func:`maskdp_jax.noise.step_key`; one key reused adds the same
+    noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
+    and stopping at the plan's steps.
 
     ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
     example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.
@@ -259,6 +335,8 @@ def masked_gradient(
       plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
       key: this step's noise key (see :func:`noisy_gradient`).
       public / private: the :class:`Examples` of each pass this mode has (None for the other).
+        A pass with 0 rows adds nothing: the step is then the noise alone (and the other
+        pass), as the mechanism requires of an empty Poisson draw.
       tokens: the model's tokeniser (``maskdp`` only): its cells are what is public.
       axis_name: inside the caller's ``shard_map`` over this mesh axis, with the examples split
         over it and ``params`` and ``key`` replicated: each device clips its own examples'
@@ -287,11 +365,14 @@ def masked_gradient(
     def example_loss(p, example):
         return loss_fn(p, *example)
 
+    zero = jnp.zeros((), jnp.float32)
     sums = {}
-    stats = GradStats(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32),
-                      clipping.ClipStats.zeros())
+    stats = GradStats(zero, zero, clipping.ClipStats.zeros(), zero)
     for is_public, batch in ((True, public), (False, private)):
         if batch is None:
+            continue
+        if _rows(batch.inputs) == 0:  # an empty draw: this pass adds nothing (the noise stays)
+            sums[is_public] = jax.tree.map(jnp.zeros_like, params)
             continue
         inputs, weights = pass_examples(batch, public=is_public, plan=plan, tokens=tokens)
         sums[is_public], pass_stats = pass_gradient(

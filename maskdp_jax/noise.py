@@ -2,9 +2,10 @@
 
 Noise is added **once per logical batch**, to the sum of clipped private gradients accumulated over
 all physical batches of that logical batch, with standard deviation ``noise_multiplier *
-l2_clip_norm`` per coordinate. The key must be derived per logical step
-(``jax.random.fold_in(base_key, step)``) and be identical on every replica, so that all replicas
-add the same noise and apply the same update.
+l2_clip_norm`` per coordinate. The key of a logical step is :func:`step_key` of the run's base
+key (the one place the per-step key is derived: :class:`maskdp_jax.mechanism.Mechanism` and
+:func:`maskdp_jax.train_step.make_train_step` both call it), identical on every replica, so that
+all replicas add the same noise and apply the same update.
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ import jax
 import jax.numpy as jnp
 
 PyTree = Any
+
+
+def step_key(base_key: jax.Array, step: jnp.ndarray | int) -> jax.Array:
+    """The noise key of logical step ``step``: ``fold_in(base_key, step)``.
+
+    Privacy: the same base key at two steps must give independent noise (the accountant composes
+    independent Gaussian mechanisms); a key reused across steps would add the same vector twice,
+    which an adversary who sees two updates can cancel.
+
+    Args:
+      base_key: the run's secret base key (:meth:`maskdp_jax.randomness.Randomness.noise_key`).
+      step: the logical step, a Python int or a traced integer scalar.
+    """
+    return jax.random.fold_in(base_key, step)
 
 
 def gaussian_noise_like(

@@ -101,7 +101,8 @@ class PrivacyPlan:
       mode: :class:`Mode`.
       num_examples: N, training videos (the number the unit of privacy is counted in).
       batch_size: B, the expected Poisson batch size and the divisor of the update.
-      steps: planned logical steps; training refuses to run past them.
+      steps: planned logical steps. :class:`maskdp_jax.mechanism.Mechanism` and ``train.py``'s
+        guard refuse to run past them; :meth:`record_step` (the low-level call) does not.
       l2_clip_norm: C, per-example clip norm of the private pass.
       noise_multiplier: σ; the noise on the clipped sum has std ``σ C``. 0 for ``nonprivate``.
       delta: δ of the guarantee (``0 < δ < 1/N`` in private modes).
@@ -238,20 +239,31 @@ class PrivacyPlan:
         return dp_event.SelfComposedDpEvent(
             events.step_event(q=self.q, noise_multiplier=self.noise_multiplier), steps)
 
-    def record_step(self, ledger: accounting.Ledger) -> None:
-        """Add one executed logical step of this plan to ``ledger``."""
-        ledger.record(q=self.q, noise_multiplier=self.noise_multiplier)
+    def record_step(self, ledger: accounting.Ledger, *, steps: int = 1) -> None:
+        """Add ``steps`` (default one) executed logical steps of this plan to ``ledger``.
 
-    def epsilon(self, ledger: accounting.Ledger, *, method: str | None = None) -> float:
-        """ε of the steps in ``ledger`` under this plan's δ, adjacency and sampling.
+        Low level: nothing stops a caller from recording more steps than planned, or none. A
+        :class:`maskdp_jax.mechanism.Mechanism` charges every noisy step itself.
+        """
+        ledger.record(q=self.q, noise_multiplier=self.noise_multiplier, steps=steps)
+
+    def epsilon(self, ledger: accounting.Ledger, *, method: str | None = None,
+                delta: float | None = None) -> float:
+        """ε of the steps in ``ledger`` under this plan's adjacency and sampling.
 
         Args:
           ledger: the executed steps.
           method: ``"pld"`` / ``"rdp"``; default the plan's accountant. ∞ for ``nonprivate``.
+          delta: the δ to state ε at; default the plan's. Refused unless ``0 < δ < 1/N`` (the
+            plan's own rule, :func:`maskdp_jax.accounting.inputs.check_delta`).
         """
         if not self.mode.is_private:
             return math.inf
-        return ledger.epsilon(delta=self.delta, method=method or self.accountant,
+        if delta is None:
+            delta = self.delta
+        else:
+            inputs.check_delta(delta=delta, num_examples=self.num_examples)
+        return ledger.epsilon(delta=float(delta), method=method or self.accountant,
                               adjacency=self.adjacency, sampling=self.sampling)
 
     def epsilon_after_plan(self, ledger: accounting.Ledger) -> float:

@@ -98,6 +98,11 @@ class PoissonSampler:
           mode: a :class:`~maskdp_jax.plan.Mode` (or its string).
           sampling: the requested scheme; it applies to ``maskdp`` only
             (:meth:`~maskdp_jax.plan.Mode.sampling_scheme`).
+
+        Low level: the caller owns keeping ``sampling`` equal to the plan's (a coupled draw
+        under a decoupled plan under-reports ε) and ``step`` equal to the step being charged.
+        :meth:`maskdp_jax.mechanism.Mechanism.batch` draws with the plan's scheme at the state's
+        step, and is what a training loop should call.
         """
         mode = Mode(mode)
         coupled = mode.sampling_scheme(sampling) == "coupled"
@@ -151,6 +156,11 @@ def padded_indices(indices: np.ndarray, *, multiple_of: int) -> tuple[np.ndarray
     >>> padded_indices(np.array([], np.int64), multiple_of=2)[1].tolist()
     [0.0, 0.0]
     """
+    if indices is None:
+        raise ValueError(
+            "padded_indices got None: the logical batch has no such pass in this mode "
+            "(LogicalBatch.public is None in 'dp', .private in 'nonprivate'); give that pass "
+            "as None to masked_gradient instead of building its examples.")
     batches = list(physical_batches(indices, physical_batch_size=multiple_of))
     if not batches:
         return np.zeros(multiple_of, np.int64), np.zeros(multiple_of, np.float32)

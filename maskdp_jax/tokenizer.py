@@ -17,7 +17,8 @@ This module owns the token-cell geometry (:func:`.public_cells`, one erosion sha
 and the host-side checks) and the degenerate-mask check (:func:`warn_degenerate_masks`, videos with
 no public or no private cell). The views are written for one clip and are jit/vmap friendly.
 Checking mask *files* (rank, shape, binary values) is the data loader's business:
-:func:`maskdp_jax.data.decode.binarize_mask`.
+:func:`maskdp_jax.data.decode.binarize_mask`; masks handed to the library API are held to the
+same values by :func:`check_mask_values`.
 """
 
 from __future__ import annotations
@@ -317,6 +318,36 @@ def tokenizer_for(model: Any, *, fill_value: float = 0.0) -> Tokenizer:
         "(sh, sw) for images or (st, sh, sw) for videos), or build "
         "maskdp_jax.Tokenizer(patch_stride=...) yourself. A token cell must be the block of "
         "pixels one output position of the first layer advances over.")
+
+
+def check_mask_values(masks: Any, *, name: str = "masks") -> None:
+    """Refuses pixel masks that are not binary, by the data loader's rule: bool, or values all
+    in {0, 1} or all in {0, 255} (1 / 255 = public), of any dtype.
+
+    Why: the views take every pixel ``> 0`` as public, so a soft mask (0.5 at an anonymiser's
+    edge) or a mix such as {0, 1, 255} would silently turn uncertain pixels public, outside the
+    guarantee; guessing a threshold could do the same. Host-side (NumPy) on concrete arrays.
+
+    Raises:
+      ValueError: any other value (NaN included); the message names the offending values.
+
+    >>> check_mask_values(np.array([0, 255], np.uint8))
+    >>> check_mask_values(np.array([0.0, 0.5]))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: masks must be binary (bool, or values in {0, 1} or in {0, 255}; ...
+    """
+    masks = np.asarray(masks)
+    if masks.dtype == np.bool_ or masks.size == 0:
+        return
+    values = np.unique(masks)
+    binary = (set(values.tolist()) <= {0, 1}) or (set(values.tolist()) <= {0, 255})
+    if not binary:
+        shown = values[:6].tolist() + (["..."] if len(values) > 6 else [])
+        raise ValueError(
+            f"{name} must be binary (bool, or values in {{0, 1}} or in {{0, 255}}; 1 / 255 = "
+            f"public); got values {shown}. Threshold a soft mask yourself, where you decide "
+            "which pixels the guarantee gives up.")
 
 
 def host_public_cells(masks: np.ndarray, *, patch_stride: tuple[int, int, int]) -> np.ndarray:

@@ -56,6 +56,7 @@ from maskdp_jax import (
     compilation,
     ghost,
     gradient,
+    noise,
     parallel,
     partition,
     tokenizer,
@@ -108,6 +109,8 @@ class Accumulator(NamedTuple):
       private_sum: sum of weighted, clipped private gradients (trainable structure).
       public_loss_sum / public_count: for the public training loss (not private data).
       clip: private-pass :class:`~maskdp_jax.clipping.ClipStats` (private data: not DP).
+      public_nonfinite: public examples dropped for a NaN or inf input
+        (:func:`maskdp_jax.gradient.public_grad_sum`).
     """
 
     public_sum: PyTree
@@ -115,6 +118,7 @@ class Accumulator(NamedTuple):
     public_loss_sum: jnp.ndarray
     public_count: jnp.ndarray
     clip: clipping.ClipStats
+    public_nonfinite: jnp.ndarray
 
 
 @jax.jit
@@ -127,6 +131,7 @@ def zeros_accumulator(trainable: PyTree) -> Accumulator:
         public_loss_sum=jnp.zeros((), jnp.float32),
         public_count=jnp.zeros((), jnp.float32),
         clip=clipping.ClipStats.zeros(),
+        public_nonfinite=jnp.zeros((), jnp.float32),
     )
 
 
@@ -224,6 +229,7 @@ def accumulate_public(
         public_sum=jax.tree.map(jnp.add, acc.public_sum, grads),
         public_loss_sum=acc.public_loss_sum + stats.public_loss_sum,
         public_count=acc.public_count + stats.public_count,
+        public_nonfinite=acc.public_nonfinite + stats.public_nonfinite,
     )
 
 
@@ -269,13 +275,14 @@ def finalize(
     grad = gradient.noisy_gradient(
         acc.public_sum if plan.mode.has_public_pass else None,
         acc.private_sum if plan.mode.has_private_pass else None,
-        jax.random.fold_in(key, state.step), plan=plan)
+        noise.step_key(key, state.step), plan=plan)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
     metrics = {
         "public/loss": acc.public_loss_sum / jnp.maximum(acc.public_count, 1.0),
         "public/batch_size": acc.public_count,
         "grad_norm": optax.tree.norm(grad),
+        "public/num_nonfinite": acc.public_nonfinite,
         "private/num_nonfinite": acc.clip.num_nonfinite,
         "private/clipped_fraction": acc.clip.num_clipped / jnp.maximum(acc.clip.count, 1.0),
         "private/mean_grad_norm": acc.clip.norm_sum / jnp.maximum(acc.clip.count, 1.0),

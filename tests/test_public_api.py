@@ -87,17 +87,17 @@ def test_public_gradient_is_bit_identical_when_private_pixels_change(setup):
     s = setup
     plan = _plan("maskdp", sigma=0.0)
     # A private pass with only padding rows: the gradient is the public sum / B.
-    nothing = s.batch._replace(weights=jnp.zeros(P))
+    nothing = s.batch.replace(weights=jnp.zeros(P))
     private = s.batch.masks[..., None] == 0
-    changed = s.batch._replace(inputs=jnp.where(private, 50.0 * jnp.sign(s.batch.inputs) + 7.0,
+    changed = s.batch.replace(inputs=jnp.where(private, 50.0 * jnp.sign(s.batch.inputs) + 7.0,
                                                 s.batch.inputs))
     a, _ = _grad(s, plan, public=s.batch, private=nothing)
     b, _ = _grad(s, plan, public=changed, private=nothing)
     jax.tree.map(np.testing.assert_array_equal, a, b)
     assert _norm(a) > 0
     # The private pass does see the change, so the equality above is not vacuous.
-    c, _ = _grad(s, plan, public=s.batch._replace(weights=jnp.zeros(P)), private=s.batch)
-    d, _ = _grad(s, plan, public=s.batch._replace(weights=jnp.zeros(P)), private=changed)
+    c, _ = _grad(s, plan, public=s.batch.replace(weights=jnp.zeros(P)), private=s.batch)
+    d, _ = _grad(s, plan, public=s.batch.replace(weights=jnp.zeros(P)), private=changed)
     assert not np.allclose(jax.tree.leaves(c)[0], jax.tree.leaves(d)[0])
 
 
@@ -106,7 +106,7 @@ def test_every_clipped_contribution_is_at_most_c(setup):
     plan = _plan("dp", sigma=0.0, clip=clip)
     clipped = 0
     for i in range(P - 1):
-        one = s.batch._replace(weights=jnp.zeros(P).at[i].set(1.0))
+        one = s.batch.replace(weights=jnp.zeros(P).at[i].set(1.0))
         grad, stats = _grad(s, plan, private=one)
         norm = _norm(grad) * plan.batch_size
         assert norm <= clip * (1 + 1e-5), (i, norm)
@@ -116,7 +116,7 @@ def test_every_clipped_contribution_is_at_most_c(setup):
 
 def test_dp_equals_maskdp_with_all_private_masks(setup):
     s = setup
-    all_private = s.batch._replace(masks=jnp.zeros_like(s.batch.masks))
+    all_private = s.batch.replace(masks=jnp.zeros_like(s.batch.masks))
     masked, mstats = _grad(s, _plan("maskdp"), public=all_private, private=all_private, key=3)
     dp, _ = _grad(s, _plan("dp"), private=s.batch, key=3)
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7), masked, dp)
@@ -146,7 +146,7 @@ def test_the_pieces_compose_to_the_one_call(setup):
                             tokens=tokens)
     with pytest.raises(ValueError, match="give Examples\\(masks=...\\)"):
         mdp.masked_gradient(s.loss_fn, s.params, plan=plan, key=key, tokens=tokens,
-                            public=s.batch._replace(masks=None), private=s.batch)
+                            public=s.batch.replace(masks=None), private=s.batch)
 
 
 SHARDED = r"""

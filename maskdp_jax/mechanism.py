@@ -1,0 +1,224 @@
+"""The private step as one object: a plan with its noise stream, its sampler and its ledger.
+
+A DP-SGD guarantee holds only if four things agree: the noise is fresh at every step, the batches
+are drawn by the scheme the accountant composes, every noisy step is charged, and no step runs
+past the plan that set σ. The low-level pieces (:func:`~maskdp_jax.gradient.masked_gradient`,
+:class:`~maskdp_jax.sampling.PoissonSampler`, :meth:`~maskdp_jax.plan.PrivacyPlan.record_step`)
+leave each of these to the caller. A :class:`Mechanism` owns them:
+
+* **the noise stream**: the base key lives in :class:`MechanismState` with the step counter, and
+  :meth:`Mechanism.gradient` folds the counter in (:func:`maskdp_jax.noise.step_key`, the same
+  derivation as ``train.py``'s step), so the caller never handles a per-step key;
+* **the sampler**: :meth:`Mechanism.batch` draws the state's step with the plan's own scheme
+  (the scheme is given once, to :meth:`~maskdp_jax.plan.PrivacyPlan.calibrate`);
+* **the ledger**: the call that adds the noise advances the counter, and the counter is the
+  ledger (:meth:`Mechanism.ledger`, :meth:`Mechanism.epsilon` at any δ);
+* **the plan's end**: drawing or stepping past the planned steps raises (and inside ``jit``,
+  where a value cannot raise, the gradient of a step past the plan is NaN), unless the caller
+  re-plans explicitly (:meth:`Mechanism.replan`, whose ledger keeps the earlier steps).
+
+Shaped like jax_privacy's privatizer (an optax-style transformation whose state carries the noise
+key), but for the whole masked step: jax_privacy's noise transform neither draws the batches nor
+charges an accountant, and it cannot leave part of each input unprotected.
+
+Why the key is state and not a constant: a function that closes over a key array compiles it
+into the program, and the persistent compilation cache would then keep the secret on disk.
+
+>>> import jax, jax.numpy as jnp, numpy as np
+>>> from maskdp_jax.plan import PrivacyPlan
+>>> from maskdp_jax.randomness import Randomness
+>>> plan = PrivacyPlan.calibrate(mode="dp", num_examples=1000, batch_size=10, steps=2,
+...     l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0)
+>>> mech = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=0))
+>>> state = mech.init()
+>>> for _ in range(plan.steps):
+...     drawn = mech.batch(state)
+...     x = jnp.ones((len(drawn.private), 3))
+...     grad, state, _ = mech.gradient(lambda w, x, y: jnp.sum(w * x), jnp.zeros(3), state,
+...         private=Examples(inputs=x, targets=jnp.zeros(len(x))))
+>>> int(state.step), round(mech.epsilon(state), 3)
+(2, 0.245)
+>>> mech.batch(state)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+maskdp_jax.mechanism.PlanExhausted: step 2 is past the plan (steps 0 to 1 of 2): ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from maskdp_jax import accounting, gradient, noise
+from maskdp_jax.accounting import events
+from maskdp_jax.gradient import ExampleLoss, Examples, GradStats
+from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
+from maskdp_jax.sampling import LogicalBatch, PoissonSampler
+from maskdp_jax.tokenizer import Tokenizer
+
+PyTree = Any
+
+__all__ = ["Examples", "Mechanism", "MechanismState", "PlanExhausted"]
+
+
+class PlanExhausted(ValueError):
+    """A batch or a step past the plan's last step (or before its first)."""
+
+
+class MechanismState(NamedTuple):
+    """What a :class:`Mechanism` carries from step to step (a pytree: pass it through ``jit``,
+    save it with the model).
+
+    Attributes:
+      step: int32 scalar, the logical steps charged so far (under this plan and earlier ones);
+        the next step's noise key and batches are those of this step.
+      key: the run's base noise key. **Secret**: whoever holds it can recompute every noise
+        vector; keep the state, like the secret it comes from, out of anything published.
+    """
+
+    step: jnp.ndarray
+    key: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+    """A plan, the run's randomness and the steps already charged: the private step's owner.
+
+    Attributes:
+      plan: the :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B, sampling scheme, steps).
+      randomness: the :class:`~maskdp_jax.randomness.Randomness` of the run (``secret`` for a
+        real guarantee): the noise stream and both Poisson streams.
+      history: the ledger segments charged under earlier plans (:meth:`replan` fills it); the
+        plan's steps follow them.
+    """
+
+    plan: PrivacyPlan
+    randomness: Randomness = dataclasses.field(repr=False)
+    history: tuple[events.Segment, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.plan, PrivacyPlan):
+            raise TypeError(f"plan must be a PrivacyPlan (PrivacyPlan.calibrate); got "
+                            f"{type(self.plan).__name__}.")
+        if not isinstance(self.randomness, Randomness):
+            raise TypeError("randomness must be a maskdp_jax.Randomness (e.g. Randomness("
+                            "mode='secret', seed=0, secret=draw_secret())); got "
+                            f"{type(self.randomness).__name__}.")
+        object.__setattr__(self, "history", tuple(accounting.Ledger(self.history).segments))
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def first_step(self) -> int:
+        """The plan's first step: the steps charged under earlier plans."""
+        return sum(segment.steps for segment in self.history)
+
+    @property
+    def end_step(self) -> int:
+        """One past the plan's last step."""
+        return self.first_step + self.plan.steps
+
+    @property
+    def sampler(self) -> PoissonSampler:
+        """The run's Poisson sampler (low level: :meth:`batch` is the checked draw)."""
+        return self.randomness.sampler(num_examples=self.plan.num_examples,
+                                       expected_batch_size=self.plan.batch_size)
+
+    def init(self) -> MechanismState:
+        """The state before the plan's first step (the base key derived from the randomness)."""
+        return MechanismState(step=jnp.asarray(self.first_step, jnp.int32),
+                              key=self.randomness.noise_key())
+
+    def _check_step(self, state: MechanismState) -> int:
+        step = int(state.step)
+        if not self.first_step <= step < self.end_step:
+            raise PlanExhausted(
+                f"step {step} is past the plan (steps {self.first_step} to {self.end_step - 1} "
+                f"of {self.end_step}): its ε would exceed what the plan promised. Re-plan "
+                "explicitly, mech = mech.replan(state, plan=PrivacyPlan.calibrate(...)), whose "
+                "ledger keeps the steps already taken.")
+        return step
+
+    # ------------------------------------------------------------------------------------------
+    def batch(self, state: MechanismState) -> LogicalBatch:
+        """The Poisson draws of the state's step, by the plan's scheme (host side).
+
+        ``public`` is None in ``dp`` and ``private`` None in ``nonprivate`` (give that pass as
+        None to :meth:`gradient`). Neither is ever truncated: pad them with
+        :func:`~maskdp_jax.sampling.padded_indices`.
+
+        Raises:
+          PlanExhausted: the state's step is past the plan.
+        """
+        step = self._check_step(state)
+        return self.sampler.logical_batch(step, mode=self.plan.mode,
+                                          sampling=self.plan.sampling)
+
+    def gradient(
+        self, loss_fn: ExampleLoss, params: PyTree, state: MechanismState, *,
+        public: Examples | None = None, private: Examples | None = None,
+        tokens: Tokenizer | None = None, axis_name: str | None = None,
+        microbatch_size: int | None = None, ghost_rules: Any = None,
+    ) -> tuple[PyTree, MechanismState, GradStats]:
+        """The noisy gradient of the state's step, and the state that charges it.
+
+        :func:`~maskdp_jax.gradient.masked_gradient` with this step's noise key
+        (:func:`maskdp_jax.noise.step_key` of the state's base key and counter); the returned
+        state's counter is one higher, so the next call adds fresh noise and :meth:`epsilon`
+        counts this step. Works eagerly and inside the caller's ``jit`` and ``shard_map``
+        (arguments as :func:`~maskdp_jax.gradient.masked_gradient`).
+
+        Returns:
+          ``(grad, state, stats)``. Inside ``jit``, ``grad`` is NaN for a step past the plan
+          (a traced counter cannot raise; a NaN update cannot go unnoticed).
+
+        Raises:
+          PlanExhausted: (eagerly) the state's step is past the plan.
+        """
+        if not isinstance(state.step, jax.core.Tracer):
+            self._check_step(state)
+        grad, stats = gradient.masked_gradient(
+            loss_fn, params, plan=self.plan, key=noise.step_key(state.key, state.step),
+            public=public, private=private, tokens=tokens, axis_name=axis_name,
+            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        planned = (state.step >= self.first_step) & (state.step < self.end_step)
+        grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
+        return grad, state._replace(step=state.step + 1), stats
+
+    # ------------------------------------------------------------------------------------------
+    def ledger(self, state: MechanismState) -> accounting.Ledger:
+        """The steps charged up to ``state``: the history, then this plan's steps."""
+        ledger = accounting.Ledger(self.history)
+        taken = int(state.step) - self.first_step
+        if taken < 0:
+            raise PlanExhausted(f"state at step {int(state.step)} is before this plan's first "
+                                f"step {self.first_step}: it belongs to another mechanism.")
+        if taken:
+            self.plan.record_step(ledger, steps=taken)
+        return ledger
+
+    def epsilon(self, state: MechanismState, *, delta: float | None = None,
+                method: str | None = None) -> float:
+        """ε spent up to ``state`` at ``delta`` (default the plan's; any ``0 < δ < 1/N``), by
+        ``method`` (default the plan's accountant). ∞ in ``nonprivate``."""
+        return self.plan.epsilon(self.ledger(state), delta=delta, method=method)
+
+    def replan(self, state: MechanismState, *, plan: PrivacyPlan) -> Mechanism:
+        """A mechanism that goes on from ``state`` under ``plan`` (e.g. more steps, another σ):
+        its ledger holds every step already charged, so ε composes over both plans.
+
+        Raises:
+          ValueError: ``plan`` differs in what the guarantee is about (mode, N, adjacency,
+            sampling scheme): its ε could not be composed with the steps taken.
+        """
+        for name in ("mode", "num_examples", "adjacency", "sampling"):
+            if getattr(plan, name) != getattr(self.plan, name):
+                raise ValueError(f"replan keeps the guarantee's {name} "
+                                 f"({getattr(self.plan, name)!r}); the new plan has "
+                                 f"{getattr(plan, name)!r}. Start a new mechanism instead "
+                                 "(its ε does not compose with this one's).")
+        return Mechanism(plan=plan, randomness=self.randomness,
+                         history=tuple(self.ledger(state).segments))
