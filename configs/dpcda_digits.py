@@ -52,6 +52,8 @@ def get_config() -> ml_collections.ConfigDict:
         # A workdir that holds a release refuses another (the same data released twice has the ε
         # of both); True releases again and reports the composed ε (release/ledger.py).
         another=False,
+        # epsilon=inf mixes without noise; on own (private) data only with this set to True.
+        without_privacy=False,
     ))
     config.sweep = ml_collections.ConfigDict(dict(
         enabled="auto",  # "auto": on benchmark sources only; "yes", "no"

@@ -158,3 +158,30 @@ def test_bad_data_is_refused_before_anything_is_written(tmp_path, make, override
         run.run(_config(path, **overrides), str(workdir))
     assert not workdir.exists()
 
+
+
+def test_every_missing_setting_is_named_in_one_message(tmp_path):
+    """A user's first run of an own-data config learns every setting it must give at once, not
+    one per run."""
+    config = dpcda_npz.get_config()
+    config.data.path = str(tmp_path / "mine.npz")
+    with pytest.raises(ValueError) as refused:
+        run.run(config, str(tmp_path / "out"))
+    message = str(refused.value)
+    assert message.startswith("4 settings to fix: (1) ")
+    for key in ("min_class_size", "clip_norm", "data.num_classes", "(4) data.scale"):
+        assert key in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_noise_free_release_of_own_data_needs_the_explicit_key(tmp_path):
+    path = _bad_npz()(tmp_path)
+    with pytest.raises(ValueError, match="without noise.*release.without_privacy=True"):
+        run.run(_config(path, **{"release.epsilon": float("inf")}), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    run.check_public(_config(path, **{"release.epsilon": float("inf"),
+                                      "release.without_privacy": True}))
+    # A benchmark is public data: its noise-free mix is the study's ceiling, no key needed.
+    config = _config(path, **{"release.epsilon": float("inf")})
+    config.data = dpcda_npz.dpcda_digits.get_config().data
+    run.check_public(config)

@@ -101,23 +101,47 @@ def _synthetic_video(num_train: int, num_test: int, pool: int, seed: int):
     return features(train), features(test)
 
 
-def _check_public(config) -> tuple[int, float, float]:
-    """``(K, shift, scale)`` of an own-data source, checked before any file is opened."""
+def public_problems(config) -> list[str]:
+    """Every problem with the public settings of ``config`` (the ``data`` section of a release
+    config), each one sentence; [] when they are fine or the source is a benchmark."""
+    if config.source not in SOURCES:
+        return [f"data.source must be one of {SOURCES}; got {config.source!r}."]
+    if config.source in BENCHMARKS:
+        return []
+    problems = []
     k = config.num_classes
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(f"data.num_classes must be set to the number of classes K >= 2 (public: "
-                         f"the label set); got {k!r}.")
+        problems.append(f"data.num_classes must be set to the number of classes K >= 2 (public: "
+                        f"the label set); got {k!r}.")
     shift, scale = config.shift, config.scale
     if not (isinstance(shift, (int, float)) and math.isfinite(shift)):
-        raise ValueError(f"data.shift must be a finite number; got {shift!r}.")
+        problems.append(f"data.shift must be a finite number; got {shift!r}.")
     if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(
+        problems.append(
             f"data.scale must be set to a fixed constant > 0 (features are (x - data.shift) / "
             f"data.scale: the format's range, never a statistic of the private data); got "
             f"{scale!r}.")
     if not config.path:
-        raise ValueError(f"data.path must name the private {config.source} to release from.")
-    return k, float(shift), float(scale)
+        problems.append(f"data.path must name the private {config.source} to release from.")
+    return problems
+
+
+def check_public(config) -> tuple[int, float, float] | None:
+    """``(K, shift, scale)`` of an own-data source, checked before any file is opened (None for
+    a benchmark source, which has no such settings).
+
+    Args:
+      config: the ``data`` section of a release config.
+
+    Raises:
+      ValueError: every problem :func:`public_problems` finds, in one message.
+    """
+    problems = public_problems(config)
+    if problems:
+        raise ValueError(" ".join(problems))
+    if config.source in BENCHMARKS:
+        return None
+    return config.num_classes, float(config.shift), float(config.scale)
 
 
 def _scaled(x: np.ndarray, *, shift: float, scale: float, where: str) -> np.ndarray:
@@ -218,7 +242,7 @@ def load(config) -> tuple[Split, Split | None]:
         return _synthetic_video(config.num_train, config.num_test, config.pool, config.split_seed)
     if config.source not in SOURCES:
         raise ValueError(f"data.source must be one of {SOURCES}; got {config.source!r}.")
-    num_classes, shift, scale = _check_public(config)
+    num_classes, shift, scale = check_public(config)
     public = dict(num_classes=num_classes, shift=shift, scale=scale)
     if config.source == "npz":
         read = functools.partial(_npz, config=config, **public)

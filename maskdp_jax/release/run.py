@@ -424,27 +424,77 @@ class Outcome:
 
 
 def check_public(config) -> None:
-    """The config's public numbers, checked before any private data is read.
+    """The config's public numbers, checked before any private data is read; every problem
+    at once, in one message, so a user fixes them in one go.
 
     Raises:
-      ValueError: a bad target ε, ``min_class_size`` or ``clip_norm`` unset, a bad
-        ``sweep.enabled`` or ``release.another``.
+      ValueError: a bad target ε, ``min_class_size`` or ``clip_norm`` unset, an own-data
+        source's ``data`` settings unset (:func:`maskdp_jax.release.datasets.public_problems`),
+        a bad ``sweep.enabled`` or ``release.another``, or ``release.epsilon = inf`` on own
+        data without ``release.without_privacy=True`` (several problems: one message that
+        numbers them).
     """
-    for eps in (config.release.epsilon, *config.sweep.epsilons):
-        if math.isfinite(eps):
-            inputs.check_epsilon_target(eps)
-    n_min = config.min_class_size
-    if isinstance(n_min, bool) or not isinstance(n_min, int) or n_min < 1:
+    problems: list[str] = []
+
+    def check(fn) -> None:
+        try:
+            fn()
+        except ValueError as e:
+            problems.append(str(e))
+
+    def epsilons() -> None:
+        for eps in (config.release.epsilon, *config.sweep.epsilons):
+            if math.isfinite(eps):
+                inputs.check_epsilon_target(eps)
+
+    def class_size() -> None:
+        n_min = config.min_class_size
+        if isinstance(n_min, bool) or not isinstance(n_min, int) or n_min < 1:
+            raise ValueError(
+                f"min_class_size must be set to a public lower bound on every class's size (an "
+                f"integer >= 1, known without looking at the private data: accounting/dpcda.py)"
+                f"; got {n_min!r}.")
+
+    def clip_norm() -> None:
+        c = config.clip_norm
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
+            raise ValueError(f"the clip norm c (clip_norm) must be set to a fixed constant > 0; "
+                             f"got {c!r}.")
+
+    for fn in (epsilons, class_size, clip_norm):
+        check(fn)
+    problems += datasets.public_problems(config.data)
+    for fn in (lambda: study_enabled(config), lambda: another_release(config),
+               lambda: without_privacy(config)):
+        check(fn)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ValueError(f"{len(problems)} settings to fix: " + " ".join(
+            f"({i}) {problem}" for i, problem in enumerate(problems, 1)))
+
+
+def without_privacy(config) -> bool:
+    """Whether the release is at ε = ∞, which private data needs asked for explicitly.
+
+    ``release.epsilon = inf`` mixes without noise: the synthetic set is averages of real records,
+    with no guarantee. On a benchmark (public) source that is the study's ceiling; on a user's
+    own data it needs ``release.without_privacy=True``, so that no typo releases the data in
+    the clear.
+
+    Raises:
+      ValueError: ε = ∞ on own data without the key, or the key not a bool.
+    """
+    asked = config.release.get("without_privacy", False)
+    if not isinstance(asked, bool):
+        raise ValueError(f"release.without_privacy must be True or False; got {asked!r}.")
+    free = not math.isfinite(config.release.epsilon)
+    if free and not asked and config.data.source not in datasets.BENCHMARKS:
         raise ValueError(
-            f"min_class_size must be set to a public lower bound on every class's size (an "
-            f"integer >= 1, known without looking at the private data: accounting/dpcda.py); "
-            f"got {n_min!r}.")
-    c = config.clip_norm
-    if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0):
-        raise ValueError(f"the clip norm c (clip_norm) must be set to a fixed constant > 0; got "
-                         f"{c!r}.")
-    study_enabled(config)
-    another_release(config)
+            f"release.epsilon = {config.release.epsilon} releases the private "
+            f"{config.data.source} data without noise (no privacy guarantee); set "
+            "release.without_privacy=True if that is what you mean, or a finite release.epsilon.")
+    return free
 
 
 def run(config, workdir: str) -> Outcome:
