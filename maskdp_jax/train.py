@@ -393,6 +393,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     t_start = time.time()
     # --- Config and data ---------------------------------------------------------------------
     run_config.check_config(config, num_devices=jax.device_count())
+    finished = finished_run(workdir, config)
+    if finished is not None:
+        return finished
     train_ds, test_ds = load_data(config)
 
     # --- Privacy plan: q, steps, σ (calibrated once) -----------------------------------------
@@ -493,6 +496,51 @@ def accuracy_line(metrics: dict, view_metrics: dict, *, num_classes: int,
 MODEL_DIR = "model"
 
 
+def summary_scalars(report: dict[str, Any]) -> dict[str, float]:
+    """The test metrics of a run's report as TensorBoard scalars: ``test/top1``, ...; the view
+    diagnostics as ``test_<view>_view/top1``."""
+    keys = ("top1", "top5", "mean_class_accuracy")
+    scalars = {f"test/{k}": report["metrics"][k] for k in keys if k in report["metrics"]}
+    for view, found in report.get("view_metrics", {}).items():
+        scalars.update({f"test_{view}_view/{k}": found[k] for k in keys if k in found})
+    return scalars
+
+
+def summary_hparams(report: dict[str, Any]) -> dict[str, bool | int | float | str]:
+    """The run's configuration and its privacy outcome (σ, ε spent) as TensorBoard hparams."""
+    privacy = report["privacy"]
+    hparams = metrics_lib.flat_hparams(report["config"])
+    for key in ("noise_multiplier", f"epsilon_{report['config']['privacy']['accountant']}"):
+        if key in privacy:
+            value = privacy[key]
+            hparams[f"outcome.{key}"] = float(value) if isinstance(value, str) else value
+    return hparams
+
+
+def finished_run(workdir: str, config: ml_collections.ConfigDict) -> dict[str, Any] | None:
+    """The report of the finished run in ``workdir`` (None when there is none), said in one
+    line: a rerun trains nothing, reports nothing again and writes nothing.
+
+    A run is finished once its ``report.json`` is written (the last output, released only after
+    the journal covers the last step), so the same command run again, e.g. requeued by a
+    scheduler after the run ended, returns at once. Training again needs a new ``--workdir``.
+    """
+    path = os.path.join(workdir, "report.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        report = json.load(f)
+    same = report.get("config") == json.loads(json.dumps(config.to_dict()))
+    top1 = report.get("metrics", {}).get("top1")
+    print(f"{workdir} holds a finished {report.get('privacy', {}).get('mode', '')} run "
+          f"({report.get('timing', {}).get('steps')} steps"
+          + (f", test top-1 {100 * top1:.1f} %" if top1 is not None else "")
+          + ("" if same else ", with another config than this one")
+          + f"): nothing to train. Its report: {os.path.join(workdir, 'report.md')}. To train "
+          "again, give a new --workdir=DIR (or delete this one).")
+    return report
+
+
 def write_outputs(run: run_report.RunReport, workdir: str, config, *, params,
                   class_names: list[str], pixel_norm) -> None:
     """The trained model (``<workdir>/model``), report.json, report.md and the training curve
@@ -506,6 +554,10 @@ def write_outputs(run: run_report.RunReport, workdir: str, config, *, params,
         about={"mode": config.mode, "steps": run.timing["steps"],
                "privacy": published["privacy"], "test_metrics": published["metrics"]})
     run_report.write(run, workdir)
+    if config.tensorboard:
+        metrics_lib.write_summary(workdir, step=run.timing["steps"],
+                                  scalars=summary_scalars(published),
+                                  hparams=summary_hparams(published))
     plots.training_curve(run.history, os.path.join(workdir, "training_curve.png"),
                          title=f"{config.mode} on {config.input.dataset}",
                          accountant=config.privacy.accountant)

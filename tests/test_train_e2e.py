@@ -44,6 +44,20 @@ def test_train_and_evaluate_each_mode(mode, tmp_path, capsys):
     with open(os.path.join(tmp_path, "report.json")) as f:
         written = json.load(f)
     assert written == out
+    # TensorBoard carries the outcome and the configuration (tests/test_run_metrics.py reads it).
+    assert os.path.isdir(tmp_path / "tb" / "hparams") == config.tensorboard
+    if mode == "maskdp":  # the same command again: one line, nothing trained or rewritten
+        before = {p: os.path.getmtime(tmp_path / p) for p in os.listdir(tmp_path)}
+        again = train.train_and_evaluate(config, str(tmp_path))
+        printed = capsys.readouterr().out
+        assert again == out
+        assert "holds a finished maskdp run (2 steps, test top-1" in printed, printed
+        assert "give a new --workdir" in printed and "with another config" not in printed
+        assert printed.count("\n") == 1, printed
+        assert {p: os.path.getmtime(tmp_path / p) for p in os.listdir(tmp_path)} == before
+        config.seed += 1
+        train.train_and_evaluate(config, str(tmp_path))
+        assert "with another config than this one" in capsys.readouterr().out
     assert 0.0 <= written["metrics"]["top1"] <= 1.0
     assert written["timing"]["steps"] == 2
     assert len(written["history"]) == 2

@@ -43,6 +43,9 @@ the same topology (number of processes and devices, backend and device kind, JAX
 reduction orders, kernels and the clip offsets of multi-process runs depend on it), so a resume
 on another topology is refused (:func:`validate_meta`), and so is a journal of another run
 (:func:`maskdp_jax.run.journal.check_journal`: another config, other randomness, another topology).
+The assumption is checked, not trusted: every re-executed step that was logged is compared with
+its first execution's row (:meth:`maskdp_jax.run.metrics.MetricWriter.check_reproduced`), and a
+difference stops the run before anything of the second execution is released.
 """
 
 from __future__ import annotations
