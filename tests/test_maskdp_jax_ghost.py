@@ -12,10 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import CLIP_SHAPE, TinyVideoNet
+from flax import traverse_util
 
 from benchmarks import ghost_equality
 from maskdp_jax import clipping, ghost
+from maskdp_jax.models import ghost_rules, mvit
 from maskdp_jax.run import model as run_model
+from maskdp_jax.train_step import one_video_loss
 
 C = ghost_equality.CLIP_NORM
 TOLERANCE = 1e-5
@@ -74,6 +77,121 @@ def test_ghost_equals_vmap_on_mvit_test_full_fine_tuning():
     """Every trainable parameter kind of MViTv2: dense layers, patch embedding, depthwise pooling
     convolutions, LayerNorms, relative position tables, class token, head."""
     _check(ghost_equality.compare_preset("mvit_test", strategy="full", examples=6, clips=2))
+
+
+def _recording(rules, record, used):
+    """``rules``, each also writing its per-example squared norms into ``record[(*layer path,
+    parameter)]`` and its kind into ``used`` (the path reaches the rule through its ``static``)."""
+    out = {}
+    for kind, rule in rules.items():
+        def tap(module, args, kwargs, rule=rule):
+            a, static = rule.tap(module, args, kwargs)
+            return a, (tuple(module.path), static)
+
+        def per_example(static, a, g, names, rule=rule, kind=kind):
+            path, static = static
+            sq_norms, clipped_sum = rule.per_example(static, a, g, names)
+            record.update({(*path, name): sq for name, sq in sq_norms.items()})
+            used.add(kind)
+            return sq_norms, clipped_sum
+
+        out[kind] = dataclasses.replace(rule, tap=tap, per_example=per_example)
+    return out
+
+
+def _tiny_mvit(version: str) -> mvit.MViT:
+    """Two MViT blocks on 2 x 8 x 8 clips (a 2 x 4 x 4 token grid). Block 0, width 4 -> 8: q
+    pooled to 2 x 2 x 2 and k, v to 2 x 1 x 1 by depthwise convolutions, so its relative
+    position tables (v2) relate queries and keys of different sizes. Block 1 pools nothing; it
+    is there because the head reads the class token, whose query has no position bias: only a
+    later block sees the tokens the tables act on (so block 1's own tables get no gradient). v1
+    has the absolute positions instead. The papers' presets compile for minutes on a CPU, this
+    model in seconds."""
+    v1 = dict(rel_pos_embed=False, residual_pool=False, proj_after_attn=False)
+    return mvit.MViT(
+        num_classes=3, input_size=(2, 8, 8), patch_kernel=(1, 2, 2), patch_stride=(1, 2, 2),
+        patch_padding=(0, 0, 0), attention_impl="einsum",
+        blocks=(mvit.BlockSpec(1, 4, 8, stride_q=(1, 2, 2), stride_kv=(1, 4, 4)),
+                mvit.BlockSpec(1, 8, 8, kernel_q=(1, 1, 1), kernel_kv=(1, 1, 1))),
+        **(v1 if version == "v1" else {}))
+
+
+def _random_params(model, x, rng):
+    """Random values of ``model.init``'s shapes (running init eagerly costs more than the
+    comparison): LayerNorm scales near 1, everything else N(0, 0.3²), so that every parameter,
+    the position tables and the class token too, has a gradient of some size."""
+    shapes = jax.eval_shape(model.init, jax.random.key(0), x)["params"]
+    return jax.tree_util.tree_map_with_path(
+        lambda path, s: jnp.asarray((path[-1].key == "scale") + 0.3 * rng.normal(size=s.shape),
+                                    s.dtype), shapes)
+
+
+# Each model with the rule kinds it must exercise: together, every rule of models/ghost_rules.py.
+_RULE_MODELS = {
+    "mvit_v2": (lambda: _tiny_mvit("v2"), set(ghost_rules.RULES) - {(nn.Conv, "__call__")}),
+    "mvit_v1": (lambda: _tiny_mvit("v1"), set(ghost_rules.RULES) - {
+        (nn.Conv, "__call__"), (mvit.MultiscaleAttention, "_rel_pos_terms")}),
+    "conv": (TinyVideoNet, {(nn.Conv, "__call__"), (nn.LayerNorm, "__call__"),
+                            (nn.Dense, "__call__")}),
+}
+
+
+def test_the_models_cover_every_ghost_rule():
+    """The models below exercise every rule of models/ghost_rules.py between them (each test
+    checks that its model uses exactly the rules listed for it)."""
+    assert set().union(*(kinds for _, kinds in _RULE_MODELS.values())) == set(ghost_rules.RULES)
+
+
+# v2 and the convolutional model exercise every rule; v1 adds the absolute positions of the
+# embedding's rule (another ~5 s of compilation): slow lane.
+@pytest.mark.parametrize("name", ["conv", "mvit_v2", pytest.param("mvit_v1",
+                                                                  marks=pytest.mark.slow)])
+def test_every_rule_gives_each_parameters_per_example_norm(name):
+    """Each layer rule's per-example squared norm of each parameter (relative position tables,
+    depthwise pooling kernels, qkv, patch embedding, LayerNorms, class token, ...) equals that
+    of the explicit per-example gradient ``vmap(grad)``, parameter by parameter (a rule off by a
+    factor is caught even where its share of the total norm is small); so do the total norms
+    and the clipped sum (one example clipped, one not). Two videos of two clips, all
+    parameters trainable."""
+    make, kinds = _RULE_MODELS[name]
+    model = make()
+    rng = np.random.default_rng(0)
+    shape = (*model.input_size, 3) if isinstance(model, mvit.MViT) else CLIP_SHAPE
+    clips = jnp.asarray(rng.normal(size=(2, 2, *shape)), jnp.float32)
+    labels = jnp.asarray([0, 2], jnp.int32)
+    params = _random_params(model, clips[0], rng)
+    apply = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+
+    def loss(p, example):
+        return one_video_loss(apply, {}, p, example)
+
+    record, used = {}, set()
+
+    @jax.jit
+    def both(trainable, examples):
+        per = jax.vmap(jax.grad(loss), in_axes=(None, 0))(trainable, examples)
+        explicit = {k: jnp.sum(jnp.square(v).reshape(2, -1), axis=1)
+                    for k, v in traverse_util.flatten_dict(per).items()}
+        norms = jnp.sqrt(sum(explicit.values()))
+        c = jnp.sqrt(norms[0] * norms[1])  # between the two norms
+        clipped = jax.tree.map(lambda g: jnp.tensordot(jnp.minimum(1.0, c / norms), g, 1), per)
+        ghost_sum, ghost_norms, _, _ = ghost.clipped_sum(
+            loss, trainable, examples, jnp.ones(2), l2_clip_norm=c,
+            rules=_recording(run_model.ghost_rules(), record, used))
+        return explicit, norms, clipped, dict(record), ghost_norms, ghost_sum
+
+    explicit, norms, clipped, got, ghost_norms, ghost_sum = both(params, (clips, labels))
+    assert used == kinds
+    for key, sq in explicit.items():  # the comparison below is not one of zeros
+        assert key[0] == "blocks_1" and key[-1].startswith("rel_pos") or np.all(sq > 0), key
+    assert set(got) == set(explicit)  # every trainable parameter's norm comes from a rule
+    for key, sq in explicit.items():
+        np.testing.assert_allclose(np.sqrt(got[key]), np.sqrt(sq), rtol=1e-4, atol=1e-9,
+                                   err_msg="/".join(key))
+    np.testing.assert_allclose(ghost_norms, norms, rtol=1e-5)
+    assert abs(float(norms[0] - norms[1])) > 1e-3 * float(norms.max())  # one clipped, one not
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-8),
+                 ghost_sum, clipped)
 
 
 class _Embedder(nn.Module):

@@ -16,6 +16,19 @@ def _views(video, mask):
     )
 
 
+def _cell_mask(rng, cells_shape, stride=STRIDE):
+    """A random ``[..., T, H, W]`` pixel mask whose cells are of all three kinds: all public,
+    all private, and public but for one private pixel (which makes the whole cell private).
+
+    A per-pixel random mask is not enough: with 32 pixels a cell, one at 0.8 public has an all
+    public cell with probability 0.8^32 < 1e-3, and a view test on it holds vacuously."""
+    kind = rng.integers(0, 3, cells_shape)  # 0: public, 1: private, 2: one private pixel
+    mask = np.kron(kind != 1, np.ones(stride, np.uint8)).astype(np.uint8)
+    one = np.zeros(stride, np.uint8)
+    one[tuple(rng.integers(0, s) for s in stride)] = 1
+    return mask * (1 - np.kron(kind == 2, one)).astype(np.uint8)
+
+
 def test_cell_is_public_only_if_every_pixel_is_public():
     mask = np.ones((4, 8, 8), np.uint8)
     mask[3, 7, 7] = 0  # one private pixel in the last cell
@@ -44,12 +57,13 @@ def test_public_view_is_bit_identical_when_private_pixels_change(trial):
 def test_a_given_fill_replaces_the_pattern_and_keeps_the_invariant():
     rng = np.random.default_rng(5)
     video = rng.normal(size=(2, 4, 16, 16, 3)).astype(np.float32)
-    mask = (rng.random((2, 4, 16, 16)) < 0.6).astype(np.uint8)
+    mask = _cell_mask(rng, (2, 2, 4, 4))
     fill = rng.normal(size=video.shape).astype(np.float32) + 9.0
     tokens = tokenizer.Tokenizer(patch_stride=STRIDE)
     v = tokens.views(video, mask, fill=fill)
     cells = np.asarray(jax.vmap(lambda m: tokenizer.cells_to_pixels(
         tokenizer.public_cells(m, patch_stride=STRIDE), patch_stride=STRIDE))(mask))[..., None]
+    assert cells.any() and not cells.all()  # both kinds of cell
     np.testing.assert_array_equal(np.where(cells, np.asarray(v.private), np.asarray(v.public)),
                                   fill)
     other = np.where(mask[..., None] == 0, video * 50 + 3, video).astype(np.float32)
@@ -62,14 +76,40 @@ def test_a_given_fill_replaces_the_pattern_and_keeps_the_invariant():
 def test_views_partition_the_clip():
     rng = np.random.default_rng(0)
     video = rng.normal(size=(4, 8, 8, 3)).astype(np.float32) + 5.0  # no pixel equals the fill
-    mask = (rng.random((4, 8, 8)) < 0.8).astype(np.uint8)
+    mask = _cell_mask(rng, (2, 2, 2))
     v = _views(video, mask)
     public, private = np.asarray(v.public), np.asarray(v.private)
     cells = tokenizer.cells_to_pixels(tokenizer.public_cells(mask, patch_stride=STRIDE),
                                       patch_stride=STRIDE)[..., None]
     fill = tokenizer.hidden_fill(video.shape, patch_stride=STRIDE)
+    assert np.asarray(cells).any() and not np.asarray(cells).all()  # both kinds of cell
     np.testing.assert_array_equal(np.where(cells, public, private), video)
     np.testing.assert_array_equal(np.where(cells, private, public), fill)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_private_view_hides_every_all_public_cell_and_keeps_every_other(seed):
+    """The views split each clip by cells (docs/design.md, "One training step"), checked
+    through ``Tokenizer.views`` on a ``[P, K]`` batch against cells counted here: a cell whose
+    every pixel is public is the fill in the private view (the private pass does not see the
+    public part) and its pixels in the public view; a cell with at least one private pixel,
+    even one, keeps all its pixels in the private view and is the fill in the public view."""
+    rng = np.random.default_rng(seed)
+    tokens = tokenizer.Tokenizer(patch_stride=STRIDE)
+    video = rng.normal(size=(2, 3, 4, 8, 8, 3)).astype(np.float32) + 5.0  # never the fill
+    mask = _cell_mask(rng, (2, 3, 2, 2, 2))
+    v = tokens.views(video, mask)
+    fill = np.broadcast_to(tokens.fill(video.shape[-4:]), video.shape)
+    st, sh, sw = STRIDE
+    # The cells of every clip, ground truth by counting private pixels: [P, K, T', H', W'].
+    private_pixels = (mask == 0).reshape(2, 3, 2, st, 2, sh, 2, sw).sum(axis=(3, 5, 7))
+    all_public = np.kron(private_pixels == 0, np.ones(STRIDE, bool))[..., None]
+    assert {int(n) for n in np.unique(private_pixels)} >= {0, 1, st * sh * sw}  # every kind
+    private, public = np.asarray(v.private), np.asarray(v.public)
+    np.testing.assert_array_equal(private, np.where(all_public, fill, video))
+    np.testing.assert_array_equal(public, np.where(all_public, video, fill))
+    np.testing.assert_array_equal(np.asarray(v.has_public), (private_pixels == 0).any((2, 3, 4)))
+    np.testing.assert_array_equal(np.asarray(v.has_private), (private_pixels > 0).any((2, 3, 4)))
 
 
 def test_hidden_fill_is_a_fixed_unit_texture_tiled_per_cell():

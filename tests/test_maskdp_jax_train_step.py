@@ -185,6 +185,35 @@ def test_noise_is_added_once_per_logical_batch_and_divided_by_expected_batch_siz
     assert abs(values.std() / (sigma * c / b) - 1) < 0.15
 
 
+def test_consecutive_steps_from_one_base_key_add_independent_noise(tiny_model):
+    """The step index enters the noise key: two consecutive steps of one run, given the same
+    base key (as train.py gives every step), add different, uncorrelated noise. The accountant
+    composes independent Gaussian draws; a noise vector repeated at the next step could be
+    cancelled by whoever sees both updates. With padding only (no learning signal) each update
+    is the noise alone, -lr * N(0, σ²C²) / B; the step is pure, so step 0 again adds its own
+    noise again (the difference comes from the step index, nothing else)."""
+    _, params, apply_fn = tiny_model
+    padding = random_batch(np.random.default_rng(6), size=2)
+    padding["weight"][:] = 0.0
+    tx = optax.sgd(1.0)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("dp", sigma=1.0, b=4, c=0.5))
+    batch = LogicalBatchData(public=[], private=[padding])
+
+    def noise_of(state):
+        new, _ = step(state, batch, KEY)
+        diff = jax.tree.map(jnp.subtract, new.trainable, state.trainable)
+        return new, np.concatenate([np.ravel(v) for v in jax.tree.leaves(diff)])
+
+    first = _state(params, tx)
+    second, noise_0 = noise_of(first)
+    _, noise_1 = noise_of(second)
+    assert int(second.step) == 1
+    np.testing.assert_array_equal(noise_of(first)[1], noise_0)
+    assert noise_0.std() > 0 and noise_1.std() > 0
+    # A few hundred independent coordinates: |correlation| ~ 0.05; the same draw gives 1.
+    assert abs(np.corrcoef(noise_0, noise_1)[0, 1]) < 0.3
+
+
 def test_update_divides_by_expected_batch_size_not_sampled_size(tiny_model):
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(7)

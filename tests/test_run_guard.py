@@ -377,6 +377,74 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_one(damage,
         g.close()
 
 
+def test_a_fall_back_resume_keeps_the_longer_journal_history(tmp_path):
+    """The newest checkpoint (step 3) is unreadable, so the run falls back to step 2 while the
+    journal already counts the 3 steps it released: every release of the resumed run keeps the
+    longer history (the journal's), never the checkpoint's shorter one, so the reported ε never
+    under-counts. Re-executing step 3 adds nothing (identical, counted once); step 4 is new."""
+    config = tiny_config(SEEDED)
+    _corrupt_meta(_two_checkpoints(tmp_path, config))
+    with pytest.warns(UserWarning) as caught:
+        g = _guard(config, tmp_path)
+    said = " ".join(str(w.message) for w in caught)
+    try:
+        assert "checkpoint step 3" in said and "newest intact checkpoint, step 2" in said
+        assert g.ledger.steps == 2
+        for steps in (3, 3, 4):
+            g.release()  # what a metric row or a checkpoint goes through
+            assert journal.read_ledger_journal(str(tmp_path)).to_dict() == \
+                ledger_of(steps).to_dict()
+            g.record()
+    finally:
+        g.close()
+
+
+def test_every_step_after_a_resume_is_charged_to_the_ledger_the_first_one_too(tmp_path):
+    """``train.train_loop`` with the real guard and a stand-in step (no model): a run stops at
+    step 2 (SIGTERM: checkpointed), the next resumes there and runs to the planned end. When each
+    step runs, the ledger counts exactly the steps before it, so the first step after the resume
+    is charged once it has run, like any other; the end counts every planned step in the ledger,
+    the journal and the last checkpoint."""
+    import optax
+
+    from maskdp_jax.train_step import TrainState
+
+    config = tiny_config({**SEEDED, "privacy.accountant": "rdp", "log_every_steps": STEPS,
+                          "checkpoint.every_steps": 1})
+    tx = optax.sgd(1.0)
+    fresh = TrainState.create(trainable={"w": np.zeros(2, np.float32)}, frozen={}, tx=tx)
+    charged = []  # (step about to run, steps the ledger counts then)
+
+    def run(stop_after=None):
+        g, stop = _guard(config, tmp_path), []
+        try:
+            state, resumed = g.resume(fresh)
+
+            def step(state, batch, key):
+                charged.append((int(state.step), g.ledger.steps))
+                if stop_after is not None and len(charged) == stop_after:
+                    stop.append(True)  # what SIGTERM does
+                return state.replace(step=state.step + 1), {"public/loss": np.float32(0.0)}
+
+            state, _, preempted = train.train_loop(
+                config, guard=g, state=state, train_step=step, batch_at=lambda s: None,
+                workdir=str(tmp_path), stop=stop)
+            return resumed, int(state.step), preempted, g.ledger.steps
+        finally:
+            g.close()
+
+    assert run(stop_after=2) == (False, 2, True, 2)
+    assert run() == (True, STEPS, False, STEPS)
+    assert charged == [(s, s) for s in range(STEPS)]
+    assert journal.read_ledger_journal(str(tmp_path)).to_dict() == ledger_of(STEPS).to_dict()
+    ckpt = checkpoint.Checkpointer(str(tmp_path), keep=2)
+    try:
+        meta, _ = ckpt.newest_intact_meta()
+    finally:
+        ckpt.close()
+    assert meta["step"] == STEPS and meta["ledger"] == ledger_of(STEPS).to_dict()
+
+
 def test_no_readable_checkpoint_is_refused_naming_each(tmp_path, no_model):
     config = tiny_config({"privacy.randomness": "seeded"})
     newest = _two_checkpoints(tmp_path, config)
