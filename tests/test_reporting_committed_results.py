@@ -76,6 +76,65 @@ def test_default_results_are_the_headline_grid_of_the_default_run(reports):
     assert len(_at(reports, "nonprivate")) == 5
 
 
+SECOND_RUNS = os.path.join(ROOT, "docs", "results", "headline_context")
+
+
+@pytest.fixture(scope="module")
+def second_reports():
+    return _load(SECOND_RUNS)
+
+
+def test_the_second_setting_is_the_headline_grid_on_the_context_data(second_reports):
+    """docs/results/headline_context: configs/sweep_headline.py:context, the default run on the
+    context data at each ε (seeded), 5 seeds per mode and ε, each calibrated to its ε."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_headline
+
+    assert ({r["run"] for r in second_reports}
+            == set(dict(sweep.grid(sweep_headline.get_config("context")))))
+    config = default.get_config()
+    for r in second_reports:
+        c = r["config"]
+        assert c["input"]["setting"] == "context" and c["model"] == config.model.to_dict()
+        assert (c["num_epochs"], c["hidden_fill"]) == (config.num_epochs, config.hidden_fill)
+        if c["mode"] != "nonprivate":
+            target = c["privacy"]["target_epsilon"]
+            assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
+    for mode in ("dp", "maskdp"):
+        for eps in (0.5, 1.0, 2.0, 4.0, 8.0):
+            assert len(_at(second_reports, mode, eps)) == 5
+
+
+def test_the_second_settings_tables_and_gap_are_the_reports(second_reports):
+    rows = results.rows(second_reports)
+    table, gaps = results.markdown_table(rows), results.gap_table(rows)
+    for path in (os.path.join(SECOND_RUNS, "results.md"), guide("training")):
+        text = _read(path)
+        assert table in text and gaps in text, path
+    d, lo, hi, *_ = results.gap(rows, epsilon=1.0)
+    ceiling = np.mean([r["metrics"]["top1"] for r in _at(second_reports, "nonprivate")])
+    sentence = (f"it leads DP by {100 * d:+.1f} points at ε = 1 (95 % interval "
+                f"[{100 * lo:+.1f}, {100 * hi:+.1f}]) but stays near 50 % at every ε, as DP "
+                f"does from ε = 4 on, against {100 * ceiling:.1f} % without DP")
+    assert sentence in _read(README, unwrap=True)
+    for mode in ("dp", "maskdp"):  # "near 50 %": within 5 points at every ε from 4 on
+        for eps in (4.0, 8.0):
+            mean = np.mean([r["metrics"]["top1"] for r in _at(second_reports, mode, eps)])
+            assert abs(mean - 0.5) < 0.05, (mode, eps, mean)
+
+
+@pytest.mark.parametrize("mode,eps", [("nonprivate", None), ("dp", 1.0), ("maskdp", 1.0),
+                                      ("dp", 8.0), ("maskdp", 8.0)])
+def test_the_guide_quotes_what_each_mode_learns_of_the_second_setting(second_reports, mode,
+                                                                      eps):
+    chosen = _at(second_reports, mode, eps)
+    motion, room = (np.mean([results.factor_accuracy(r["metrics"]["confusion"], factor)
+                             for r in chosen]) for factor in (lambda c: c % 4, lambda c: c // 4))
+    name = mode if eps is None else f"{mode}, ε = {eps:g}"
+    cell = f"| {name} | {100 * motion:.1f} | {100 * room:.1f} |"
+    assert cell in _read(guide("training")), cell
+
+
 def test_the_headline_and_its_gaps_are_recomputed_from_the_reports(reports):
     rows = results.rows(reports)
     table, gaps = results.markdown_table(rows), results.gap_table(rows)
