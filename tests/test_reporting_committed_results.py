@@ -847,3 +847,9 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
         row = next(line for line in page.splitlines() if line.startswith(f"| {mode} "))
         assert f"| {100 * mean:.1f} % | " in row and ", ".join(
             f"{a:.1f}" for a in per_seed) + " %" in row, row
+    means = {m: 100 * float(re.search(rf"{m} +mean ([0-9.]+) over 3 seed", out).group(1))
+             for m in ("dp", "maskdp")}
+    views = [100 * float(v) for v in re.findall(r"maskdp +ε = \S+: .*public view ([0-9.]+)", out)]
+    flat = " ".join(page.split())
+    assert f"{means['maskdp'] - means['dp']:+.1f} points on the mean" in flat
+    assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
