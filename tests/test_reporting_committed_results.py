@@ -135,6 +135,19 @@ def test_the_guide_quotes_what_each_mode_learns_of_the_second_setting(second_rep
     assert cell in _read(guide("training")), cell
 
 
+def test_the_guide_quotes_the_measured_floor():
+    """The floor (pretrained backbone, untrained head) the guide gives is floor.json's, measured
+    for the default run's model and setting."""
+    with open(os.path.join(DEFAULT_RUNS, "floor.json")) as f:
+        floor = json.load(f)
+    config = default.get_config()
+    assert (floor["model"], floor["setting"]) == (config.model.init_from, config.input.setting)
+    assert len(floor["top1_per_seed"]) == 5
+    quote = (f"{100 * floor['top1_mean']:.1f} ± {100 * floor['top1_std']:.1f} % (chance "
+             f"{100 * floor['chance']:.1f} %")
+    assert quote in _read(guide("training"), unwrap=True), quote
+
+
 def test_the_headline_and_its_gaps_are_recomputed_from_the_reports(reports):
     rows = results.rows(reports)
     table, gaps = results.markdown_table(rows), results.gap_table(rows)
