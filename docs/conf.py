@@ -102,8 +102,9 @@ html_css_files = ["custom.css"]  # wider article: the result tables (custom.css 
 # Markdown pages link repository files the way GitHub resolves them (``../../BUILD.md``), which
 # tests/test_docs_links.py checks. Sphinx builds only docs/, so before a page is parsed its links
 # to Markdown files and folders outside docs/ are rewritten: a file the site includes as a page
-# (below) links to that page; any other Markdown file (raw benchmark output) becomes a download
-# of the file; a folder (``examples/``) becomes its name in code, since a site cannot list it.
+# (below) links to that page; a script in ``examples/`` links to its section of docs/examples.md,
+# which shows it; any other Markdown file (raw benchmark output) becomes a download of the file; a
+# folder (``examples/``) becomes its name in code, since a site cannot list it.
 # Links to other files (code, JSON, images) need nothing: MyST makes them downloads or images.
 INCLUDED = {"BUILD.md": "build.md", "accounting/README.md": "accounting-internals.md"}
 _MD_LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s#]+)(#[^)\s]*)?\)")
@@ -121,6 +122,10 @@ def _rewrite_outside_links(app, docname, source):
         if path.startswith(docs_dir + os.sep):
             return match.group(0)
         repo_path = os.path.relpath(path, ROOT)
+        if re.fullmatch(r"examples/\w+\.py", repo_path):  # shown on the examples page
+            name = os.path.splitext(os.path.basename(repo_path))[0]
+            page = os.path.relpath(os.path.join(docs_dir, "examples.md"), page_dir)
+            return f"[{text}]({page}#{name})"
         if os.path.isdir(path):
             return f"{text} (`{repo_path}/`)" if repo_path not in text else text
         if not target.endswith(".md"):

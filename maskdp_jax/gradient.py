@@ -160,7 +160,8 @@ def public_grad_sum(
     Returns:
       ``(grad_sum, loss_sum)``: the structure of ``params`` and the scalar ``sum_i w_i L_i``.
       A real row whose floating inputs hold NaN or inf is dropped like a padding row (so one
-      corrupt example cannot make the update non-finite); :func:`public_nonfinite` counts them.
+      corrupt example cannot make the update non-finite);
+      :func:`maskdp_jax.gradient.public_nonfinite` counts them.
 
     >>> import jax.numpy as jnp
     >>> g, l = public_grad_sum(lambda w, x: jnp.sum((w + 1) * x), jnp.zeros(2),

@@ -156,7 +156,8 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if "accuracy_vs_epsilon.png" in paths:
         plots.privacy_utility(
             table_rows, paths["accuracy_vs_epsilon.png"], delta=delta, chance=1 / num_classes,
-            title=f"Privacy-utility on {dataset} ({config.base.model.name})",
+            title=(f"Privacy-utility on {dataset} ({config.base.model.name}, "
+                   f"{config.base.num_epochs:g} epochs)"),
         )
     if "accuracy_vs_clips.png" in paths:
         plots.accuracy_vs_clips(

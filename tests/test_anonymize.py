@@ -522,7 +522,10 @@ def test_cli_exits_2_on_bad_input_and_writes_a_summary(tmp_path):
     from maskdp_jax.anonymize.opencv import cv2
 
     strip = cv2().imread(str(tmp_path / "preview" / "c" / "v.png"))
-    assert strip.shape == (3 * video.shape[1], 5 * video.shape[2], 3)
+    header, margin = pipeline.PREVIEW_HEADER, pipeline.PREVIEW_MARGIN
+    assert strip.shape == (header + 3 * video.shape[1], margin + 5 * video.shape[2], 3)
+    # Row names and frame numbers are drawn in the white margins (dark text pixels there).
+    assert (strip[:header, margin:] < 128).any() and (strip[header:, :margin] < 128).any()
     assert "anonymised 1 videos" in ok.stdout
     assert "reads the whole video (reads='video')" in ok.stdout  # what the mask depends on
     assert json.loads((tmp_path / "dst" / "summary.json").read_text())["videos"]["c/v.mp4"]

@@ -351,15 +351,43 @@ def preview_frames(num_frames: int, frames: int = 5) -> np.ndarray:
     return np.linspace(0, num_frames - 1, frames).round().astype(int)
 
 
+PREVIEW_ROWS = ("source", "anonymised", "public mask")
+PREVIEW_HEADER = 20  # pixels above the frames: each column's frame number
+PREVIEW_MARGIN = 92  # pixels left of the frames: each row's name
+
+
 def preview(source: np.ndarray, result: Result, *, frames: int = 5) -> np.ndarray:
-    """uint8 ``[3 H, frames W, 3]`` RGB: ``frames`` evenly spaced frames of the source (top row),
-    the anonymised video (middle) and the public mask (bottom, white = public). ``source`` is the
-    whole source video or just those frames (:func:`preview_frames`)."""
+    """uint8 ``[PREVIEW_HEADER + 3 H, PREVIEW_MARGIN + frames W, 3]`` RGB: ``frames`` evenly
+    spaced frames of the source (top row), the anonymised video (middle) and the public mask
+    (bottom, white = public), each row named on the left and each column headed by its frame
+    number (:func:`label_strip`). ``source`` is the whole source video or just those frames
+    (:func:`preview_frames`)."""
     idx = preview_frames(len(result.video), frames)
     shown = source if len(source) == len(idx) != len(result.video) else source[idx]
     mask = np.repeat(result.public[idx, ..., None], 3, axis=-1).astype(np.uint8) * 255
     rows = [np.concatenate(list(a), axis=1) for a in (shown, result.video[idx], mask)]
-    return np.concatenate(rows, axis=0)
+    return label_strip(np.concatenate(rows, axis=0), frame_indices=idx)
+
+
+def label_strip(strip: np.ndarray, *, frame_indices, row_names=PREVIEW_ROWS) -> np.ndarray:
+    """``strip`` (uint8 ``[R H, F W, 3]``: R rows of F frames) with a white margin: each row's
+    name on the left, ``frame <i>`` above each column, so a strip read on its own says what it
+    shows."""
+    from maskdp_jax.anonymize.opencv import cv2
+
+    cv = cv2()
+    height, width = strip.shape[0] // len(row_names), strip.shape[1] // len(frame_indices)
+    out = np.full((PREVIEW_HEADER + strip.shape[0], PREVIEW_MARGIN + strip.shape[1], 3), 255,
+                  np.uint8)
+    out[PREVIEW_HEADER:, PREVIEW_MARGIN:] = strip
+    font, scale = cv.FONT_HERSHEY_SIMPLEX, 0.4
+    for r, name in enumerate(row_names):
+        y = PREVIEW_HEADER + r * height + height // 2 + 4
+        cv.putText(out, name, (4, y), font, scale, (0, 0, 0), 1, cv.LINE_AA)
+    for c, frame in enumerate(frame_indices):
+        x = PREVIEW_MARGIN + c * width + 4
+        cv.putText(out, f"frame {int(frame)}", (x, 14), font, scale, (0, 0, 0), 1, cv.LINE_AA)
+    return out
 
 
 def source_signature(path: str) -> dict:

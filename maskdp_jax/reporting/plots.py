@@ -231,9 +231,10 @@ def roc_loglog(table: list[dict[str, Any]], fprs, path: str, *, title: str,
 def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: str) -> None:
     """The canary audit, two panels, private-region canaries beside public-region ones per
     setting, mean ± std over seeds: the one-run ε lower bound (with the ε each setting promises
-    as a tick on its bar, none where it promises nothing, and the largest certifiable bound as a
-    dotted line) and the attack's standard AUC with each bar's null (mean and 95 % band of iid
-    scores at its IN/OUT counts) drawn across it in gray.
+    as a line on its bars, or, above the panel's range, an arrow at its top edge labelled with
+    the value; none where it promises nothing; the largest certifiable bound as a dotted line)
+    and the attack's standard AUC with each bar's null (mean and 95 % band of iid scores at its
+    IN/OUT counts) drawn across it in gray. One legend for the regions, below both panels.
 
     Args:
       table: rows of :func:`maskdp_jax.audit.canaries.table` (``mode``, ``epsilon``, ``region``,
@@ -241,25 +242,37 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     """
     settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
     x = np.arange(len(settings))
-    fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.0 * len(settings)), 4.4), dpi=120)
+    fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.0 * len(settings)), 4.6), dpi=120)
+    left, right = axes
+    region_handles = []
     for ax, name in zip(axes, ("epsilon_lower_bound", "auc"), strict=True):
         for i, (region, hatch) in enumerate((("private", ""), ("public", "//"))):
             rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
             xs = x + (i - 0.5) * 0.38
-            ax.bar(xs, [rows[s][name][0] for s in settings], 0.36,
-                   yerr=[rows[s][name][1] for s in settings], capsize=3,
-                   color=[_STYLE[m]["color"] for m, _ in settings], alpha=0.75, hatch=hatch,
-                   edgecolor="white", label=f"canaries in the {region} region")
-            if name == "epsilon_lower_bound":
-                for xi, s in zip(xs, settings, strict=True):
-                    up = rows[s]["upper_bound"]
-                    if math.isfinite(up) and up <= 1.5 * cap:
-                        ax.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
+            bars = ax.bar(xs, [rows[s][name][0] for s in settings], 0.36,
+                          yerr=[rows[s][name][1] for s in settings], capsize=3,
+                          color=[_STYLE[m]["color"] for m, _ in settings], alpha=0.75,
+                          hatch=hatch, edgecolor="white")
+            if ax is left:
+                region_handles.append((bars, f"canaries in the {region} region"))
         ax.set_xticks(x, [f"{m}\nε={'∞' if math.isinf(e) else f'{e:g}'}" for m, e in settings])
         ax.grid(True, axis="y", alpha=0.3)
-    left, right = axes
+    tops = [r["epsilon_lower_bound"][0] + r["epsilon_lower_bound"][1] for r in table]
+    top = 1.15 * max(cap, *tops)
+    left.set_ylim(0.0, top)
+    for i, region in enumerate(("private", "public")):
+        rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
+        for xi, s in zip(x + (i - 0.5) * 0.38, settings, strict=True):
+            up = rows[s]["upper_bound"]
+            if not math.isfinite(up):
+                continue
+            if up <= top:
+                left.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
+            else:  # promised more than the panel shows: an arrow at the top edge, and the value
+                left.annotate(f"{up:g}", (xi, top), xytext=(xi, 0.9 * top), ha="center",
+                              fontsize=7, arrowprops=dict(arrowstyle="->", lw=1))
     left.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
-    left.plot([], [], color="black", lw=1.5, label="ε promised (none: ∞)")
+    left.plot([], [], color="black", lw=1.5, label="ε promised (arrow: above the panel)")
     left.set_ylabel("ε lower bound, one run (95 %)")
     for xi, r in zip(np.r_[x - 0.19, x + 0.19], [
             next(r for r in table if (r["mode"], r["epsilon"], r["region"]) == (*s, region))
@@ -274,9 +287,11 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     fig.suptitle(title)
     left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
                 frameon=False)
-    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3,
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1,
                  frameon=False)
-    fig.tight_layout()
+    fig.legend([h for h, _ in region_handles], [name for _, name in region_handles],
+               fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path)
     plt.close(fig)
 
