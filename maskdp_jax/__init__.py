@@ -67,7 +67,8 @@ the reporting layer.
 * :mod:`maskdp_jax.mechanism`: the plan with its noise stream, sampler and ledger (the library's
   private step).
 * :mod:`maskdp_jax.clipping` (per-example clipped gradient sum), :mod:`maskdp_jax.noise`
-  (Gaussian noise on the clipped sum), :mod:`maskdp_jax.sampling` (Poisson sampler, physical
+  (Gaussian noise on the clipped sum), :mod:`maskdp_jax.bandmf` (banded correlated noise and
+  its accounting; not yet a plan option), :mod:`maskdp_jax.sampling` (Poisson sampler, physical
   batches), :mod:`maskdp_jax.randomness` (the secret or seeded noise key and batch seeds).
 * :mod:`maskdp_jax.train_step`: ``train_step(state, batch, key) -> (state, metrics)``, one code
   path for ``maskdp``, ``dp`` and ``nonprivate``.

@@ -32,6 +32,27 @@ def step_key(base_key: jax.Array, step: jnp.ndarray | int) -> jax.Array:
     return jax.random.fold_in(base_key, step)
 
 
+def standard_normal_flat(tree: PyTree, key: jax.Array) -> jnp.ndarray:
+    """``[size]`` float32 standard normal, one coordinate per element of ``tree``'s leaves.
+
+    One draw for the whole tree, cut into the leaves by :func:`unflatten_like`: every coordinate
+    is an independent N(0, 1) either way, and one threefry program compiles far faster than one
+    per leaf (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s).
+    """
+    size = sum(int(x.size) for x in jax.tree.leaves(tree))
+    return jax.random.normal(key, (size,), jnp.float32)
+
+
+def unflatten_like(flat: jnp.ndarray, tree: PyTree) -> PyTree:
+    """``flat`` (``[size]``) cut into ``tree``'s leaves, each cast to its leaf's dtype."""
+    leaves, treedef = jax.tree.flatten(tree)
+    out, offset = [], 0
+    for x in leaves:
+        out.append(flat[offset:offset + x.size].reshape(x.shape).astype(x.dtype))
+        offset += x.size
+    return jax.tree.unflatten(treedef, out)
+
+
 def gaussian_noise_like(
     tree: PyTree, key: jax.Array, *, noise_multiplier: float, l2_clip_norm: float
 ) -> PyTree:
@@ -44,21 +65,10 @@ def gaussian_noise_like(
       l2_clip_norm: C, the L2 sensitivity of the clipped sum.
 
     Returns:
-      A pytree like ``tree``.
+      A pytree like ``tree`` (drawn in float32, cast to each leaf's dtype).
     """
-    leaves, treedef = jax.tree.flatten(tree)
-    sizes = [int(x.size) for x in leaves]
     std = noise_multiplier * l2_clip_norm
-    # One draw for the whole tree, cut into the leaves: every coordinate is an independent
-    # N(0, 1) either way, and one threefry program compiles far faster than one per leaf
-    # (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s). Drawn in
-    # float32 and cast to each leaf's dtype.
-    flat = std * jax.random.normal(key, (sum(sizes),), jnp.float32)
-    noise, offset = [], 0
-    for x, size in zip(leaves, sizes, strict=True):
-        noise.append(flat[offset:offset + size].reshape(x.shape).astype(x.dtype))
-        offset += size
-    return jax.tree.unflatten(treedef, noise)
+    return unflatten_like(std * standard_normal_flat(tree, key), tree)
 
 
 def add_gaussian_noise(

@@ -32,6 +32,7 @@ from maskdp_jax.plan import Mode
 
 PUBLIC_STREAM = 0
 PRIVATE_STREAM = 1
+_PARTITION_WORD = 2**32  # seeds the cyclic groups; above any step, so no step's draw shares it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,14 +61,20 @@ class PoissonSampler:
       expected_batch_size: B; the update divides by this (not by the sampled size).
       seed: the only state of the sampler (of both streams unless ``private_seed`` is given).
       private_seed: seed of the private stream; None: ``seed``. Privacy: must be secret.
+      cycle_length: b, 1 for plain Poisson sampling; above 1 the private stream samples
+        cyclically (:meth:`draw`).
     """
 
     num_examples: int
     expected_batch_size: int
     seed: int
     private_seed: int | None = dataclasses.field(default=None, repr=False)
+    cycle_length: int = 1
 
     def __post_init__(self):
+        if isinstance(self.cycle_length, bool) or not isinstance(self.cycle_length, int) \
+                or self.cycle_length < 1:
+            raise ValueError(f"cycle_length must be an integer >= 1; got {self.cycle_length!r}.")
         if self.num_examples <= 0:
             raise ValueError(f"num_examples must be > 0; got {self.num_examples}.")
         if not 0 < self.expected_batch_size <= self.num_examples:
@@ -81,11 +88,34 @@ class PoissonSampler:
         return self.expected_batch_size / self.num_examples
 
     def draw(self, step: int, *, stream: int) -> np.ndarray:
-        """Indices included at ``step`` in ``stream``, in random order. ``[n]`` int64, n random."""
+        """Indices included at ``step`` in ``stream``, in random order. ``[n]`` int64, n random.
+
+        With ``cycle_length = b > 1`` the private stream is cyclic Poisson sampling (what banded
+        correlated noise needs, :mod:`maskdp_jax.bandmf`): every example belongs to one of ``b``
+        groups, drawn once per run independently of the data from the stream's (secret) seed,
+        and step t includes each member of group ``t mod b`` with probability
+        ``min(1, b B / N)``, no one else. The expected batch stays B; an example takes part at
+        most once in any ``b`` consecutive steps. The public stream is never cyclic.
+        """
         private = stream == PRIVATE_STREAM and self.private_seed is not None
-        rng = np.random.default_rng([self.private_seed if private else self.seed, step, stream])
-        included = np.flatnonzero(rng.random(self.num_examples) < self.sampling_rate)
+        seed = self.private_seed if private else self.seed
+        rng = np.random.default_rng([seed, step, stream])
+        if stream == PRIVATE_STREAM and self.cycle_length > 1:
+            rate = min(1.0, self.cycle_length * self.sampling_rate)
+            eligible = self.groups() == step % self.cycle_length
+            included = np.flatnonzero(eligible & (rng.random(self.num_examples) < rate))
+        else:
+            included = np.flatnonzero(rng.random(self.num_examples) < self.sampling_rate)
         return rng.permutation(included)
+
+    def groups(self) -> np.ndarray:
+        """``[N]`` the cyclic group of every example (private stream, ``cycle_length > 1``):
+        independent uniform draws from the private seed, fixed for the run (a video's group
+        depends on nothing about it, so adding or removing one moves no other: the
+        add/remove adjacency the accountant assumes)."""
+        seed = self.private_seed if self.private_seed is not None else self.seed
+        rng = np.random.default_rng([seed, _PARTITION_WORD, PRIVATE_STREAM])
+        return rng.integers(self.cycle_length, size=self.num_examples)
 
     def logical_batch(self, step: int, *, mode: str, sampling: str = "decoupled") -> LogicalBatch:
         """The public and private indices of one logical step for a training mode.
