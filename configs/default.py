@@ -88,6 +88,11 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     config.privacy.l2_clip_norm = 0.1
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
+    # The private pass's noise: "independent" (DP-SGD) or "banded" (BandMF: noise correlated over
+    # `bands` steps, the private batch drawn cyclically from `bands` secret groups; σ is
+    # calibrated for it, docs/guides/bandmf.md).
+    config.privacy.noise = "independent"
+    config.privacy.bands = 1
     # Where the DP noise and the Poisson batches come from. "secret": a fresh secret per run, kept
     # only in the checkpoints (keep them private). "seeded": from config.seed, which the report
     # publishes, so anyone can recompute the noise: tests and reproducibility experiments only.

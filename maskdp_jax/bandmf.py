@@ -1,8 +1,8 @@
 """Correlated noise for the private pass: (amplified) banded matrix factorization (BandMF).
 
-The building blocks (the strategy, the streaming noise, the cyclic sampler's accounting), tested
-on their own; ``privacy.noise = "banded"`` in the plan, ``train.py`` and the mechanism is not
-wired yet.
+``privacy.noise = "banded"`` (with ``privacy.bands``) selects it in a
+:class:`~maskdp_jax.plan.PrivacyPlan`, ``train.py`` and :class:`maskdp_jax.mechanism.Mechanism`
+(docs/guides/bandmf.md).
 
 DP-SGD adds independent noise ``σ C z_t`` at every step. BandMF (Choquette-Choo et al., "(Amplified)
 Banded Matrix Factorization", NeurIPS 2023) adds ``σ C (𝐂⁻¹ z)_t`` instead, for a lower-triangular
@@ -123,6 +123,17 @@ class BandedNoise:
         y, (index, buffers) = self._inverse.multiply_next(z, (state.index, state.buffers))
         return (noise.unflatten_like(noise_multiplier * l2_clip_norm * y, tree),
                 NoiseState(index=index, buffers=buffers))
+
+
+@functools.lru_cache(maxsize=8)
+def _banded_noise(steps: int, bands: int) -> BandedNoise:
+    return BandedNoise(steps=steps, bands=bands)
+
+
+def for_plan(plan) -> BandedNoise:
+    """The :class:`BandedNoise` of a banded :class:`~maskdp_jax.plan.PrivacyPlan` (its planned
+    steps and bands; cached)."""
+    return _banded_noise(plan.steps, plan.bands)
 
 
 def rounds(steps: int, bands: int) -> int:

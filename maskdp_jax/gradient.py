@@ -199,6 +199,23 @@ def public_nonfinite(examples: Any, weights: jnp.ndarray) -> jnp.ndarray:
     return jnp.sum((weights > 0) & ~finite_rows(examples)).astype(jnp.float32)
 
 
+def _check_sums(public_sum: PyTree | None, private_sum: PyTree | None, plan: PrivacyPlan) -> None:
+    mode = plan.mode
+    if (public_sum is None) == mode.has_public_pass or (private_sum is None) == \
+            mode.has_private_pass:
+        raise ValueError(
+            f"mode {mode.value!r} needs public_sum {'given' if mode.has_public_pass else 'None'}"
+            f" and private_sum {'given' if mode.has_private_pass else 'None'}.")
+
+
+def _average(public_sum: PyTree | None, noised_private: PyTree | None,
+             plan: PrivacyPlan) -> PyTree:
+    """``(public_sum + noised_private) / B``, B the plan's *expected* batch size."""
+    parts = [p for p in (public_sum, noised_private) if p is not None]
+    total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
+    return jax.tree.map(lambda g: g / plan.batch_size, total)
+
+
 def noisy_gradient(
     public_sum: PyTree | None, private_sum: PyTree | None, key: jax.Array, *, plan: PrivacyPlan,
 ) -> PyTree:
@@ -213,26 +230,47 @@ def noisy_gradient(
       public_sum / private_sum: the passes' sums (None where the mode has no such pass).
       key: this step's noise key: fresh every step (e.g. ``fold_in(base, step)``), secret
         (:mod:`maskdp_jax.randomness`), and the same on every replica.
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B).
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B) with independent
+        noise (a banded plan's noise has state: :func:`banded_noisy_gradient`).
 
     Raises:
-      ValueError: a sum is missing for a pass the mode has, or given for one it lacks.
+      ValueError: a sum is missing for a pass the mode has, or given for one it lacks; or the
+        plan's noise is banded.
     """
-    mode = plan.mode
-    if (public_sum is None) == mode.has_public_pass or (private_sum is None) == \
-            mode.has_private_pass:
-        raise ValueError(
-            f"mode {mode.value!r} needs public_sum {'given' if mode.has_public_pass else 'None'}"
-            f" and private_sum {'given' if mode.has_private_pass else 'None'}.")
-    parts = []
-    if public_sum is not None:
-        parts.append(public_sum)
-    if private_sum is not None:
-        parts.append(noise.add_gaussian_noise(
-            private_sum, key, noise_multiplier=plan.noise_multiplier,
-            l2_clip_norm=plan.l2_clip_norm))
-    total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
-    return jax.tree.map(lambda g: g / plan.batch_size, total)
+    _check_sums(public_sum, private_sum, plan)
+    if plan.banded:
+        raise ValueError("the plan's noise is banded: its noise is correlated across steps and "
+                         "has a state, use banded_noisy_gradient(..., noise_state).")
+    noised = None if private_sum is None else noise.add_gaussian_noise(
+        private_sum, key, noise_multiplier=plan.noise_multiplier, l2_clip_norm=plan.l2_clip_norm)
+    return _average(public_sum, noised, plan)
+
+
+def banded_noisy_gradient(
+    public_sum: PyTree | None, private_sum: PyTree, key: jax.Array, noise_state: Any, *,
+    plan: PrivacyPlan,
+) -> tuple[PyTree, Any]:
+    """:func:`noisy_gradient` with BandMF's correlated noise: ``(public_sum + private_sum +
+    σC (𝐂⁻¹ z)_t) / B`` and the next noise state (:mod:`maskdp_jax.bandmf`; ``z_t`` is the
+    standard normal draw of ``key``, this step's key).
+
+    Args:
+      noise_state: the :class:`~maskdp_jax.bandmf.NoiseState` before this step (secret: it
+        holds past noise), e.g. ``TrainState.noise_state``.
+      others: as :func:`noisy_gradient`; the plan must be banded.
+
+    Returns:
+      ``(grad, noise_state)``.
+    """
+    from maskdp_jax import bandmf
+
+    _check_sums(public_sum, private_sum, plan)
+    if not plan.banded:
+        raise ValueError("banded_noisy_gradient needs a plan with noise='banded'.")
+    correlated, noise_state = bandmf.for_plan(plan).noise_like(
+        private_sum, key, noise_state, noise_multiplier=plan.noise_multiplier,
+        l2_clip_norm=plan.l2_clip_norm)
+    return _average(public_sum, jax.tree.map(jnp.add, private_sum, correlated), plan), noise_state
 
 
 def pass_gradient(
@@ -310,50 +348,17 @@ def pass_examples(
     return pass_view(tokens.views(examples.inputs, examples.masks), weights, public=public)
 
 
-def masked_gradient(
-    loss_fn: ExampleLoss, params: PyTree, *, plan: PrivacyPlan, key: jax.Array,
+def masked_sums(
+    loss_fn: ExampleLoss, params: PyTree, *, plan: PrivacyPlan,
     public: Examples | None = None, private: Examples | None = None,
     tokens: Tokenizer | None = None, axis_name: str | None = None,
     microbatch_size: int | None = None, ghost_rules: Any = None,
-) -> tuple[PyTree, GradStats]:
-    """The noisy MaskDP (or DP, or non-private) gradient of one logical batch (low level).
-
-    The caller owns what :class:`maskdp_jax.mechanism.Mechanism` does for a training loop: a
-    fresh ``key`` at every step (:func:`maskdp_jax.noise.step_key`; one key reused adds the same
-    noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
-    and stopping at the plan's steps.
-
-    ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
-    example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.
-    ``dp``: ``private`` only, whole inputs clipped. ``nonprivate``: ``public`` only, whole
-    inputs, no noise. With decoupled sampling the two passes see two independent Poisson draws
-    (:class:`~maskdp_jax.sampling.PoissonSampler`); with coupled sampling the same rows.
-
-    Args:
-      loss_fn: ``loss_fn(params, inputs, targets) -> scalar`` for ONE example (no batch axis);
-        frozen parameters and the model are closed over.
-      params: the trainable parameters (the gradient's structure).
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
-      key: this step's noise key (see :func:`noisy_gradient`).
-      public / private: the :class:`Examples` of each pass this mode has (None for the other).
-        A pass with 0 rows adds nothing: the step is then the noise alone (and the other
-        pass), as the mechanism requires of an empty Poisson draw.
-      tokens: the model's tokeniser (``maskdp`` only): its cells are what is public.
-      axis_name: inside the caller's ``shard_map`` over this mesh axis, with the examples split
-        over it and ``params`` and ``key`` replicated: each device clips its own examples'
-        gradients (params are cast to varying first, so no per-example gradient is summed over
-        devices before clipping), the sums are ``psum``-ed, and every device adds the same noise.
-      microbatch_size: per-example gradients of the private pass this many at a time
-        (:func:`~maskdp_jax.clipping.clipped_grad_sum`); same result, bounded memory.
-      ghost_rules: the model's layer rules (:mod:`maskdp_jax.ghost`): the private pass' norms
-        and clipped sum without per-example gradients; same result to float rounding.
-
-    Returns:
-      ``(grad, stats)``: the gradient to hand to the optimiser, and :class:`GradStats`.
-
-    Raises:
-      ValueError: a pass's batch missing or superfluous for the mode, or views without masks.
-    """
+) -> tuple[PyTree | None, PyTree | None, GradStats]:
+    """The two passes' sums of one logical batch before any noise: ``(public_sum,
+    private_sum, stats)`` (None for a pass the mode lacks), all-reduced over ``axis_name``.
+    What :func:`masked_gradient` and :meth:`maskdp_jax.mechanism.Mechanism.gradient` noise;
+    arguments as :func:`masked_gradient`. The private sum is clipped but not private yet:
+    it must be noised (once) before it leaves."""
     mode = plan.mode
     for name, given, needed in (("public", public, mode.has_public_pass),
                                 ("private", private, mode.has_private_pass)):
@@ -384,4 +389,57 @@ def masked_gradient(
     if axis_name is not None:
         public_sum, private_sum, stats = jax.lax.psum((public_sum, private_sum, stats),
                                                       axis_name)
+    return public_sum, private_sum, stats
+
+
+def masked_gradient(
+    loss_fn: ExampleLoss, params: PyTree, *, plan: PrivacyPlan, key: jax.Array,
+    public: Examples | None = None, private: Examples | None = None,
+    tokens: Tokenizer | None = None, axis_name: str | None = None,
+    microbatch_size: int | None = None, ghost_rules: Any = None,
+) -> tuple[PyTree, GradStats]:
+    """The noisy MaskDP (or DP, or non-private) gradient of one logical batch (low level).
+
+    The caller owns what :class:`maskdp_jax.mechanism.Mechanism` does for a training loop: a
+    fresh ``key`` at every step (:func:`maskdp_jax.noise.step_key`; one key reused adds the same
+    noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
+    and stopping at the plan's steps. Independent noise only: a banded plan's noise has a state
+    that the :class:`~maskdp_jax.mechanism.Mechanism` carries (or :func:`masked_sums` and
+    :func:`banded_noisy_gradient`).
+
+    ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
+    example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.
+    ``dp``: ``private`` only, whole inputs clipped. ``nonprivate``: ``public`` only, whole
+    inputs, no noise. With decoupled sampling the two passes see two independent Poisson draws
+    (:class:`~maskdp_jax.sampling.PoissonSampler`); with coupled sampling the same rows.
+
+    Args:
+      loss_fn: ``loss_fn(params, inputs, targets) -> scalar`` for ONE example (no batch axis);
+        frozen parameters and the model are closed over.
+      params: the trainable parameters (the gradient's structure).
+      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
+      key: this step's noise key (see :func:`noisy_gradient`).
+      public / private: the :class:`Examples` of each pass this mode has (None for the other).
+        A pass with 0 rows adds nothing: the step is then the noise alone (and the other
+        pass), as the mechanism requires of an empty Poisson draw.
+      tokens: the model's tokeniser (``maskdp`` only): its cells are what is public.
+      axis_name: inside the caller's ``shard_map`` over this mesh axis, with the examples split
+        over it and ``params`` and ``key`` replicated: each device clips its own examples'
+        gradients (params are cast to varying first, so no per-example gradient is summed over
+        devices before clipping), the sums are ``psum``-ed, and every device adds the same noise.
+      microbatch_size: per-example gradients of the private pass this many at a time
+        (:func:`~maskdp_jax.clipping.clipped_grad_sum`); same result, bounded memory.
+      ghost_rules: the model's layer rules (:mod:`maskdp_jax.ghost`): the private pass' norms
+        and clipped sum without per-example gradients; same result to float rounding.
+
+    Returns:
+      ``(grad, stats)``: the gradient to hand to the optimiser, and :class:`GradStats`.
+
+    Raises:
+      ValueError: a pass's batch missing or superfluous for the mode, views without masks, or
+        a banded plan.
+    """
+    public_sum, private_sum, stats = masked_sums(
+        loss_fn, params, plan=plan, public=public, private=private, tokens=tokens,
+        axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
     return noisy_gradient(public_sum, private_sum, key, plan=plan), stats

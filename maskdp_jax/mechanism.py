@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from maskdp_jax import accounting, gradient, noise
+from maskdp_jax import accounting, bandmf, gradient, noise
 from maskdp_jax.accounting import events
 from maskdp_jax.gradient import ExampleLoss, Examples, GradStats
 from maskdp_jax.plan import PrivacyPlan
@@ -78,10 +78,13 @@ class MechanismState(NamedTuple):
         the next step's noise key and batches are those of this step.
       key: the run's base noise key. **Secret**: whoever holds it can recompute every noise
         vector; keep the state, like the secret it comes from, out of anything published.
+      noise: banded noise's :class:`~maskdp_jax.bandmf.NoiseState` (past noise: secret too),
+        None for independent noise.
     """
 
     step: jnp.ndarray
     key: jax.Array
+    noise: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,12 +128,24 @@ class Mechanism:
     def sampler(self) -> PoissonSampler:
         """The run's Poisson sampler (low level: :meth:`batch` is the checked draw)."""
         return self.randomness.sampler(num_examples=self.plan.num_examples,
-                                       expected_batch_size=self.plan.batch_size)
+                                       expected_batch_size=self.plan.batch_size,
+                                       cycle_length=self.plan.bands)
 
-    def init(self) -> MechanismState:
-        """The state before the plan's first step (the base key derived from the randomness)."""
+    def init(self, params: PyTree = None) -> MechanismState:
+        """The state before the plan's first step (the base key derived from the randomness).
+
+        Args:
+          params: the trainable parameters (their shapes), needed by banded noise only, whose
+            state holds past noise of that size.
+        """
+        noise_state = None
+        if self.plan.banded:
+            if params is None:
+                raise ValueError("banded noise keeps past noise of the parameters' size: "
+                                 "mech.init(params).")
+            noise_state = bandmf.for_plan(self.plan).init(params)
         return MechanismState(step=jnp.asarray(self.first_step, jnp.int32),
-                              key=self.randomness.noise_key())
+                              key=self.randomness.noise_key(), noise=noise_state)
 
     def _check_step(self, state: MechanismState) -> int:
         step = int(state.step)
@@ -180,13 +195,19 @@ class Mechanism:
         """
         if not isinstance(state.step, jax.core.Tracer):
             self._check_step(state)
-        grad, stats = gradient.masked_gradient(
-            loss_fn, params, plan=self.plan, key=noise.step_key(state.key, state.step),
-            public=public, private=private, tokens=tokens, axis_name=axis_name,
-            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        public_sum, private_sum, stats = gradient.masked_sums(
+            loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
+            axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        key = noise.step_key(state.key, state.step)
+        noise_state = state.noise
+        if self.plan.banded:
+            grad, noise_state = gradient.banded_noisy_gradient(
+                public_sum, private_sum, key, noise_state, plan=self.plan)
+        else:
+            grad = gradient.noisy_gradient(public_sum, private_sum, key, plan=self.plan)
         planned = (state.step >= self.first_step) & (state.step < self.end_step)
         grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
-        return grad, state._replace(step=state.step + 1), stats
+        return grad, state._replace(step=state.step + 1, noise=noise_state), stats
 
     # ------------------------------------------------------------------------------------------
     def ledger(self, state: MechanismState) -> accounting.Ledger:
@@ -212,8 +233,12 @@ class Mechanism:
 
         Raises:
           ValueError: ``plan`` differs in what the guarantee is about (mode, N, adjacency,
-            sampling scheme): its ε could not be composed with the steps taken.
+            sampling scheme), or either plan has banded noise (its strategy is fixed for the
+            planned steps): its ε could not be composed with the steps taken.
         """
+        if self.plan.banded or plan.banded:
+            raise ValueError("banded noise's strategy is fixed for the planned steps: a banded "
+                             "run cannot be re-planned; plan all its steps at the start.")
         for name in ("mode", "num_examples", "adjacency", "sampling"):
             if getattr(plan, name) != getattr(self.plan, name):
                 raise ValueError(f"replan keeps the guarantee's {name} "

@@ -89,6 +89,7 @@ class Mode(enum.StrEnum):
 
 
 MODES = tuple(m.value for m in Mode)
+NOISES = ("independent", "banded")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,6 +115,10 @@ class PrivacyPlan:
         is checked with.
       target_epsilon: the ε σ was calibrated to, or None when σ was given (no ε budget to
         enforce beyond the planned steps) or the mode is ``nonprivate``.
+      noise: ``"independent"`` (DP-SGD's fresh Gaussian at every step) or ``"banded"``
+        (BandMF's correlated noise on the private pass, :mod:`maskdp_jax.bandmf`).
+      bands: b, the banded strategy's bands and the cyclic sampler's groups (1 when
+        independent). ε is composed by :meth:`accounted`.
     """
 
     mode: Mode
@@ -127,6 +132,8 @@ class PrivacyPlan:
     sampling: inputs.Sampling = inputs.Sampling.DECOUPLED
     accountant: inputs.Accountant = inputs.Accountant.PLD
     target_epsilon: float | None = None
+    noise: str = "independent"
+    bands: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "mode", Mode(self.mode))
@@ -147,6 +154,7 @@ class PrivacyPlan:
         for name, kind in (("adjacency", inputs.Adjacency), ("sampling", inputs.Sampling),
                            ("accountant", inputs.Accountant)):
             object.__setattr__(self, name, kind(getattr(self, name)))
+        self._check_noise()
         if not self.mode.is_private:
             if self.noise_multiplier != 0.0 or self.target_epsilon is not None:
                 raise ValueError("a nonprivate plan has noise_multiplier 0 and no target ε.")
@@ -160,6 +168,49 @@ class PrivacyPlan:
             inputs.check_epsilon_target(self.target_epsilon)
             accountant.check_combination(self.accountant, self.adjacency, self.sampling)
 
+    def _check_noise(self) -> None:
+        inputs.check_choice("noise", self.noise, NOISES)
+        if isinstance(self.bands, bool) or not isinstance(self.bands, int) or self.bands < 1:
+            raise ValueError(f"bands must be an integer >= 1; got {self.bands!r}.")
+        if self.noise == "independent":
+            if self.bands != 1:
+                raise ValueError(f"bands = {self.bands} needs noise = 'banded' (independent "
+                                 "noise has one band).")
+            return
+        if not self.mode.is_private:
+            raise ValueError("noise = 'banded' is the private pass's noise; a nonprivate plan "
+                             "adds none.")
+        if self.sampling != "decoupled":
+            raise ValueError("banded noise samples the private batch cyclically; it needs the "
+                             "decoupled scheme (an independent public draw), not 'coupled'.")
+        if self.bands > self.steps:
+            raise ValueError(f"bands = {self.bands} exceeds the planned steps ({self.steps}).")
+        if self.bands * self.batch_size > self.num_examples:
+            raise ValueError(
+                f"bands × B = {self.bands} × {self.batch_size} exceeds N = {self.num_examples}: "
+                "each cyclic group of N / bands videos could not yield B on average. Use fewer "
+                "bands or a smaller batch.")
+
+    @property
+    def banded(self) -> bool:
+        """Whether the private pass adds banded correlated noise (:mod:`maskdp_jax.bandmf`)."""
+        return self.noise == "banded"
+
+    def accounted(self, ledger: accounting.Ledger) -> accounting.Ledger:
+        """The ledger the accountant composes for the executed steps in ``ledger``: itself for
+        independent noise; for banded noise each segment of steps becomes the amplified BandMF
+        segment (rate ``bands q``, ``ceil(steps / bands)`` rounds,
+        :func:`maskdp_jax.bandmf.accounting_segment`). Segments convert one by one, so a
+        history in several segments is charged at least the rounds of one (never fewer)."""
+        if not self.banded:
+            return ledger
+        from maskdp_jax import bandmf
+
+        return accounting.Ledger([
+            bandmf.accounting_segment(q=seg.q, noise_multiplier=seg.noise_multiplier,
+                                      steps=seg.steps, bands=self.bands)
+            for seg in ledger.segments])
+
     # ------------------------------------------------------------------------------------------
     @classmethod
     def calibrate(
@@ -168,6 +219,7 @@ class PrivacyPlan:
         adjacency: str = "special",
         sampling: str = "decoupled", accountant: str = "pld",
         target_epsilon: float | None = None, noise_multiplier: float | None = None,
+        noise: str = "independent", bands: int = 1,
     ) -> PrivacyPlan:
         """The plan of a run: steps from the epochs, σ given or calibrated to ``target_epsilon``.
 
@@ -186,6 +238,9 @@ class PrivacyPlan:
             (smallest such σ, :func:`maskdp_jax.accounting.calibrate_noise_multiplier`).
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
             the two in private modes; neither for ``nonprivate``.
+          noise / bands: ``"independent"`` (DP-SGD) or ``"banded"`` correlated noise with
+            ``bands`` bands (:mod:`maskdp_jax.bandmf`: cyclic Poisson sampling of the private
+            pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)`` rounds).
 
         Raises:
           ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.
@@ -199,7 +254,7 @@ class PrivacyPlan:
         scheme = mode.sampling_scheme(sampling)
         common = dict(mode=mode, num_examples=num_examples, batch_size=batch_size, steps=steps,
                       l2_clip_norm=float(l2_clip_norm), delta=float(delta), adjacency=adjacency,
-                      sampling=scheme, accountant=accountant)
+                      sampling=scheme, accountant=accountant, noise=noise, bands=bands)
         if not mode.is_private:
             return cls(noise_multiplier=0.0, **common)
         if (target_epsilon is None) == (noise_multiplier is None):
@@ -208,10 +263,12 @@ class PrivacyPlan:
         if noise_multiplier is not None:
             return cls(noise_multiplier=float(noise_multiplier), **common)
         # Validate everything the accountant does not (C, N, B) before the costly search.
-        cls(noise_multiplier=1.0, target_epsilon=float(target_epsilon), **common)
+        probe = cls(noise_multiplier=1.0, target_epsilon=float(target_epsilon), **common)
+        accounted = probe.accounted(accounting.Ledger([events.make_segment(
+            q=probe.q, noise_multiplier=1.0, steps=steps)])).segments[0]
         sigma = accounting.calibrate_noise_multiplier(
-            target_epsilon=target_epsilon, delta=delta, q=batch_size / num_examples,
-            steps=steps, method=accountant, adjacency=adjacency, sampling=scheme,
+            target_epsilon=target_epsilon, delta=delta, q=accounted.q,
+            steps=accounted.steps, method=accountant, adjacency=adjacency, sampling=scheme,
             num_examples=num_examples,
         )
         return cls(noise_multiplier=sigma, target_epsilon=float(target_epsilon), **common)
@@ -236,8 +293,12 @@ class PrivacyPlan:
         if self.sampling == "coupled":
             raise ValueError("coupled sampling has no dp-accounting event; its ε comes from the "
                              "revealed-sample bound (accounting.coupled).")
+        planned = accounting.Ledger()
+        self.record_step(planned, steps=max(steps, 1))
+        seg = self.accounted(planned).segments[0]
         return dp_event.SelfComposedDpEvent(
-            events.step_event(q=self.q, noise_multiplier=self.noise_multiplier), steps)
+            events.step_event(q=seg.q, noise_multiplier=seg.noise_multiplier),
+            seg.steps if steps else 0)
 
     def record_step(self, ledger: accounting.Ledger, *, steps: int = 1) -> None:
         """Add ``steps`` (default one) executed logical steps of this plan to ``ledger``.
@@ -263,8 +324,9 @@ class PrivacyPlan:
             delta = self.delta
         else:
             inputs.check_delta(delta=delta, num_examples=self.num_examples)
-        return ledger.epsilon(delta=float(delta), method=method or self.accountant,
-                              adjacency=self.adjacency, sampling=self.sampling)
+        return self.accounted(ledger).epsilon(
+            delta=float(delta), method=method or self.accountant, adjacency=self.adjacency,
+            sampling=self.sampling)
 
     def epsilon_after_plan(self, ledger: accounting.Ledger) -> float:
         """ε once the steps still planned after ``ledger`` have run (the ledger's history plus
@@ -278,8 +340,11 @@ class PrivacyPlan:
     def accounting_meta(self) -> dict[str, Any]:
         """How a ledger of this plan is accounted (δ, adjacency, sampling, mode): stored with
         the journal, so that its readers can recompute ε."""
-        return {"delta": self.delta, "adjacency": self.adjacency, "sampling": self.sampling,
+        meta = {"delta": self.delta, "adjacency": self.adjacency, "sampling": self.sampling,
                 "mode": self.mode.value}
+        if self.banded:  # only then: journals of independent-noise runs stay as they were
+            meta.update(noise=self.noise, bands=self.bands)
+        return meta
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields plus ``q`` (for reports)."""
@@ -290,6 +355,7 @@ class PrivacyPlan:
 
     def summary(self) -> str:
         """One line for people: mode, N, B, q, steps, σ, C."""
+        noise = f", banded noise ({self.bands} bands)" if self.banded else ""
         return (f"Mode {self.mode.value}: N={self.num_examples}, B={self.batch_size}, "
                 f"q={self.q:.5f}, steps={self.steps}, noise multiplier σ="
-                f"{self.noise_multiplier:.4f}, C={self.l2_clip_norm}.")
+                f"{self.noise_multiplier:.4f}, C={self.l2_clip_norm}{noise}.")

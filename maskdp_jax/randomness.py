@@ -105,16 +105,19 @@ class Randomness:
         words = np.frombuffer(_derive(self.secret, b"noise", 4 * int(np.prod(shape))), "<u4")
         return jax.random.wrap_key_data(words.reshape(shape).astype(np.uint32))
 
-    def sampler(self, *, num_examples: int, expected_batch_size: int) -> sampling.PoissonSampler:
-        """The Poisson sampler of the run (public and private streams)."""
+    def sampler(self, *, num_examples: int, expected_batch_size: int,
+                cycle_length: int = 1) -> sampling.PoissonSampler:
+        """The Poisson sampler of the run (public and private streams; ``cycle_length > 1``:
+        the private stream samples cyclically, for banded noise)."""
         if self.mode == "seeded":
             return sampling.PoissonSampler(num_examples=num_examples,
                                            expected_batch_size=expected_batch_size,
-                                           seed=self.seed)
+                                           seed=self.seed, cycle_length=cycle_length)
         return sampling.PoissonSampler(
             num_examples=num_examples, expected_batch_size=expected_batch_size,
             seed=int.from_bytes(_derive(self.secret, b"public-batches", 16), "little"),
             private_seed=int.from_bytes(_derive(self.secret, b"private-batches", 16), "little"),
+            cycle_length=cycle_length,
         )
 
     def public_id(self) -> str:

@@ -428,7 +428,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             pixel_norm=step_ds.pixel_norm,
             ghost_rules=run_model.per_example_rules(config.compute, config.model))
         state, resumed = guard.resume(
-            mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx))
+            mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx,
+                                  plan=plan))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
                   f"{plan.steps}.")

@@ -80,20 +80,32 @@ class TrainState(struct.PyTreeNode):
       trainable: trainable parameters (the only ones released with noise).
       frozen: frozen parameters (closed over by the loss; never updated).
       opt_state: optax state of the optimiser over ``trainable``.
+      noise_state: banded noise's :class:`~maskdp_jax.bandmf.NoiseState` (past noise: secret,
+        checkpointed with the rest so that a resumed run adds the same noise), or None for
+        independent noise.
     """
 
     step: jnp.ndarray
     trainable: PyTree
     frozen: PyTree
     opt_state: optax.OptState
+    noise_state: Any = None
 
     @classmethod
-    def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation):
+    def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation,
+               plan: PrivacyPlan | None = None):
+        """The state before step 0; ``plan`` (banded noise) adds the noise state."""
+        noise_state = None
+        if plan is not None and plan.banded:
+            from maskdp_jax import bandmf
+
+            noise_state = bandmf.for_plan(plan).init(trainable)
         return cls(
             step=jnp.zeros((), jnp.int32),
             trainable=trainable,
             frozen=frozen,
             opt_state=tx.init(trainable),
+            noise_state=noise_state,
         )
 
     @property
@@ -272,10 +284,17 @@ def finalize(
       acc: sums over every physical batch of this logical step.
       key: base PRNG key of the run, identical on every replica.
     """
-    grad = gradient.noisy_gradient(
-        acc.public_sum if plan.mode.has_public_pass else None,
-        acc.private_sum if plan.mode.has_private_pass else None,
-        noise.step_key(key, state.step), plan=plan)
+    sums = (acc.public_sum if plan.mode.has_public_pass else None,
+            acc.private_sum if plan.mode.has_private_pass else None)
+    noise_state = state.noise_state
+    if plan.banded:
+        if noise_state is None:
+            raise ValueError("a banded plan's TrainState needs its noise state: "
+                             "TrainState.create(..., plan=plan).")
+        grad, noise_state = gradient.banded_noisy_gradient(
+            *sums, noise.step_key(key, state.step), noise_state, plan=plan)
+    else:
+        grad = gradient.noisy_gradient(*sums, noise.step_key(key, state.step), plan=plan)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
     metrics = {
@@ -289,7 +308,8 @@ def finalize(
         "private/loss": acc.clip.loss_sum / jnp.maximum(acc.clip.count, 1.0),
         "private/batch_size": acc.clip.count,
     }
-    new_state = state.replace(step=state.step + 1, trainable=trainable, opt_state=opt_state)
+    new_state = state.replace(step=state.step + 1, trainable=trainable, opt_state=opt_state,
+                              noise_state=noise_state)
     return new_state, metrics
 
 

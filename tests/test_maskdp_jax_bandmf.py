@@ -96,3 +96,170 @@ def test_the_ledger_segment_is_jax_privacys_amplified_bandmf_event(steps, bands)
     rdp = dp_accounting.rdp.RdpAccountant()
     rdp.compose(event)
     assert ours == pytest.approx(rdp.get_epsilon(delta), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wired into the plan, the train step and the mechanism.
+def _banded_plan(mode="maskdp", bands=2, steps=4, sigma=1.3, b=4):
+    from maskdp_jax.plan import PrivacyPlan
+
+    return PrivacyPlan(mode=mode, num_examples=1000, batch_size=b, steps=steps, l2_clip_norm=0.5,
+                       noise_multiplier=sigma, delta=1e-5, noise="banded", bands=bands)
+
+
+def _steps(tiny_model, plan, batches, *, microbatch_size=None):
+    """The train step's states over ``batches`` (LogicalBatchData per step) from one base key."""
+    import optax
+    from conftest import PATCH_STRIDE
+
+    from maskdp_jax.tokenizer import Tokenizer
+    from maskdp_jax.train_step import PixelViews, TrainState, make_train_step
+
+    _, params, apply_fn = tiny_model
+    tx = optax.sgd(0.1)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan,
+                           views=PixelViews(Tokenizer(patch_stride=PATCH_STRIDE)),
+                           microbatch_size=microbatch_size)
+    state = TrainState.create(trainable=params, frozen={}, tx=tx, plan=plan)
+    states = []
+    for batch in batches:
+        state, _ = step(state, batch, jax.random.key(3))
+        states.append(state)
+    return states
+
+
+def _batches(mode, n=3, size=4):
+    from conftest import random_batch
+
+    from maskdp_jax.train_step import LogicalBatchData
+
+    rng = np.random.default_rng(11)
+    out = []
+    for _ in range(n):
+        private = random_batch(rng, size=size, clips=1)
+        private["mask"][:] = 0
+        public = random_batch(rng, size=size, clips=1)
+        public["mask"][:] = 0
+        out.append(LogicalBatchData(public=[public] if mode == "maskdp" else [],
+                                    private=[private]))
+    return out
+
+
+def test_one_banded_band_trains_exactly_as_independent_noise(tiny_model):
+    from maskdp_jax.plan import PrivacyPlan
+
+    banded = _banded_plan(mode="dp", bands=1)
+    independent = PrivacyPlan(**{**banded.__dict__, "noise": "independent"})
+    a = _steps(tiny_model, banded, _batches("dp"))[-1]
+    b = _steps(tiny_model, independent, _batches("dp"))[-1]
+    jax.tree.map(np.testing.assert_array_equal, a.trainable, b.trainable)
+
+
+def test_dp_with_banded_noise_equals_maskdp_with_all_private_masks(tiny_model):
+    dp = _steps(tiny_model, _banded_plan("dp"), _batches("dp"))[-1]
+    mask = _steps(tiny_model, _banded_plan("maskdp"), _batches("maskdp"))[-1]
+    jax.tree.map(np.testing.assert_array_equal, dp.trainable, mask.trainable)
+    jax.tree.map(np.testing.assert_array_equal, dp.noise_state, mask.noise_state)
+
+
+def test_banded_noise_is_added_once_per_step_with_microbatching(tiny_model):
+    """Micro-batching splits the clipped sum, never the noise: the same states either way, and
+    the noise state advances once per logical step."""
+    whole = _steps(tiny_model, _banded_plan("dp"), _batches("dp"))
+    micro = _steps(tiny_model, _banded_plan("dp"), _batches("dp"), microbatch_size=2)
+    for a, b in zip(whole, micro, strict=True):
+        jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6),
+                     a.trainable, b.trainable)
+    assert [int(s.noise_state.index) for s in whole] == [1, 2, 3]
+
+
+def test_the_banded_noise_is_correlated_across_train_steps(tiny_model):
+    """The update of step 1 carries -(c1/c0) times step 0's noise: with no learning signal
+    (padding only) consecutive updates are negatively correlated as the strategy says, while
+    independent noise would give ~0."""
+    from conftest import random_batch
+
+    from maskdp_jax.train_step import LogicalBatchData
+
+    padding = random_batch(np.random.default_rng(6), size=2)
+    padding["weight"][:] = 0.0
+    batches = [LogicalBatchData(public=[], private=[padding])] * 2
+    plan = _banded_plan("dp", bands=2, steps=2)
+    _, params, _ = tiny_model
+    states = _steps(tiny_model, plan, batches)
+    flat = [np.concatenate([np.ravel(v) for v in jax.tree.leaves(s.trainable)]) for s in states]
+    start = np.concatenate([np.ravel(v) for v in jax.tree.leaves(params)])
+    u0, u1 = flat[0] - start, flat[1] - flat[0]
+    inverse = np.linalg.inv(np.asarray(bandmf.strategy(2, 2).materialize(), np.float64))
+    expected = (inverse @ inverse.T)[0, 1] / np.sqrt((inverse @ inverse.T)[0, 0]
+                                                      * (inverse @ inverse.T)[1, 1])
+    assert expected < -0.2
+    assert abs(np.corrcoef(u0, u1)[0, 1] - expected) < 0.15
+
+
+def test_banded_plans_refuse_what_the_mechanism_does_not_cover():
+    from maskdp_jax.plan import PrivacyPlan
+
+    with pytest.raises(ValueError, match="needs the decoupled scheme"):
+        PrivacyPlan.calibrate(mode="maskdp", num_examples=1000, batch_size=10, steps=20,
+                              l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0,
+                              sampling="coupled", noise="banded", bands=2)
+    with pytest.raises(ValueError, match="exceeds N"):
+        _banded_plan(bands=4, b=300)
+    with pytest.raises(ValueError, match="needs noise = 'banded'"):
+        PrivacyPlan(mode="dp", num_examples=1000, batch_size=10, steps=20, l2_clip_norm=1.0,
+                    noise_multiplier=1.0, delta=1e-5, bands=2)
+    with pytest.raises(ValueError, match="nonprivate plan adds none"):
+        PrivacyPlan(mode="nonprivate", num_examples=1000, batch_size=10, steps=20,
+                    l2_clip_norm=1.0, noise_multiplier=0.0, delta=1e-5, noise="banded", bands=2)
+
+
+def test_calibration_targets_the_amplified_bandmf_epsilon():
+    from maskdp_jax import accounting
+    from maskdp_jax.plan import PrivacyPlan
+
+    plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=1000, batch_size=10, steps=40,
+                                 l2_clip_norm=1.0, delta=1e-5, target_epsilon=2.0,
+                                 noise="banded", bands=4)
+    ledger = accounting.Ledger()
+    plan.record_step(ledger, steps=40)
+    assert 1.9 < plan.epsilon(ledger) <= 2.0 + 1e-6
+    # Charged by rounds: the first 4 steps are one round, the 5th starts the second.
+    four, five = accounting.Ledger(), accounting.Ledger()
+    plan.record_step(four, steps=4)
+    plan.record_step(five, steps=5)
+    one = accounting.Ledger()
+    plan.record_step(one)
+    assert plan.epsilon(one) == plan.epsilon(four) < plan.epsilon(five)
+
+
+def test_the_mechanism_carries_banded_noise_through_jit():
+    import maskdp_jax as mdp
+
+    plan = _banded_plan("dp", bands=2, steps=3, b=10)
+    mech = mdp.Mechanism(plan=plan, randomness=mdp.Randomness(mode="seeded", seed=0))
+    params = jnp.zeros((5,))
+    with pytest.raises(ValueError, match=r"mech.init\(params\)"):
+        mech.init()
+    state = mech.init(params)
+    step = jax.jit(lambda s, ex: mech.gradient(lambda w, x, y: jnp.sum(w * x), params, s,
+                                               private=ex))
+    grads = []
+    for _ in range(plan.steps):
+        drawn = mech.batch(state)
+        assert np.all(mech.sampler.groups()[drawn.private] == int(state.step) % 2)
+        idx, w = mdp.padded_indices(drawn.private, multiple_of=16)
+        ex = mdp.Examples(inputs=np.zeros((len(idx), 5), np.float32),
+                          targets=np.zeros(len(idx), np.float32), weights=w)
+        grad, state, _ = step(state, ex)
+        grads.append(np.asarray(grad))
+    # Zero inputs: the gradients are the banded noise / B, step by step.
+    banded = bandmf.for_plan(plan)
+    noise_state = banded.init(params)
+    for t, grad in enumerate(grads):
+        want, noise_state = banded.noise_like(params, noise.step_key(state.key, t), noise_state,
+                                              noise_multiplier=plan.noise_multiplier,
+                                              l2_clip_norm=plan.l2_clip_norm)
+        np.testing.assert_allclose(grad, np.asarray(want) / plan.batch_size, rtol=1e-5)
+    with pytest.raises(ValueError, match="cannot be re-planned"):
+        mech.replan(state, plan=plan)

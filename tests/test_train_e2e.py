@@ -148,3 +148,43 @@ def test_private_metrics_are_off_by_default_and_labelled_non_dp():
         assert ("train_class_counts" in run.to_dict()) == (mode != "dp")
         assert ("| a | 2 | 0.5000 |" in run.to_markdown()) == (mode != "dp")
         assert (report.COUNTS_HIDDEN in run.to_markdown()) == (mode == "dp")
+
+
+def test_a_banded_run_resumes_with_the_same_noise(tmp_path, monkeypatch):
+    """Banded noise keeps past noise in the train state: a run preempted at step 1 (SIGTERM:
+    checkpoint, stop) and resumed ends exactly as an uninterrupted one (metrics rows, test
+    predictions), and reports its ε by the amplified BandMF bound with its noise kind."""
+    import json
+    import signal
+
+    load = train.load_logical_batch
+    sent = []
+
+    def preempted_at_step_1(*args, step, **kw):
+        if step == 1 and not sent:
+            sent.append(step)
+            os.kill(os.getpid(), signal.SIGTERM)  # the trainer's handler: checkpoint and stop
+        return load(*args, step=step, **kw)
+
+    outs = []
+    for name in ("uninterrupted", "resumed"):
+        config = _tiny_config("maskdp")
+        config.privacy.noise, config.privacy.bands = "banded", 2
+        config.num_epochs, config.tensorboard = 1.0, False  # 4 steps
+        workdir = str(tmp_path / name)
+        if name == "resumed":
+            monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_1)
+            with pytest.raises(train.Preempted):
+                train.train_and_evaluate(config, workdir)
+            monkeypatch.setattr(train, "load_logical_batch", load)
+        out = train.train_and_evaluate(config, workdir)
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
+                    for line in f]
+        outs.append((rows, out["metrics"], out["privacy"]))
+    assert sent == [1] and len(outs[0][0]) == 4
+    assert outs[0][0] == outs[1][0] and outs[0][1] == outs[1][1]
+    privacy = outs[1][2]
+    assert (privacy["noise"], privacy["bands"]) == ("banded", 2)
+    assert 0.9 * 8.0 < privacy["epsilon_pld"] <= 8.0 + 1e-6
+    assert "banded matrix factorization with 2 bands" in privacy["statement"]

@@ -105,6 +105,8 @@ class PrivacyReport:
       calibrated_by: the accountant (``"pld"`` / ``"rdp"``) whose ε σ was calibrated to, or
         None when σ was given.
       target_epsilon: that calibration's target ε, or None.
+      noise / bands: ``"independent"`` (1 band) or ``"banded"`` correlated noise with ``bands``
+        bands (ε then by the amplified BandMF bound, :meth:`maskdp_jax.plan.PrivacyPlan.accounted`).
     """
 
     mode: str
@@ -122,9 +124,12 @@ class PrivacyReport:
     randomness: str | None = None
     calibrated_by: str | None = None
     target_epsilon: float | None = None
+    noise: str = "independent"
+    bands: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict; infinite values become the string ``"inf"``."""
+        """JSON-safe dict; infinite values become the string ``"inf"``. ``noise`` and ``bands``
+        appear for banded noise only (independent-noise reports keep their earlier keys)."""
 
         def clean(value: Any) -> Any:
             if isinstance(value, float) and math.isinf(value):
@@ -133,7 +138,10 @@ class PrivacyReport:
                 return list(value)
             return value
 
-        return {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = {f.name: clean(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if self.noise == "independent":
+            del out["noise"], out["bands"]
+        return out
 
     def to_markdown(self) -> str:
         """A short Markdown block: a table of the numbers and the statement."""
@@ -221,7 +229,7 @@ def privacy_report(
                num_examples=plan.num_examples, steps=ledger.steps, q=q, noise_multiplier=sigma,
                randomness=randomness,
                calibrated_by=plan.accountant if plan.target_epsilon is not None else None,
-               target_epsilon=plan.target_epsilon)
+               target_epsilon=plan.target_epsilon, noise=plan.noise, bands=plan.bands)
 
     if not mode.is_private:
         return PrivacyReport(
@@ -230,13 +238,16 @@ def privacy_report(
             notes=("Mode 'nonprivate' adds no noise and clips nothing.",), **run,
         )
 
-    eps_pld = ledger.epsilon(delta=delta, method="pld", adjacency=adjacency, sampling=sampling)
+    accounted = plan.accounted(ledger)  # banded noise: the amplified BandMF rounds
+    eps_pld = accounted.epsilon(delta=delta, method="pld", adjacency=adjacency,
+                                sampling=sampling)
     no_rdp = accounting.unsupported_reason("rdp", adjacency=adjacency, sampling=sampling)
     if no_rdp is not None:
         eps_rdp = None
         notes.append(f"No RDP epsilon: {no_rdp}")
     else:
-        eps_rdp = ledger.epsilon(delta=delta, method="rdp", adjacency=adjacency, sampling=sampling)
+        eps_rdp = accounted.epsilon(delta=delta, method="rdp", adjacency=adjacency,
+                                    sampling=sampling)
     if not ledger.is_private():
         notes.append("At least one recorded step had noise_multiplier = 0, so epsilon = inf.")
     if q is None and segments:
@@ -249,6 +260,12 @@ def privacy_report(
         f"({eps_text}, {delta:g})-{guarantee} under {_unit(mode, adjacency)}. "
         f"{_protected(mode)} {_sampling_sentence(sampling)}"
     )
+    if plan.banded:
+        statement += (
+            f" Noise: banded matrix factorization with {plan.bands} bands (correlated across "
+            f"steps, cyclic Poisson sampling of the private batch in {plan.bands} secret groups), "
+            f"accounted as DP-SGD at rate {plan.bands} q over ceil(steps / {plan.bands}) rounds "
+            "(amplified BandMF, Choquette-Choo et al. 2023).")
     if math.isinf(eps_pld):
         statement += " Since epsilon = inf, nothing is actually guaranteed."
     if randomness == "seeded":

@@ -284,6 +284,7 @@ def privacy_plan(config: ml_collections.ConfigDict, *, num_examples: int) -> Pri
         adjacency=p.adjacency, sampling=config.sampling, accountant=p.accountant,
         target_epsilon=p.target_epsilon if calibrate else None,
         noise_multiplier=None if calibrate else p.noise_multiplier,
+        noise=p.get("noise", "independent"), bands=p.get("bands", 1),
     )
 
 

@@ -184,8 +184,11 @@ def sampler_meta(plan: PrivacyPlan, *, seed: int) -> dict[str, Any]:
     """Everything the Poisson sampler depends on (it has no other state); stored in checkpoints
     and compared on resume. The seed is public; in secret mode the sampler's seeds derive from
     the secret, which the checkpoint's ``randomness`` entry holds."""
-    return {"num_examples": plan.num_examples, "expected_batch_size": plan.batch_size,
+    meta = {"num_examples": plan.num_examples, "expected_batch_size": plan.batch_size,
             "seed": seed, "sampling": plan.sampling}
+    if plan.banded:  # the private stream samples cyclically (independent-noise metas unchanged)
+        meta["cycle_length"] = plan.bands
+    return meta
 
 
 class PrivacyGuard:
@@ -263,7 +266,8 @@ class PrivacyGuard:
     def sampler(self):
         """The run's Poisson sampler (:meth:`maskdp_jax.randomness.Randomness.sampler`)."""
         return self.randomness.sampler(num_examples=self.plan.num_examples,
-                                       expected_batch_size=self.plan.batch_size)
+                                       expected_batch_size=self.plan.batch_size,
+                                       cycle_length=self.plan.bands)
 
     # ------------------------------------------------------------------------------------------
     def resume(self, state: PyTree) -> tuple[PyTree, bool]:
