@@ -10,10 +10,11 @@ avatar grid spilling past the mask; ``after``, ``configs/anonymize.py`` as it is
 BlazePose, no growth, the avatar clipped to the mask; ``selfie``, MediaPipe's selfie
 segmentation on whole frames, which needs no face) the whole
 pipeline
-(:func:`maskdp_jax.anonymize.pipeline.anonymize_video`, ``allow_no_person=True``) runs on the clip's
-frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
+(:func:`maskdp_jax.anonymize.pipeline.anonymize_video`, which writes a clip with nobody found)
+runs on the clip's frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 
-* ``found``: the fraction of frames where the segmenter found a person (before cleanup);
+* ``found``: the fraction of frames where the segmenter found a person (before the cleanup:
+  the summary's ``frames_without_segmented_person``);
 * ``avatar on non-person``: on the hand-labelled frames of ``tests/fixtures/anonymize_people``,
   the avatar region's pixels outside the labelled person, over all avatar pixels (pooled over
   the clip's labelled frames; bigbuckbunny has no humans, so any avatar there is 100 %);
@@ -97,7 +98,6 @@ def build(method: str):
     for path, value in METHODS[method].items():
         group, name = path.split(".")
         setattr(getattr(config, group), name, value)
-    config.allow_no_person = True
     return pipeline.build_stages(config)
 
 
@@ -130,7 +130,7 @@ def measure(method: str, clip: str, out_dir: str) -> dict:
     return {
         "method": method, "clip": clip, "frames": len(frames),
         "size": list(frames.shape[1:3]),
-        "found": 1 - len(result.summary["frames_without_person"]) / len(frames),
+        "found": 1 - len(result.summary["frames_without_segmented_person"]) / len(frames),
         "labelled_frames": sorted(truth),
         "avatar_px": avatar, "avatar_off_person_px": off,
         "avatar_off_person": off / avatar if avatar else 0.0,

@@ -48,6 +48,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.store = "lossless"  # FFV1; "h264" is lossy and voids bit-exact public pixels
     config.codec_margin = 16  # px more erosion with store="h264"
     config.max_reads = "video"  # "none" | "boxes" | "video": refuse segmenters that read more
-    config.allow_no_person = False  # not compared on resume: it changes no written output
+    # A video with no person left after the cleanup is written unchanged with an all-private
+    # mask and listed as "no person found"; True stops the run there (exit 2) instead. Not
+    # compared on resume: it changes no written output.
+    config.refuse_no_person = False
     config.chunk_frames = 16  # frames composed at once (memory; anonymize.pipeline.anonymize_video)
     return config

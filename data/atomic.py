@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
+
+# The temporary name replacing() gives a target ``<name>``; the pattern recovers ``<name>``.
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{12}\.tmp$")
 
 
 @contextlib.contextmanager
@@ -48,6 +52,32 @@ def replacing(path: str) -> Iterator[str]:
         if os.path.exists(tmp):
             os.remove(tmp)
     _fsync(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def temporaries(directory: str) -> dict[str, list[str]]:
+    """The temporary files :func:`replacing` made in ``directory`` and left there, by the target
+    path each was for (``{target: [temporary, ...]}``; ``{}`` for a missing directory).
+
+    A process killed while writing (``kill -9``, power loss) leaves its temporary file behind; a
+    caller that knows which targets are its own removes theirs on its next run. A temporary of a
+    writer still running in ``directory`` is listed too: only one writer per target may do that.
+
+    >>> import os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> open(os.path.join(directory, ".a.npz.0123456789ab.tmp"), "w").close()
+    >>> [(os.path.basename(k), [os.path.basename(t) for t in v])
+    ...  for k, v in temporaries(directory).items()]
+    [('a.npz', ['.a.npz.0123456789ab.tmp'])]
+    """
+    found: dict[str, list[str]] = {}
+    if not os.path.isdir(directory):
+        return found
+    for entry in sorted(os.listdir(directory)):
+        match = _TEMPORARY.match(entry)
+        if match:
+            target = os.path.join(directory, match["name"])
+            found.setdefault(target, []).append(os.path.join(directory, entry))
+    return found
 
 
 def write(path: str, content: bytes | str) -> None:

@@ -87,7 +87,7 @@ def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     summary = pipeline.anonymize_folder(
         raw["video_dir"], out["anon"], out["public"],
         pipeline.Stages(segmenter=segment.MaskFiles(raw["mask_dir"])),
-        pipeline.Options(allow_no_person=True), background_dir=out["background"],
+        pipeline.Options(), background_dir=out["background"],
         person_dir=out["person"], progress=False)
     assert len(summary["videos"]) == 10
     for key in summary["videos"]:

@@ -32,10 +32,11 @@ included**. Consequences for a pipeline that makes the masks:
   avatar's own region ``r``, eroded by the radius of the compositing blur (where the avatar is
   blended with the background the pixel mixes both) and, when the output is stored lossily, by a
   codec margin. Inpainted pixels are computed from the private background and blended edges mix
-  it in: both are *private*. The avatar is rendered from the cleaned person mask and public
-  constants (palette, seed) only: no pixel of the person or of the background reaches it. So,
-  *with the segmentation held fixed*, changing any pixel of the source video leaves every public
-  pixel of the output bit-identical (tested on lossless output). A refiner ``G`` that reads the
+  it in: both are *private*. The avatar is rendered from the cleaned person mask (with the
+  tracks linking its blobs, which pick each person's palette) and public constants (palette,
+  seed) only: no pixel of the person or of the background reaches it. So, *with the
+  segmentation held fixed*, changing any pixel of the source video leaves every public pixel of
+  the output bit-identical (tested on lossless output). A refiner ``G`` that reads the
   crop's background (the paper's diffusion model is conditioned on crops with background) makes
   its pasted pixels private; one that reads only the avatar keeps them public
   (:class:`maskdp_jax.anonymize.stages.Refiner`). A lossy codec (``store="h264"``) breaks

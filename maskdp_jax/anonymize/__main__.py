@@ -8,9 +8,11 @@ Then train on the result unchanged::
     python train.py --config=configs/folder_maskdp.py \
         --config.input.data_dir=OUT_DIR --config.input.mask_dir=MASK_DIR
 
-Bad input (an unreadable video, a video with no person, person masks or boxes that do not fit
-their video, a segmenter that reads more than ``max_reads``) prints the reason on stderr and
-exits with status 2; videos already written stay, and a rerun resumes after them.
+Bad input (an unreadable video, person masks or boxes that do not fit their video, box or mask
+files given to a method that does not read them, a segmenter that reads more than
+``max_reads``) prints the reason on stderr and exits with status 2; videos already written stay,
+and a rerun resumes after them. A video with no person is written unchanged with an all-private
+mask and listed as "no person found" (``--config.refuse_no_person=True``: bad input instead).
 """
 
 from __future__ import annotations
@@ -64,10 +66,14 @@ def run_command(f: flags.FlagValues) -> int:
                                         person_dir=f.person_dir)
     videos = summary["videos"]
     missing = summary["videos_with_frames_without_person"]
+    nobody = summary["videos_no_person_found"]
+    named = ", ".join(nobody[:5]) + (f" and {len(nobody) - 5} more" if len(nobody) > 5 else "")
     print(f"anonymised {len(videos)} videos to {f.dst} (masks in {f.mask_dir}): mean public "
           f"fraction {summary['public_fraction_mean']:.3f}; {len(missing)} with frames where no "
-          f"person was found; {len(summary['skipped_unreadable'])} unreadable skipped; summary in "
-          f"{os.path.join(f.dst, 'summary.json')} ({time.time() - start:.0f} s)")
+          f"person was found; {len(nobody)} with no person found (written unchanged, mask all "
+          f"private{': ' + named if nobody else ''}); {len(summary['skipped_unreadable'])} "
+          f"unreadable skipped; summary in {os.path.join(f.dst, 'summary.json')} "
+          f"({time.time() - start:.0f} s)")
     return 0
 
 

@@ -81,12 +81,18 @@ class MaskCleanup:
       window: odd number of frames of the temporal majority vote (1 = none): a pixel is person in
         frame t if it is in more than half of frames ``t - window//2 .. t + window//2`` (the
         window is cut at the video's ends).
-      grow: px the unflickered mask is grown by (the segmenters miss hair and edges).
+      grow: px the unflickered mask is grown by. 0 by default, as in ``configs/anonymize.py``
+        (one default for the library and the command; a test keeps them equal): the default
+        segmenter's masks follow the person's outline, each px of growth puts avatar, and so
+        public pixels, on whatever lies next to the person (``docs/results/anonymize_quality``),
+        and the alpha edge below already removes the person a few px past the mask (those
+        pixels are private). Grow for a segmenter that misses hair and edges (the former GrabCut
+        default grew 3 px).
       edge_sigma: std (px) of the Gaussian alpha edge outside the grown mask.
     """
 
     window: int = 5
-    grow: int = 3
+    grow: int = 0
     edge_sigma: float = 2.0
 
     def __post_init__(self):

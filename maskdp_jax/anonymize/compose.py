@@ -40,28 +40,14 @@ def tubelets(region: np.ndarray, *, pad: int, window: int, min_iou: float = 0.1)
     """``C``: temporally smooth crops around each connected region of ``region`` (bool
     ``[T, H, W]``).
 
-    Blobs are linked frame to frame by box overlap (IoU ≥ ``min_iou``, greedy, largest first);
-    a track's box centres are averaged over ``window`` frames and its size is its largest box plus
-    ``pad`` on each side, so the crop moves smoothly and has one size.
+    Blobs are linked frame to frame by box overlap (IoU ≥ ``min_iou``, greedy, largest first:
+    :func:`track_ids`, whose track ``k`` is tubelet ``k`` here); a track's box centres are
+    averaged over ``window`` frames and its size is its largest box plus ``pad`` on each side, so
+    the crop moves smoothly and has one size.
     """
-    cv2 = _cv2()
     t, h, w = region.shape
-    tracks: list[dict] = []  # {"start", "boxes": [[x0, y0, x1, y1]], "last": frame}
-    for i, frame in enumerate(region.astype(np.uint8)):
-        n, _, stats, _ = cv2.connectedComponentsWithStats(frame, connectivity=8)
-        found = sorted((stats[c] for c in range(1, n)), key=lambda s: -s[4])
-        active = [tr for tr in tracks if tr["last"] == i - 1]
-        for x, y, bw, bh, _ in found:
-            box = np.array([x, y, x + bw, y + bh], np.float64)
-            best = max(active, key=lambda tr: _iou(tr["boxes"][-1], box), default=None)
-            if best is not None and _iou(best["boxes"][-1], box) >= min_iou:
-                active = [tr for tr in active if tr is not best]
-                best["boxes"].append(box)
-                best["last"] = i
-            else:
-                tracks.append({"start": i, "boxes": [box], "last": i})
     out = []
-    for tr in tracks:
+    for tr in _link(region, min_iou)[0]:
         boxes = np.asarray(tr["boxes"])
         centre = (boxes[:, :2] + boxes[:, 2:]) / 2
         k = np.ones(min(window, len(boxes)))
@@ -71,6 +57,52 @@ def tubelets(region: np.ndarray, *, pad: int, window: int, min_iou: float = 0.1)
         lo = np.clip(np.rint(centre - size / 2), 0, (w, h) - size)
         out.append(Tubelet(tr["start"], np.concatenate([lo, lo + size], 1).astype(np.int64)))
     return out
+
+
+def track_ids(region: np.ndarray, *, min_iou: float = 0.1) -> list[np.ndarray]:
+    """The track of each blob of ``region`` (bool ``[T, H, W]``): per frame, int64 ``[n]``, the
+    track index (0, 1, ...: in order of first appearance, the index of its :func:`tubelets`
+    entry) of each 8-connected component, in :func:`track_map`'s component order. A function of
+    ``region`` alone: of the segmentation, never of a pixel."""
+    return _link(region, min_iou)[1]
+
+
+def track_map(region: np.ndarray, ids: list[np.ndarray]) -> np.ndarray:
+    """int32 ``[T, H, W]``: the track (``ids``, from :func:`track_ids` of these frames) of the
+    component each pixel of ``region`` (bool ``[T, H, W]``) lies in, -1 off the region."""
+    cv2 = _cv2()
+    out = np.full(region.shape, -1, np.int32)
+    for i, frame in enumerate(region.astype(np.uint8)):
+        _, labels, _, _ = cv2.connectedComponentsWithStats(frame, connectivity=8)
+        out[i] = np.concatenate([[-1], ids[i]]).astype(np.int32)[labels]
+    return out
+
+
+def _link(region: np.ndarray, min_iou: float) -> tuple[list[dict], list[np.ndarray]]:
+    """Blobs linked into tracks: (one dict ``{"start", "boxes": [[x0, y0, x1, y1], ...], "last",
+    "index"}`` per track; per frame, int64 ``[n - 1]``: the track of each component ``1 .. n - 1``
+    of OpenCV's labelling)."""
+    cv2 = _cv2()
+    tracks: list[dict] = []
+    ids = []
+    for i, frame in enumerate(region.astype(np.uint8)):
+        n, _, stats, _ = cv2.connectedComponentsWithStats(frame, connectivity=8)
+        frame_ids = np.empty(n - 1, np.int64)
+        active = [tr for tr in tracks if tr["last"] == i - 1]
+        for c in sorted(range(1, n), key=lambda c: -stats[c][4]):
+            x, y, bw, bh, _ = stats[c]
+            box = np.array([x, y, x + bw, y + bh], np.float64)
+            best = max(active, key=lambda tr: _iou(tr["boxes"][-1], box), default=None)
+            if best is not None and _iou(best["boxes"][-1], box) >= min_iou:
+                active = [tr for tr in active if tr is not best]
+                best["boxes"].append(box)
+                best["last"] = i
+            else:
+                best = {"start": i, "boxes": [box], "last": i, "index": len(tracks)}
+                tracks.append(best)
+            frame_ids[c - 1] = best["index"]
+        ids.append(frame_ids)
+    return tracks, ids
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:

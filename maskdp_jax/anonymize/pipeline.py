@@ -10,8 +10,13 @@ Output, for each source video ``<src>/<key>``:
   ``codec_margin`` px more; not a guarantee (:mod:`maskdp_jax.anonymize`).
 * ``<mask_dir>/<key stem>.npz``: uint8 ``[T, H, W]`` under ``mask``, 1 = public (the eroded
   avatar region), and ``<mask_dir>/<key stem>.json``: the video's summary.
-* ``<dst>/summary.json``: every video's summary (public fraction, frames without a person, what
-  the segmenter read) and the settings.
+* ``<dst>/summary.json``: every video's summary (public fraction, the frames whose written mask
+  has no public pixel, what the segmenter read), the videos in which no person was found, and the
+  settings.
+
+A video in which no person is left after the cleanup (none found, or the cleanup's temporal vote
+removed every one) is written unchanged with an all-private mask, so MaskDP treats it as DP-SGD
+would, and listed as such (``refuse_no_person=True`` stops the run there instead).
 
 Optional outputs, for the papers' other rows (configs point at them):
 
@@ -26,9 +31,11 @@ Optional outputs, for the papers' other rows (configs point at them):
 
 Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
 frame are measured). Files are written to a temporary name and renamed, so an interrupted run
-leaves no half file; a second run skips videos whose outputs exist and were made from the same
-source file (size, modification time and probe) with the same settings (``overwrite=True``
-redoes them); a changed source is redone.
+leaves no half file; a run killed outright (``kill -9``) leaves that temporary file, which the
+next run into the same folders removes (only those of the files it writes). A second run skips
+videos whose outputs exist and were made from the same source file (size, modification time and
+probe) with the same settings (``overwrite=True`` redoes them); a changed source is redone. One
+run at a time per output folder: a second one at once would remove the first's temporary files.
 """
 
 from __future__ import annotations
@@ -96,9 +103,11 @@ class Options:
       codec_margin: extra erosion (px) of the public mask under ``store="h264"``.
       max_reads: the most a segmenter may read (:data:`maskdp_jax.anonymize.stages.READS`); e.g.
         ``"boxes"`` refuses background subtraction, whose mask depends on the background.
-      allow_no_person: write a video in which no person was found in any frame (an all-private
-        mask: MaskDP then treats the whole video as DP-SGD would) instead of refusing it.
-        It changes no output, so a resume does not compare it.
+      refuse_no_person: stop at a video in which no person is left after the cleanup
+        (:class:`NoPersonError`; the command exits 2, later videos are not done) instead of
+        writing it unchanged with an all-private mask (the default: MaskDP then treats the whole
+        video as DP-SGD would) and listing it in the summary. It changes no output, so a resume
+        does not compare it.
       chunk_frames: frames composed at once (:func:`anonymize_video`, memory).
     """
 
@@ -108,7 +117,7 @@ class Options:
     store: str = "lossless"
     codec_margin: int = 16
     max_reads: str = "video"
-    allow_no_person: bool = False
+    refuse_no_person: bool = False
     chunk_frames: int = 16
 
     def __post_init__(self):
@@ -137,7 +146,7 @@ class Result:
 
 
 class NoPersonError(InputError):
-    """No person was found in any frame of a video."""
+    """No person is left in any frame of a video (``Options.refuse_no_person``)."""
 
 
 def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options, *,
@@ -161,8 +170,12 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     (its float32 alpha: 4 bytes more). ``with_background`` also keeps the inpainted background (3
     bytes more).
 
+    A video in which no person is left after the cleanup (the segmenter found none, or the
+    cleanup's vote removed every one) comes back unchanged with an all-private mask (the stages
+    after the cleanup do not run; ``summary["no_person_found"]`` is True).
+
     Raises:
-      NoPersonError: the segmenter found nobody (unless ``options.allow_no_person``).
+      NoPersonError: no person is left and ``options.refuse_no_person``.
       ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
     """
     for name, stage in (("segmenter", stages.segmenter), ("pose stage", stages.poses)):
@@ -185,16 +198,7 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     if q.shape != video.shape[:3] or q.dtype != np.bool_:
         raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
                          f"{video.shape[:3]}.")
-    without = np.flatnonzero(~q.any(axis=(1, 2)))
-    if len(without) == len(q) and not options.allow_no_person:
-        raise NoPersonError(
-            f"{key}: no person found in any of its {len(q)} frames. Nothing to anonymise: its "
-            "mask would be all private. Check the segmenter (configs/anonymize.py: "
-            "segment.method), or set allow_no_person=True to write it with an all-private mask.")
-    poses = None
-    if stages.poses is not None:
-        poses = pose_lib.check_poses(
-            stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
+    segmented = q.any(axis=(1, 2))
     t = len(video)
     spans = [(lo, min(lo + options.chunk_frames, t)) for lo in range(0, t, options.chunk_frames)]
     radius = getattr(stages.cleanup, "temporal_radius", None)
@@ -205,12 +209,32 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         cleaned = np.empty_like(q)
         for lo, hi in spans:
             cleaned[lo:hi] = _clean_chunk(stages.cleanup, q, lo, hi, radius)[0]
+    if not cleaned.any():
+        found = (f"no person found in any of its {t} frames" if not segmented.any() else
+                 "the cleanup's temporal vote (cleanup.window) removed every person the "
+                 f"segmenter found (in {int(segmented.sum())} of its {t} frames)")
+        if options.refuse_no_person:
+            raise NoPersonError(
+                f"{key}: {found}. Nothing to anonymise: its mask would be all private. "
+                "Check the segmenter (configs/anonymize.py: segment.method), or leave "
+                "refuse_no_person=False to write it unchanged with an all-private mask.")
+        out = video if in_place else video.copy()
+        nothing = np.zeros_like(q)
+        return Result(out, nothing, cleaned, nothing.copy(),
+                      _summary(video, nothing, cleaned, segmented, 0, stages, options, None),
+                      video.copy() if with_background else None)
+    poses = None
+    if stages.poses is not None:
+        poses = pose_lib.check_poses(
+            stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
+    ids = None  # the region's tracks, once the region is known (a per_track renderer's colours)
 
     def render(lo, hi):
         chunk_poses = None if poses is None else poses[lo:hi]
         q_c = cleaned[lo:hi]
-        avatar = stages.renderer(q_c) if chunk_poses is None else stages.renderer(q_c,
-                                                                                   chunk_poses)
+        extra = {} if ids is None else {"tracks": compose.track_map(region[lo:hi], ids[lo:hi])}
+        avatar = (stages.renderer(q_c, **extra) if chunk_poses is None
+                  else stages.renderer(q_c, chunk_poses, **extra))
         if (avatar.region.shape != q_c.shape or avatar.region.dtype != np.bool_
                 or avatar.rgb.shape != (*q_c.shape, 3) or not np.all(np.isfinite(avatar.rgb))):
             raise InputError(f"{key}: the renderer must return a bool region {q_c.shape} and "
@@ -222,6 +246,8 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     for lo, hi in spans:  # C needs the whole region before any chunk is composed
         region[lo:hi] = render(lo, hi).region
     crops = compose.tubelets(region, pad=options.tubelet_pad, window=options.tubelet_window)
+    if getattr(stages.renderer, "per_track", False):
+        ids = compose.track_ids(region)
     fit = getattr(stages.inpainter, "fit", None)
     inpainter = fit(video, cleaned) if fit is not None else stages.inpainter
     margin = options.codec_margin if options.store == "h264" else 0
@@ -255,21 +281,33 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
         public[lo:hi] = compose.public_mask(avatar.region, options.blend_sigma,
                                             codec_margin=margin) & ~touched
         out[lo:hi] = np.clip(np.rint(composed), 0, 255).astype(np.uint8)
-    summary = {
+    summary = _summary(video, public, cleaned, segmented, len(crops), stages, options, poses)
+    return Result(out, public, cleaned, region, summary, inpainted)
+
+
+def _summary(video: np.ndarray, public: np.ndarray, cleaned: np.ndarray, segmented: np.ndarray,
+             tubelets: int, stages: Stages, options: Options, poses: list | None) -> dict:
+    """One video's summary. ``frames_without_person`` is read off the written mask (``public``):
+    a person the cleanup's vote removed, or one too thin to keep a pixel after the blend's
+    erosion, counts as not found there (the segmenter's own count:
+    ``frames_without_segmented_person``)."""
+    return {
         "frames": int(len(video)),
         "size": [int(video.shape[1]), int(video.shape[2])],
         "public_fraction": float(public.mean()),
         "person_fraction": float(cleaned.mean()),
-        "frames_without_person": without.tolist(),
-        "tubelets": len(crops),
+        "no_person_found": not cleaned.any(),
+        "frames_without_person": np.flatnonzero(~public.any(axis=(1, 2))).tolist(),
+        "frames_without_segmented_person": np.flatnonzero(~segmented).tolist(),
+        "tubelets": tubelets,
         "segmenter": type(stages.segmenter).__name__,
         "segmenter_reads": stages.segmenter.reads,
         "pose_reads": None if stages.poses is None else stages.poses.reads,
-        "frames_with_pose": None if poses is None else int(sum(len(p) > 0 for p in poses)),
+        "frames_with_pose": (None if stages.poses is None else
+                             0 if poses is None else int(sum(len(p) > 0 for p in poses))),
         "refiner_reads": stages.refiner.reads,
         "store": options.store,
     }
-    return Result(out, public, cleaned, region, summary, inpainted)
 
 
 def _clean_chunk(cleanup_stage: Cleanup, q: np.ndarray, lo: int, hi: int, radius: int):
@@ -408,9 +446,12 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
 
     Every source video is probed first: an unreadable one stops the run before anything is
     written (``skip_bad=True`` leaves it out and lists it in the summary instead). A video with
-    no person anywhere raises :class:`NoPersonError` (videos already written stay, and a rerun
-    resumes). ``dst`` and ``mask_dir`` must differ from ``src``. ``preview_dir``: also write
-    ``<preview_dir>/<key stem>.png`` (:func:`preview`) for each video processed.
+    no person left after the cleanup is written unchanged with an all-private mask and listed
+    under ``videos_no_person_found`` (with ``options.refuse_no_person`` it raises
+    :class:`NoPersonError` instead: videos already written stay, and a rerun resumes). Temporary
+    files that a killed run left for this run's outputs are removed. ``dst`` and ``mask_dir``
+    must differ from ``src``. ``preview_dir``: also write ``<preview_dir>/<key stem>.png``
+    (:func:`preview`) for each video processed.
 
     Returns:
       the summary written to ``<dst>/summary.json``.
@@ -450,21 +491,48 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         raise InputError(f"{len(bad)} unreadable source video(s); nothing was written "
                          f"(skip_bad=True leaves them out):\n  {listed}")
     bad_keys = {k for k, _ in bad}
+
+    def outputs(key: str) -> dict[str, str]:
+        """What this run writes for ``key``: name -> path."""
+        stem = os.path.splitext(key)[0]
+        paths = {"video": os.path.join(dst, key), "mask": os.path.join(mask_dir, stem + ".npz"),
+                 "summary": os.path.join(mask_dir, stem + ".json")}
+        if background_dir:
+            paths["background"] = os.path.join(background_dir, key)
+        if person_dir:
+            paths["person"] = os.path.join(person_dir, stem + ".npz")
+        if preview_dir:
+            paths["preview"] = os.path.join(preview_dir, stem + ".png")
+        return paths
+
+    summary_path = os.path.join(dst, "summary.json")
+    # Temporary files a killed run left (atomic writes), by the output they were for; each
+    # output's are removed once its video is resumed or redone, never another program's files.
+    left_over: dict[str, list[str]] = {}
+    for directory in {os.path.dirname(p) for key in keys if key not in bad_keys
+                      for p in outputs(key).values()} | {os.path.dirname(summary_path)}:
+        left_over.update({os.path.normpath(target): found for target, found in
+                          atomic.temporaries(directory).items()})
+    removed = 0
+
+    def remove_left_over(paths) -> int:
+        found = [t for p in paths for t in left_over.pop(os.path.normpath(p), [])]
+        for tmp in found:
+            os.remove(tmp)
+        return len(found)
+
     videos = {}
     from tqdm import tqdm
 
     for key in tqdm(keys, desc="anonymise", unit="video", disable=not progress):
         if key in bad_keys:
             continue
-        stem = os.path.splitext(os.path.join(mask_dir, key))[0]
-        out_path = os.path.join(dst, key)
+        paths = outputs(key)
+        stem = os.path.splitext(paths["mask"])[0]
+        out_path = paths["video"]
         source = os.path.join(src, key)
         signature = source_signature(source)
-        extra = {}  # the optional outputs asked for: what -> path
-        if background_dir:
-            extra["background"] = os.path.join(background_dir, key)
-        if person_dir:
-            extra["person"] = os.path.splitext(os.path.join(person_dir, key))[0] + ".npz"
+        extra = {k: paths[k] for k in ("background", "person") if k in paths}
         if not overwrite and all(os.path.isfile(p) for p in
                                  (out_path, stem + ".npz", stem + ".json", *extra.values())):
             with open(stem + ".json") as f:
@@ -476,16 +544,21 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                     f"{stem}.json): rerun with --overwrite, or write to another --dst and "
                     "--mask_dir. Nothing was changed.")
             if done.get("source") == signature:
+                removed += remove_left_over(paths.values())
                 videos[key] = done
                 continue
             print(f"{key}: the source changed since its outputs were written (size, "
                   "modification time or probe differ from its summary): anonymised again.",
                   flush=True)
+        removed += remove_left_over(paths.values())
         frames = read_video(source)
         shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
         result = anonymize_video(frames, key, stages, options, in_place=True,
                                  with_background="background" in extra)
         del frames  # result.video is the same array, overwritten chunk by chunk
+        if result.summary["no_person_found"] and progress:
+            print(f"{key}: no person found; written unchanged with an all-private mask (listed "
+                  "in summary.json).", flush=True)
         result.summary["settings"] = settings
         result.summary["source"] = signature
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
@@ -497,8 +570,7 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
             _save(extra["person"], _npz(result.person))
         _save(stem + ".json", _json(result.summary))
         if preview_dir:
-            png = os.path.splitext(os.path.join(preview_dir, key))[0] + ".png"
-            _save(png, _png(preview(shown, result)))
+            _save(paths["preview"], _png(preview(shown, result)))
         videos[key] = result.summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
@@ -512,10 +584,16 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         "segmenter_reads": sorted({v["segmenter_reads"] for v in videos.values()}),
         "public_fraction_mean": float(np.mean([v["public_fraction"] for v in videos.values()]))
         if videos else 0.0,
+        "videos_no_person_found": sorted(
+            k for k, v in videos.items() if v.get("no_person_found")),
         "videos_with_frames_without_person": sorted(
             k for k, v in videos.items() if v["frames_without_person"]),
     }
-    _save(os.path.join(dst, "summary.json"), _json(summary))
+    removed += remove_left_over([summary_path])
+    if removed and progress:
+        print(f"removed {removed} temporary file(s) that an interrupted run left beside this "
+              "run's outputs.", flush=True)
+    _save(summary_path, _json(summary))
     return summary
 
 
@@ -564,7 +642,7 @@ def _settings(stages: Stages, options: Options) -> dict:
 
 
 # Options that change whether a video is written, never what is written: not compared on resume.
-_OUTPUT_IRRELEVANT = ("allow_no_person",)
+_OUTPUT_IRRELEVANT = ("refuse_no_person",)
 
 
 def _png(rgb: np.ndarray) -> bytes:
@@ -587,8 +665,22 @@ def _json(payload: dict) -> str:
 
 
 def build_stages(config) -> tuple[Stages, Options]:
-    """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config."""
+    """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config.
+
+    Files given to a method that does not read them are refused (:class:`InputError`), never
+    ignored: box files (``segment.boxes_dir``) need ``segment.method="grabcut"``, person masks
+    (``segment.files_dir``) ``"files"``, poses (``pose.files_dir``) ``pose.method="files"``.
+    """
     seg = config.segment
+    for key, given, method_key, method, reader in (
+            ("segment.boxes_dir", seg.boxes_dir, "segment.method", seg.method, "grabcut"),
+            ("segment.files_dir", seg.files_dir, "segment.method", seg.method, "files"),
+            ("pose.files_dir", config.pose.files_dir, "pose.method", config.pose.method,
+             "files")):
+        if given and method != reader:
+            raise InputError(f"{key}={given!r} is read only by {method_key}={reader!r}; "
+                             f"{method_key}={method!r} would ignore it. Set "
+                             f"--config.{method_key}={reader}, or leave {key} empty.")
     if seg.method == "centerface":
         segmenter = segment.FacePeople(threshold=seg.face_threshold, refine=seg.refine,
                                        margin=seg.margin, max_gap=seg.face_max_gap)
@@ -631,6 +723,6 @@ def build_stages(config) -> tuple[Stages, Options]:
     options = Options(blend_sigma=config.blend_sigma, tubelet_pad=config.tubelet_pad,
                       tubelet_window=config.tubelet_window, store=config.store,
                       codec_margin=config.codec_margin, max_reads=config.max_reads,
-                      allow_no_person=config.allow_no_person,
+                      refuse_no_person=config.refuse_no_person,
                       chunk_frames=config.chunk_frames)
     return stages, options

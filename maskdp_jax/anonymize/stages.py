@@ -97,11 +97,18 @@ class Renderer(Protocol):
     poses; never the video: the avatar then depends on the source pixels only through the
     segmentation and the poses, both declared by their stages' ``reads``. It is called on chunks
     of consecutive frames (the pipeline bounds memory so), so it must be frame-local.
+
+    A renderer whose ``per_track`` attribute is true is also handed, when it draws the colours,
+    ``tracks=``: int32 ``[T, H, W]``, for each pixel of the region it returned for the same
+    ``q`` the index of the track (the tubelet) its blob belongs to, -1 off the region
+    (:func:`maskdp_jax.anonymize.compose.track_map`). Tracks link the region's blobs across the
+    whole video, which a frame-local renderer cannot; they are a function of the region, so of
+    the segmentation: public.
     """
 
     def __call__(self, q: np.ndarray, poses: list[np.ndarray] | None = None) -> Avatar:
-        """bool ``[T, H, W]`` and optionally ``T`` arrays float32 ``[n, 33, 3]`` ->
-        :class:`Avatar`."""
+        """bool ``[T, H, W]`` and optionally ``T`` arrays float32 ``[n, 33, 3]`` (and, for a
+        ``per_track`` renderer, keyword ``tracks``) -> :class:`Avatar`."""
 
 
 class Refiner(Protocol):
