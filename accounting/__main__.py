@@ -39,9 +39,26 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("pld", "rdp", "both"), default="both")
     parser.add_argument("--adjacency", choices=inputs.ADJACENCIES, default="special")
     parser.add_argument("--sampling", choices=inputs.SAMPLINGS, default="decoupled")
+    parser.add_argument("--bands", type=int, default=1,
+                        help="banded correlated noise (privacy.noise=banded, privacy.bands): "
+                             "accounted as rate bands·q over ceil(steps/bands) rounds")
 
 
 def _run(args: argparse.Namespace) -> tuple[float, int]:
+    """The accounted (q, steps): from either --q/--steps or --num-examples/--batch-size/
+    --epochs, then converted for --bands (amplified BandMF, events.banded_segment)."""
+    q, steps = _run_steps(args)
+    if args.bands == 1:
+        return q, steps
+    if args.sampling != "decoupled":
+        raise ValueError("--bands needs --sampling decoupled (banded noise samples the private "
+                         "batch cyclically, independently of the public one).")
+    seg = events.banded_segment(q=q, noise_multiplier=1.0, steps=max(steps, 1),
+                                bands=args.bands)
+    return inputs.check_q(seg.q), seg.steps if steps else 0
+
+
+def _run_steps(args: argparse.Namespace) -> tuple[float, int]:
     """(q, steps) from either --q/--steps or --num-examples/--batch-size/--epochs."""
     direct = args.q is not None or args.steps is not None
     derived = any(v is not None for v in (args.num_examples, args.batch_size, args.epochs))
@@ -67,8 +84,10 @@ def _methods(choice: str) -> tuple[str, ...]:
 
 
 def _header(args: argparse.Namespace, q: float, steps: int) -> str:
+    banded = (f" (banded, {args.bands} bands: the accounted rate and rounds)"
+              if args.bands > 1 else "")
     return (
-        f"q={q:.6g} steps={steps} delta={args.delta:g} adjacency={args.adjacency} "
+        f"q={q:.6g} steps={steps}{banded} delta={args.delta:g} adjacency={args.adjacency} "
         f"sampling={args.sampling}"
     )
 

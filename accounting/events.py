@@ -40,6 +40,21 @@ class Segment(NamedTuple):
     steps: int
 
 
+def banded_segment(*, q: float, noise_multiplier: float, steps: int, bands: int) -> Segment:
+    """``steps`` steps of amplified BandMF with ``bands`` bands (cyclic Poisson sampling at rate
+    ``q`` overall) as the DP-SGD segment the accountant composes: rate ``bands q`` (each group's)
+    over ``ceil(steps / bands)`` rounds (Choquette-Choo et al. 2023; jax_privacy's
+    ``amplified_bandmf_event``). One band is the segment itself.
+
+    >>> banded_segment(q=0.01, noise_multiplier=1.0, steps=10, bands=4)
+    Segment(q=0.04, noise_multiplier=1.0, steps=3)
+    """
+    if isinstance(bands, bool) or not isinstance(bands, int) or bands < 1:
+        raise ValueError(f"bands must be an integer >= 1; got {bands!r}.")
+    return make_segment(q=bands * q, noise_multiplier=noise_multiplier,
+                        steps=math.ceil(steps / bands))
+
+
 def steps_for_epochs(*, num_examples: int, batch_size: int, epochs: float) -> int:
     """Logical steps of ``epochs`` epochs with expected batch B over N videos: the one rule of
     the trainer, the accounting CLI and the paper table.

@@ -90,8 +90,9 @@ def strategy(steps: int, bands: int):
 
 
 class NoiseState(NamedTuple):
-    """The streaming product's state: the step index and the last ``bands`` vectors of
-    ``𝐂⁻¹ z`` (``[bands, size]`` float32). Secret, like the noise key: it holds past noise."""
+    """The streaming product's state: the step index and jax_privacy's buffers of the last
+    ``bands`` back-substituted vectors (of the strategy before its column scaling;
+    ``[bands, size]`` float32). Secret, like the noise key: it holds past noise."""
 
     index: jnp.ndarray
     buffers: jnp.ndarray
@@ -144,8 +145,10 @@ def rounds(steps: int, bands: int) -> int:
 
 def accounting_segment(*, q: float, noise_multiplier: float, steps: int,
                        bands: int) -> events.Segment:
-    """The ledger segment of ``steps`` BandMF steps at rate ``q``: DP-SGD at rate
-    ``min(1, bands q)`` (each group's sampling rate) over :func:`rounds` rounds, the amplified
-    BandMF bound of Choquette-Choo et al. 2023 for a strategy with unit column norms."""
-    return events.make_segment(q=min(1.0, bands * q), noise_multiplier=noise_multiplier,
-                               steps=rounds(steps, bands))
+    """The ledger segment of ``steps`` BandMF steps at rate ``q``: DP-SGD at rate ``bands q``
+    (each group's sampling rate; a plan keeps it below 1) over :func:`rounds` rounds, the
+    amplified BandMF bound of Choquette-Choo et al. 2023 for a strategy with unit column norms
+    (:func:`maskdp_jax.accounting.events.banded_segment`, which the accounting CLI's ``--bands``
+    uses too)."""
+    return events.banded_segment(q=q, noise_multiplier=noise_multiplier, steps=steps,
+                                 bands=bands)

@@ -112,6 +112,9 @@ class Mechanism:
                             "mode='secret', seed=0, secret=draw_secret())); got "
                             f"{type(self.randomness).__name__}.")
         object.__setattr__(self, "history", tuple(accounting.Ledger(self.history).segments))
+        if self.plan.banded and self.history:
+            raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
+                             "follow a history of other steps (plan all the steps at the start).")
 
     # ------------------------------------------------------------------------------------------
     @property

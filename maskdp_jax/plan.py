@@ -185,11 +185,11 @@ class PrivacyPlan:
                              "decoupled scheme (an independent public draw), not 'coupled'.")
         if self.bands > self.steps:
             raise ValueError(f"bands = {self.bands} exceeds the planned steps ({self.steps}).")
-        if self.bands * self.batch_size > self.num_examples:
+        if self.bands * self.batch_size >= self.num_examples:
             raise ValueError(
-                f"bands × B = {self.bands} × {self.batch_size} exceeds N = {self.num_examples}: "
-                "each cyclic group of N / bands videos could not yield B on average. Use fewer "
-                "bands or a smaller batch.")
+                f"bands × B = {self.bands} × {self.batch_size} must be below N = "
+                f"{self.num_examples}: each cyclic group of N / bands videos is sampled at rate "
+                "bands × B / N, which must be < 1. Use fewer bands or a smaller batch.")
 
     @property
     def banded(self) -> bool:

@@ -136,6 +136,10 @@ class PoissonSampler:
         """
         mode = Mode(mode)
         coupled = mode.sampling_scheme(sampling) == "coupled"
+        if coupled and self.cycle_length > 1:
+            raise ValueError("coupled sampling reuses the public draw as the private one, which "
+                             "is not cyclic: it would break banded noise's min-separation. "
+                             "Banded noise needs sampling='decoupled'.")
         public = self.draw(step, stream=PUBLIC_STREAM) if mode.has_public_pass else None
         if not mode.has_private_pass:
             return LogicalBatch(public=public, private=None)

@@ -204,8 +204,8 @@ def test_banded_plans_refuse_what_the_mechanism_does_not_cover():
         PrivacyPlan.calibrate(mode="maskdp", num_examples=1000, batch_size=10, steps=20,
                               l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0,
                               sampling="coupled", noise="banded", bands=2)
-    with pytest.raises(ValueError, match="exceeds N"):
-        _banded_plan(bands=4, b=300)
+    with pytest.raises(ValueError, match="must be below N"):
+        _banded_plan(bands=4, b=250)  # b × B = N: the groups' rate would be 1
     with pytest.raises(ValueError, match="needs noise = 'banded'"):
         PrivacyPlan(mode="dp", num_examples=1000, batch_size=10, steps=20, l2_clip_norm=1.0,
                     noise_multiplier=1.0, delta=1e-5, bands=2)
@@ -263,3 +263,31 @@ def test_the_mechanism_carries_banded_noise_through_jit():
         np.testing.assert_allclose(grad, np.asarray(want) / plan.batch_size, rtol=1e-5)
     with pytest.raises(ValueError, match="cannot be re-planned"):
         mech.replan(state, plan=plan)
+
+
+def test_the_low_level_pieces_refuse_what_would_break_min_separation():
+    import maskdp_jax as mdp
+
+    cyclic = sampling.PoissonSampler(num_examples=100, expected_batch_size=10, seed=0,
+                                     cycle_length=2)
+    with pytest.raises(ValueError, match="coupled sampling .* not cyclic"):
+        cyclic.logical_batch(0, mode="maskdp", sampling="coupled")
+    with pytest.raises(ValueError, match="cannot follow a history"):
+        mdp.Mechanism(plan=_banded_plan(), randomness=mdp.Randomness(mode="seeded", seed=0),
+                      history=(bandmf.events.make_segment(q=0.01, noise_multiplier=1.0,
+                                                          steps=3),))
+
+
+def test_the_accounting_cli_converts_for_bands(capsys):
+    from maskdp_jax.accounting import __main__ as cli
+    from maskdp_jax.plan import PrivacyPlan
+
+    plan = PrivacyPlan.calibrate(mode="dp", num_examples=1024, batch_size=64, steps=256,
+                                 l2_clip_norm=1.0, delta=1e-5, target_epsilon=1.0,
+                                 noise="banded", bands=4)
+    assert cli.cli(["accounting", "epsilon", "--q", "0.0625", "--steps", "256", "--delta", "1e-5",
+                     "--sigma", repr(plan.noise_multiplier), "--bands", "4",
+                     "--method", "pld"]) == 0
+    out = capsys.readouterr().out
+    assert "q=0.25 steps=64 (banded, 4 bands" in out
+    assert abs(float(out.split("epsilon[pld] = ")[1].split()[0]) - 1.0) < 1e-3

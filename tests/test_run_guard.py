@@ -545,3 +545,17 @@ def test_export_params_writes_the_final_parameters_and_nothing_else(tmp_path):
     with pytest.raises(convert.ConversionError, match="missing from the checkpoint"):
         convert.restore_params(str(tmp_path / "nohead"),
                                like={**fresh, "extra": {"kernel": np.zeros(1, np.float32)}})
+
+
+def test_a_banded_resume_with_another_strategy_is_refused():
+    """The checkpoint holds the banded strategy its noise state was built with; a resume that
+    would optimise another one (another jax_privacy, a non-deterministic optimiser) is refused:
+    its re-executed steps would differ, and the columns straddling the resume lose their unit
+    norm."""
+    config = tiny_config({"privacy.noise": "banded", "privacy.bands": 2})
+    meta = checkpoint_meta(config, ledger_of(3).to_dict())
+    assert len(meta["sampler"]["strategy"]) == 2
+    validate(meta, config)
+    meta["sampler"]["strategy"] = [c * 1.001 for c in meta["sampler"]["strategy"]]
+    with pytest.raises(ValueError, match="sampler .* differs"):
+        validate(meta, config)

@@ -252,8 +252,9 @@ def privacy_report(
         notes.append("At least one recorded step had noise_multiplier = 0, so epsilon = inf.")
     if q is None and segments:
         notes.append(
-            f"Heterogeneous history of {len(segments)} segments; epsilon composes them exactly."
-        )
+            f"Heterogeneous history of {len(segments)} segments; epsilon composes them "
+            + ("(each segment's BandMF rounds rounded up: conservative)." if plan.banded
+               else "exactly."))
     guarantee = "MaskDP" if mode.uses_views else "DP"
     eps_text = "inf" if math.isinf(eps_pld) else f"{eps_pld:.4g}"
     statement = (
@@ -263,7 +264,8 @@ def privacy_report(
     if plan.banded:
         statement += (
             f" Noise: banded matrix factorization with {plan.bands} bands (correlated across "
-            f"steps, cyclic Poisson sampling of the private batch in {plan.bands} secret groups), "
+            f"steps, cyclic Poisson sampling of the private batch in {plan.bands} "
+            f"{'secret ' if randomness == 'secret' else ''}groups), "
             f"accounted as DP-SGD at rate {plan.bands} q over ceil(steps / {plan.bands}) rounds "
             "(amplified BandMF, Choquette-Choo et al. 2023).")
     if math.isinf(eps_pld):

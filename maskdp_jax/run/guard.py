@@ -187,7 +187,13 @@ def sampler_meta(plan: PrivacyPlan, *, seed: int) -> dict[str, Any]:
     meta = {"num_examples": plan.num_examples, "expected_batch_size": plan.batch_size,
             "seed": seed, "sampling": plan.sampling}
     if plan.banded:  # the private stream samples cyclically (independent-noise metas unchanged)
+        from maskdp_jax import bandmf
+
         meta["cycle_length"] = plan.bands
+        # The strategy the noise state was built with: a resume that would optimise another
+        # (another jax_privacy, a non-deterministic optimiser) is refused, since its re-executed
+        # steps would differ and the columns straddling the resume lose their unit norm.
+        meta["strategy"] = list(bandmf.strategy_coefficients(plan.steps, plan.bands))
     return meta
 
 
