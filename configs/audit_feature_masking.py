@@ -67,7 +67,8 @@ def get_config() -> ml_collections.ConfigDict:
     config.epsilons = (1.0, 8.0)
     config.seeds = (0, 1, 2)
     config.num_shadows = 16
-    # LiRA's fits (audit/lira.py): "auto" = one global σ below 64 shadow models (Carlini et al.);
+    # LiRA's fits (audit/lira.py): "auto" = one pooled within-example σ below 64 shadow models
+    # (Carlini et al. advise a fixed σ there; their released total σ is "carlini_fixed");
     # queries: the video, then flipped and shifted copies (audit/shadows.py, augment).
     config.lira = ml_collections.ConfigDict(dict(
         variance="auto", estimator="mean", augmentations=("none", "hflip", "shift_x", "shift_y")))

@@ -7,7 +7,8 @@ the project's audit functions. Run from anywhere after ``pip install -e '.[audit
 
     python examples/audit_own_model.py --models 8 --steps 20 --mode dp
 
-With a private mode the attack's ε lower bound must stay below the ε the run promises.
+With a private mode the attacks' best ε lower bound (indicative: the trials share models and
+examples) must stay below the ε the run promises.
 """
 
 from __future__ import annotations
@@ -44,10 +45,14 @@ def main() -> None:
     for kind, figures in attacks.items():
         shown = ", ".join(f"{k} {v:.3f}" for k, v in figures.items() if isinstance(v, float))
         print(f"{kind} LiRA: {shown}")
-    bounds = [v for figures in attacks.values() for k, v in figures.items()
-              if k.startswith("epsilon") and isinstance(v, float)]
-    print(f"promised ε = {epsilon:.2f} ({args.mode}); largest ε lower bound {max(bounds):.3f}")
-    if max(bounds) > epsilon:
+    # The best of several attacks is a maximum over a family: Bonferroni over its size.
+    level = 0.05 / len(attacks)
+    best = max(metrics.bound_from_counts(a["bound_counts"], num_in=a["num_in"],
+                                         num_out=a["num_out"], delta=a["delta"],
+                                         significance=level) for a in attacks.values())
+    print(f"promised ε = {epsilon:.2f} ({args.mode}); largest ε lower bound {best:.3f} "
+          f"(indicative: pooled trials; the best of {len(attacks)} attacks, Bonferroni over them)")
+    if best > epsilon:
         raise SystemExit("an attack certifies more leakage than the promised ε: a privacy bug")
 
 

@@ -112,4 +112,6 @@ def test_canary_audit_writes_its_table_and_plot(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "| maskdp | 4 | private region | 4 |" in text
     assert "| maskdp | 4 | public region | ∞ |" in text
+    # 8 canaries certify nothing at 95 % (cap 0): neither promise can be refuted.
+    assert report["cap"] == 0.0 and text.count("| 0.00: cannot fail at this ε |") == 2
     assert (tmp_path / "canary_bounds.png").stat().st_size > 0

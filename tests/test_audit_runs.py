@@ -56,16 +56,55 @@ def test_lira_audit_writes_its_table_and_plot(tmp_path):
     row = report["rows"][2]
     assert row["noise_multiplier"] > 0 and 0.5 <= row["attacks"]["online"]["asr_max"] <= 1
     table = membership.table(report)
-    attacks = ("offline_seed004", "online_seed004", "offline", "online", "offline_aug",
-               "online_aug")  # four queries configured: the augmented attacks too
-    assert [e["attack"] for e in table[:6]] == list(attacks)
-    assert len(table) == 12 and all(e["seeds"] == 2 for e in table)
-    assert table[3]["fit"] == "global σ, mean" and table[5]["queries"] == 4
+    attacks = ("offline_seed004", "online_seed004", "offline", "online", "offline_carlini",
+               "online_carlini", "offline_aug", "online_aug")  # four queries: augmented too
+    assert [e["attack"] for e in table[:8]] == list(attacks)
+    assert len(table) == 16 and all(e["seeds"] == 2 for e in table)
+    assert table[3]["fit"] == "pooled σ, mean" and table[7]["queries"] == 4
+    assert table[5]["fit"] == "Carlini's total σ, median"
     text = (tmp_path / "report.md").read_text()
-    assert "| maskdp | 4 | online | global σ, mean, 1 |" in text
+    assert "| maskdp | 4 | online | pooled σ, mean, 1 |" in text
+    assert "| maskdp | 4 | online, Carlini et al. fixed σ | Carlini's total σ, median, 1 |" in text
     assert "| nonprivate | ∞ | offline, Gu & Chen 2024 | per-example σ, mean, 1 |" in text
+    # 6 models x 16 videos: 48 OUT trials per seed resolve no TPR; the bound is indicative,
+    # the best of 8 attacks x 2 seeds Bonferroni over 16, each row with its cap.
+    assert "| not resolved at n = 48 | not resolved at n = 48 |" in text
+    assert "| maskdp | 4 | 8 attacks × 2 seeds = 16 |" in text
+    assert "95 %)" not in text.split("**The ε lower bound is indicative.**")[1]
+    assert "is not in this report" not in text
     for plot in ("asr_vs_epsilon.png", "roc_loglog.png"):
         assert (tmp_path / plot).stat().st_size > 0
+
+
+def test_only_report_rewrites_the_report_from_report_json(tmp_path, capsys):
+    """``--only_report`` trains nothing: report.md and the plots come from the workdir's
+    report.json and the config it records (here the committed LiRA audit's); a report of another
+    audit than the config's, or none, is refused with exit status 2."""
+    import shutil
+
+    import ml_collections
+
+    from maskdp_jax.audit import __main__ as audit_main
+    from maskdp_jax.audit import membership
+
+    committed = os.path.join(ROOT, "docs", "results", "audit_synthetic", "report.json")
+    shutil.copy(committed, tmp_path / "report.json")
+    argv = ["prog", "--config=configs/audit_synthetic.py", f"--workdir={tmp_path}",
+            "--only_report"]
+    assert audit_main.cli(argv) == 0
+    report = json.load(open(committed))
+    expected = membership.markdown(ml_collections.ConfigDict(report["config"]), report)
+    assert (tmp_path / "report.md").read_text() == expected
+    assert json.load(open(tmp_path / "report.json")) == report  # the data are not rewritten
+    for plot in ("asr_vs_epsilon.png", "roc_loglog.png"):
+        assert (tmp_path / plot).stat().st_size > 0
+    capsys.readouterr()
+    argv[1] = "--config=configs/audit_canaries.py"
+    assert audit_main.cli(argv) == 2
+    assert "is a 'lira' audit, the config names 'canaries'" in capsys.readouterr().err
+    assert audit_main.cli(["prog", "--config=configs/audit_synthetic.py",
+                           f"--workdir={tmp_path / 'none'}", "--only_report"]) == 2
+    assert "no " in capsys.readouterr().err
 
 
 def test_bad_lira_options_are_refused_before_training(tmp_path):
@@ -73,6 +112,7 @@ def test_bad_lira_options_are_refused_before_training(tmp_path):
     from maskdp_jax.configs import audit_synthetic
 
     for key, value, match in (("variance", "fixed", "variance must be one of"),
+                              ("variance", "global", "'global' is now 'pooled'"),
                               ("estimator", "mode", "estimator must be one of"),
                               ("augmentations", ("none", "rotate"), "unknown"),
                               ("augmentations", ("hflip",), "must start with 'none'"),

@@ -45,7 +45,9 @@ def test_the_audit_command_writes_a_row_per_epsilon(tmp_path):
         row["attacks"]["offline"]["null"]["auc"]["high"]
     md = (tmp_path / "report.md").read_text()
     assert "| ∞ | offline, Gu & Chen 2024 | per-example σ, mean, 1 |" in md
-    assert "| ∞ | online | global σ, mean, 1 |" in md and "binomial chance level" in md
+    assert "| ∞ | online | pooled σ, mean, 1 |" in md and "binomial chance level" in md
+    assert "| ∞ | online, Carlini et al. fixed σ | Carlini's total σ, median, 1 |" in md
+    assert "| ∞ | 6 attacks × 1 seed = 6 |" in md and "**indicative**" in md  # one query
 
 
 def test_a_half_below_the_shadow_class_bound_is_refused(tmp_path):

@@ -491,13 +491,18 @@ def test_docs_quotes_the_dpcda_lira_audit():
             f"its band's {off5['null']['auc']['high']:.3f}") in page
     finite = [a for e, attacks in rows.items() if math.isfinite(e) for a in attacks.values()]
     bound = max(a["epsilon_lower_bound"] for a in finite)
-    assert f"an ε lower bound of {bound:.2f} for every attack" in page
+    assert f"an indicative ε lower bound of {bound:.2f} for every attack" in page
     clear = rows[math.inf]
     assert not any(inside(a) for a in clear.values())
     off = clear["offline_seed004"]
     assert f"offline AUC {off['auc']:.3f} and ε ≥ {off['epsilon_lower_bound']:.2f}" in page
     glob = clear["offline"]
-    assert f"ε ≥ {glob['epsilon_lower_bound']:.2f} with a global σ" in page
+    assert f"ε ≥ {glob['epsilon_lower_bound']:.2f} with a pooled σ" in page
+    from maskdp_jax.audit import metrics
+
+    cap = metrics.largest_certifiable_epsilon(off["num_in"], off["num_out"], delta=off["delta"],
+                                              significance=off["significance"])
+    assert f"could certify at most {cap:.2f}" in page  # so ε = 10 cannot fail
     assert f"({report['chance_asr_max']:.3f}," in page
     for attacks in rows.values():  # "every attack's ASR^M sits inside its null band"
         assert all(a["null"]["asr_max"]["low"] <= a["asr_max"] <= a["null"]["asr_max"]["high"]
@@ -595,13 +600,17 @@ def test_anonymisation_memory_figures_are_the_benchmark_output():
 
 
 def lira_page_rows(report: dict) -> list[str]:
-    """The guide's LiRA rows from a committed report (audit.membership.table): per (mode, ε),
-    the standard AUC of Gu & Chen 2024's offline and online attacks, of online with the configured
-    (global) σ on one query and on every query, then ASR^M of Gu & Chen 2024's offline and of the
-    configured online, and Gu & Chen 2024's offline ε lower bound."""
+    """The guide's LiRA rows from a committed report (audit.membership.table and bound_table):
+    per (mode, ε), the standard AUC of Gu & Chen 2024's offline and online attacks, of online with
+    the configured (pooled) σ on one query and on every query, then ASR^M of Gu & Chen 2024's
+    offline and of the configured online, Gu & Chen 2024's offline (indicative) ε lower bound, the
+    best bound of every attack and seed with Bonferroni over them, and the cap at that level with
+    "cannot fail at this ε" above it."""
     from maskdp_jax.audit import membership
 
     table = membership.table(report)
+    best = {(b["mode"], b["epsilon"]): b
+            for b in membership.bound_table(report["rows"], ("mode", "epsilon"))}
 
     def cell(entry, key):
         return f"{entry[key][0]:.2f} ± {entry[key][1]:.2f}"
@@ -609,13 +618,15 @@ def lira_page_rows(report: dict) -> list[str]:
     rows = []
     for mode, eps in dict.fromkeys((e["mode"], e["epsilon"]) for e in table):
         e = {x["attack"]: x for x in table if (x["mode"], x["epsilon"]) == (mode, eps)}
+        b = best[mode, eps]
         shown = "∞" if math.isinf(eps) else f"{eps:g}"
         rows.append(
             f"| {mode} | {shown} | {cell(e['offline_seed004'], 'auc')} | "
             f"{cell(e['online_seed004'], 'auc')} | {cell(e['online'], 'auc')} | "
             f"{cell(e['online_aug'], 'auc')} | {cell(e['offline_seed004'], 'asr_max')} | "
             f"{cell(e['online'], 'asr_max')} | "
-            f"{cell(e['offline_seed004'], 'epsilon_lower_bound')} |")
+            f"{cell(e['offline_seed004'], 'epsilon_lower_bound')} | "
+            f"{membership.bound_cell(b['best'])} | {membership.cap_cell(b['cap'], eps)} |")
     return rows
 
 
@@ -645,10 +656,44 @@ def test_docs_lira_table_is_the_committed_audit():
         page = f.read()
     for row in lira_page_rows(report):
         assert row in page, row
-    assert lira_page_nulls(report) in " ".join(page.split())
+    flat = " ".join(page.split())
+    assert lira_page_nulls(report) in flat
     for r in report["rows"]:
         if r["mode"] == "dp":
             assert all(a["epsilon_lower_bound"] <= r["epsilon"] for a in r["attacks"].values())
+    # the caps the page quotes: one bound's (512 + 512 trials, 95 %) and the best of 6 x 3's
+    from maskdp_jax.audit import membership, metrics
+
+    first = report["rows"][0]["attacks"]["offline_seed004"]
+    cap = metrics.largest_certifiable_epsilon(first["num_in"], first["num_out"],
+                                              delta=first["delta"], significance=0.05)
+    best = membership.bound_table(report["rows"], ("mode", "epsilon"))
+    assert f"indicative; cap {cap:.2f}" in flat
+    assert f"caps at {best[0]['cap']:.2f}" in flat
+    dp = [membership.bound_cell(b["best"]) for b in best if b["mode"] == "dp"]
+    assert f"corrected best of 18 ({', '.join(dp)} at ε = 1, 4, 8)" in flat
+    section = " ".join(page[page.index("## Membership inference"):
+                            page.index("## Canaries")].split())
+    assert not re.search(r"(lower )?bound[^.|]*95 %", section)  # the pooled bound is indicative
+
+
+def test_committed_audit_reports_are_their_report_json_written_again():
+    """Every committed audit's report.md is what ``python -m maskdp_jax.audit --only_report``
+    writes from its report.json (audit.runs.write_outputs' markdown): the tables follow the
+    current rules (TPR resolution, indicative pooled bounds, caps) without a retrain."""
+    import ml_collections
+
+    from maskdp_jax.audit import canaries, feature_masking, membership, synthetic_release
+
+    writers = {"audit_synthetic": membership.markdown, "audit_canaries": canaries.markdown,
+               "audit_feature_masking": feature_masking.markdown,
+               "audit_dpcda": synthetic_release.markdown}
+    for name, markdown in writers.items():
+        root = os.path.join(ROOT, "docs", "results", name)
+        with open(os.path.join(root, "report.json")) as f:
+            report = json.load(f)
+        assert markdown(ml_collections.ConfigDict(report["config"]), report) == _read(
+            os.path.join(root, "report.md")), name
 
 
 def test_docs_feature_cache_table_is_the_benchmark_output_in_results_md():
@@ -729,7 +774,8 @@ def test_docs_quotes_the_h100_suite_files():
 
 def canary_page_rows(report: dict) -> list[str]:
     """The guide's canary rows (audit.canaries.table): the one-run bound, the standard AUC and its
-    null mean and 95 % band, and the hull's AUC."""
+    null mean and 95 % band, the cap ("cannot fail at this ε" where the promise is above it), and
+    the hull's AUC."""
     from maskdp_jax.audit import canaries
 
     rows = []
@@ -739,7 +785,8 @@ def canary_page_rows(report: dict) -> list[str]:
         lb, auc, null = e["epsilon_lower_bound"], e["auc"], e["null_auc"]
         rows.append(f"| {e['mode']} | {eps} | {e['region']} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
                     f"{auc[0]:.2f} ± {auc[1]:.2f} | {null['mean']:.2f} [{null['low']:.2f}, "
-                    f"{null['high']:.2f}] | {e['auc_hull'][0]:.2f} |")
+                    f"{null['high']:.2f}] | {canaries.cap_cell(report['cap'], e)} | "
+                    f"{e['auc_hull'][0]:.2f} |")
     return rows
 
 
@@ -758,6 +805,8 @@ def test_docs_canary_table_is_recomputed_from_the_committed_audit():
     assert len(finite) == 18 and all(r["epsilon_lower_bound"] <= r["upper_bound"]
                                      for r in finite)
     assert "(0 of the 18 runs that promise a finite ε)" in page
+    testable = sum(r["upper_bound"] <= report["cap"] for r in finite)
+    assert f"only the {testable} at ε = 1 could have" in " ".join(page.split())
 
 
 def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():

@@ -228,7 +228,8 @@ def audit(config) -> dict[str, Any]:
 
 
 def table(report: dict) -> list[dict[str, Any]]:
-    """Mean and sample std over seeds per (mode, ε, region)."""
+    """Mean and sample std over seeds per (mode, ε, region); ``cannot_fail``: the ε promised is
+    above the report's ``cap`` (:func:`largest_certifiable_epsilon`), so no run could refute it."""
     out = []
     keys = dict.fromkeys((r["mode"], r["epsilon"], r["region"]) for r in report["rows"])
     for mode, eps, region in keys:
@@ -241,8 +242,15 @@ def table(report: dict) -> list[dict[str, Any]]:
         entry["null_auc"] = {k: float(np.mean([r["null_auc"][k] for r in group]))
                              for k in ("mean", "low", "high")}
         entry["violations"] = sum(r["epsilon_lower_bound"] > r["upper_bound"] for r in group)
+        entry["cannot_fail"] = entry["upper_bound"] > report["cap"]
         out.append(entry)
     return out
+
+
+def cap_cell(cap: float, entry: dict) -> str:
+    """``"2.65"``, or ``"2.65: cannot fail at this ε"`` for an entry of :func:`table` whose
+    promised ε is above the cap."""
+    return f"{cap:.2f}" + (": cannot fail at this ε" if entry["cannot_fail"] else "")
 
 
 def markdown(config, report: dict) -> str:
@@ -260,7 +268,9 @@ def markdown(config, report: dict) -> str:
         f"Mean ± sample std over seeds {tuple(config.seeds)}, one training run each.",
         "",
         f"The largest lower bound {report['num_canaries']} canaries can certify (every IN guess "
-        f"right, 95 %): **{report['cap']:.2f}**. The bound guesses IN for the top "
+        f"right, 95 %): **{report['cap']:.2f}**; a promised ε above it cannot be refuted by one "
+        "run of this size, whatever the model leaks (\"cannot fail at this ε\" in the table). "
+        "The bound guesses IN for the top "
         f"{', '.join(str(math.ceil(f * report['num_canaries'])) for f in GUESS_FRACTIONS)} "
         "scores, "
         f"Bonferroni over those {len(GUESS_FRACTIONS)}. AUC: the standard (Mann–Whitney) AUC; "
@@ -269,8 +279,8 @@ def markdown(config, report: dict) -> str:
         "hull (jax_privacy's figure) is last, labelled hull.",
         "",
         "| mode | ε | canaries in | ε promised | ε lower bound (95 %) | AUC | AUC null (95 % "
-        "band) | runs with lower > promised | AUC (hull) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "band) | runs with lower > promised | largest certifiable ε | AUC (hull) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in table(report):
         eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
@@ -279,7 +289,8 @@ def markdown(config, report: dict) -> str:
         lines.append(f"| {e['mode']} | {eps} | {e['region']} region | {up} | "
                      f"{lb[0]:.2f} ± {lb[1]:.2f} | {auc[0]:.3f} ± {auc[1]:.3f} | "
                      f"{null['mean']:.3f} [{null['low']:.3f}, {null['high']:.3f}] | "
-                     f"{e['violations']}/{e['seeds']} | {e['auc_hull'][0]:.3f} |")
+                     f"{e['violations']}/{e['seeds']} | {cap_cell(report['cap'], e)} | "
+                     f"{e['auc_hull'][0]:.3f} |")
     lines += ["", f"Total time: {sum(r['seconds'] for r in report['rows']):.0f} s of training "
               "and scoring.", ""]
     return "\n".join(lines)

@@ -192,10 +192,13 @@ def roc_loglog(table: list[dict[str, Any]], fprs, path: str, *, title: str,
                attacks=PLOTTED_ATTACKS, group: str = "mode", curve: str = "epsilon") -> None:
     """Empirical ROC curves on log-log axes (Carlini et al. 2022's view: the low-FPR corner),
     one panel per ``group`` value, one colour per ``curve`` value, the attacks in their line
-    styles; TPR averaged over seeds at each FPR of ``fprs``; the diagonal is guessing.
+    styles; TPR averaged over seeds at each FPR of ``fprs``; the diagonal is guessing. The
+    resolution floor is shaded: below FPR = 1/n_out no OUT trial can pass, so the curve there
+    only repeats its value at zero false positives.
 
     Args:
-      table: entries with ``roc_tpr`` (:func:`maskdp_jax.audit.membership.attack_table`).
+      table: entries with ``roc_tpr`` and ``num_out``
+        (:func:`maskdp_jax.audit.membership.attack_table`).
       fprs: the FPR grid of ``roc_tpr`` (:data:`maskdp_jax.audit.metrics.ROC_FPRS`).
     """
     groups = list(dict.fromkeys(r[group] for r in table))
@@ -213,6 +216,11 @@ def roc_loglog(table: list[dict[str, Any]], fprs, path: str, *, title: str,
                 shown = "∞" if isinstance(value, float) and math.isinf(value) else f"{value}"
                 ax.plot(fprs, tpr, ls=ls, color=f"C{c}", lw=1.3, label=f"{curve} {shown}, {attack}")
         ax.plot(fprs, fprs, color="gray", ls=":", lw=1, label="guessing")
+        n_out = min(r["num_out"] for r in table if r[group] == g)
+        if 1 / n_out > fprs[0]:
+            ax.axvspan(fprs[0], 1 / n_out, color="gray", alpha=0.18, lw=0,
+                       label=f"FPR < 1/{n_out}: not resolved")
+            ax.axvline(1 / n_out, color="gray", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(fprs[0], 1)
