@@ -93,3 +93,29 @@ def random_batch(rng: np.random.Generator, *, size: int, clips: int = 1, public_
         "label": rng.integers(0, NUM_CLASSES, size).astype(np.int32),
         "weight": np.ones(size, np.float32),
     }
+
+
+def train_preempted_then_resumed(config, workdir: str, monkeypatch, *, step: int = 1) -> dict:
+    """``train.train_and_evaluate`` stopped by a SIGTERM while step ``step`` loads (the trainer's
+    handler checkpoints and raises ``Preempted``), then run again in ``workdir`` to the end;
+    returns the second call's report. Fails if the SIGTERM was not sent exactly once."""
+    import signal
+
+    from maskdp_jax import train
+
+    load = train.load_logical_batch
+    sent = []
+
+    def preempted(*args, step: int, **kw):
+        if step == preempt_at and not sent:
+            sent.append(step)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return load(*args, step=step, **kw)
+
+    preempt_at = step
+    monkeypatch.setattr(train, "load_logical_batch", preempted)
+    with pytest.raises(train.Preempted):
+        train.train_and_evaluate(config, workdir)
+    monkeypatch.setattr(train, "load_logical_batch", load)
+    assert sent == [step]
+    return train.train_and_evaluate(config, workdir)

@@ -198,19 +198,10 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
     preempted mid-run (SIGTERM while step 1 loads) then resumed: identical metrics rows and test
     predictions (a resumed store run equal to the videos' run is equal to an uninterrupted store
     run too: the store and the resume are each exact)."""
-    import signal
+    from conftest import train_preempted_then_resumed
 
     from maskdp_jax import train
 
-    load = train.load_logical_batch
-
-    def preempted_at_step_1(*args, step, **kw):
-        if step == 1 and not sent:
-            sent.append(step)
-            os.kill(os.getpid(), signal.SIGTERM)  # the trainer's handler: checkpoint and stop
-        return load(*args, step=step, **kw)
-
-    sent = []
     outs = []
     for name, root in (("videos", ""), ("resumed", stored[0])):
         config = _config(ucf, root, clip_frames=8, stride=1, resize_size=32, crop_size=32)
@@ -224,19 +215,14 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
             config.input.store_dir = root
             prepare.prepare_stores(config, workers=1)
         workdir = str(tmp_path / name)
-        if name == "resumed":
-            monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_1)
-            with pytest.raises(train.Preempted):
-                train.train_and_evaluate(config, workdir)
-            monkeypatch.setattr(train, "load_logical_batch", load)
-        out = train.train_and_evaluate(config, workdir)
+        out = (train_preempted_then_resumed(config, workdir, monkeypatch) if name == "resumed"
+               else train.train_and_evaluate(config, workdir))
         with open(os.path.join(workdir, "metrics.jsonl")) as f:
             rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
                     for line in f]
         outs.append((rows, out["metrics"]))
     assert outs[0][0] == outs[1][0] and len(outs[0][0]) == 3
     assert outs[0][1] == outs[1][1]
-    assert sent == [1]
 
 
 @pytest.mark.slow

@@ -155,16 +155,8 @@ def test_a_banded_run_resumes_with_the_same_noise(tmp_path, monkeypatch):
     checkpoint, stop) and resumed ends exactly as an uninterrupted one (metrics rows, test
     predictions), and reports its ε by the amplified BandMF bound with its noise kind."""
     import json
-    import signal
 
-    load = train.load_logical_batch
-    sent = []
-
-    def preempted_at_step_1(*args, step, **kw):
-        if step == 1 and not sent:
-            sent.append(step)
-            os.kill(os.getpid(), signal.SIGTERM)  # the trainer's handler: checkpoint and stop
-        return load(*args, step=step, **kw)
+    from conftest import train_preempted_then_resumed
 
     outs = []
     for name in ("uninterrupted", "resumed"):
@@ -172,17 +164,13 @@ def test_a_banded_run_resumes_with_the_same_noise(tmp_path, monkeypatch):
         config.privacy.noise, config.privacy.bands = "banded", 2
         config.num_epochs, config.tensorboard = 1.0, False  # 4 steps
         workdir = str(tmp_path / name)
-        if name == "resumed":
-            monkeypatch.setattr(train, "load_logical_batch", preempted_at_step_1)
-            with pytest.raises(train.Preempted):
-                train.train_and_evaluate(config, workdir)
-            monkeypatch.setattr(train, "load_logical_batch", load)
-        out = train.train_and_evaluate(config, workdir)
+        out = (train_preempted_then_resumed(config, workdir, monkeypatch) if name == "resumed"
+               else train.train_and_evaluate(config, workdir))
         with open(os.path.join(workdir, "metrics.jsonl")) as f:
             rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
                     for line in f]
         outs.append((rows, out["metrics"], out["privacy"]))
-    assert sent == [1] and len(outs[0][0]) == 4
+    assert len(outs[0][0]) == 4
     assert outs[0][0] == outs[1][0] and outs[0][1] == outs[1][1]
     privacy = outs[1][2]
     assert (privacy["noise"], privacy["bands"]) == ("banded", 2)
