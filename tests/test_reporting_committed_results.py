@@ -915,3 +915,13 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
     flat = " ".join(page.split())
     assert f"{means['maskdp'] - means['dp']:+.1f} points on the mean" in flat
     assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
+
+
+def test_the_auditing_guide_quotes_the_default_runs_accuracy(reports):
+    """The auditing guide's comparison of the audited shadow models with the default run uses
+    the default run's committed accuracies at ε = 1."""
+    means = {mode: 100 * np.mean([r["metrics"]["top1"] for r in _at(reports, mode, 1.0)])
+             for mode in ("maskdp", "dp")}
+    sentence = (f"{means['maskdp']:.1f} % (MaskDP) and {means['dp']:.1f} % (DP) test top-1 at "
+                "ε = 1")
+    assert sentence in _read(guide("auditing"), unwrap=True), sentence

@@ -194,14 +194,20 @@ def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     >>> round(d, 3), lo < d < hi
     (0.21, True)
     """
-    import scipy.stats
-
     def values(mode):
         return np.array([r[metric] for r in table_rows if r["mode"] == mode
                          and r["target_epsilon"] == epsilon and r["view"] == "full"
                          and r["clips_per_video"] == 1])
 
-    a, b = values("maskdp"), values("dp")
+    return welch(values("maskdp"), values("dp"))
+
+
+def welch(a, b) -> tuple[float, float, float, int, int] | None:
+    """``mean(a) − mean(b)`` with its 95 % Welch t interval: ``(difference, low, high, len(a),
+    len(b))``; None without at least 2 values on each side."""
+    import scipy.stats
+
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if len(a) < 2 or len(b) < 2:
         return None
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
@@ -212,6 +218,31 @@ def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = float(scipy.stats.t.ppf(0.975, dof)) * se
     return diff, diff - half, diff + half, len(a), len(b)
+
+
+def noise_table(independent: list[dict[str, Any]], banded: list[dict[str, Any]], *,
+                metric: str = "top1") -> str:
+    """Independent against banded noise: one row per private mode and ε present in both sets
+    of table rows (:func:`rows`; one-clip, full-view runs), each mean ± sample std over its
+    runs, and banded − independent in points with its 95 % Welch interval (the two noises
+    draw other batches and noise, so the runs are not paired)."""
+    def values(table, mode, eps):
+        return [r[metric] for r in table if r["mode"] == mode and r["target_epsilon"] == eps
+                and r["view"] == "full" and r["clips_per_video"] == 1]
+
+    lines = ["| mode | ε | independent | banded | banded − independent (points) | "
+             "95 % interval | runs |", "|---|---|---|---|---|---|---|"]
+    for mode in ("dp", "maskdp"):
+        for eps in sorted({r["target_epsilon"] for r in banded if r["mode"] == mode}):
+            a, b = values(banded, mode, eps), values(independent, mode, eps)
+            w = welch(a, b)
+            if w is None:
+                continue
+            d, lo, hi, na, nb = w
+            cells = [f"{100 * np.mean(v):.1f} ± {100 * np.std(v, ddof=1):.1f}" for v in (b, a)]
+            lines.append(f"| {mode} | {eps:g} | {cells[0]} | {cells[1]} | {100 * d:+.1f} | "
+                         f"[{100 * lo:+.1f}, {100 * hi:+.1f}] | {nb} / {na} |")
+    return "\n".join(lines)
 
 
 def factor_accuracy(confusion, factor) -> float:
