@@ -925,3 +925,42 @@ def test_the_auditing_guide_quotes_the_default_runs_accuracy(reports):
     sentence = (f"{means['maskdp']:.1f} % (MaskDP) and {means['dp']:.1f} % (DP) test top-1 at "
                 "ε = 1")
     assert sentence in _read(guide("auditing"), unwrap=True), sentence
+
+
+BANDMF_RUNS = os.path.join(ROOT, "docs", "results", "bandmf")
+
+
+def test_the_bandmf_study_is_its_grid_and_the_guide_table_its_reports(reports):
+    """docs/results/bandmf is configs/sweep_bandmf.py's grid (banded, 4 bands, each run at its
+    ε), and the guide's comparison with the headline's independent-noise runs of the same seeds
+    (reporting.results.noise_table) and its σ quotes are the reports'."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_bandmf
+
+    banded = _load(BANDMF_RUNS)
+    assert {r["run"] for r in banded} == set(dict(sweep.grid(sweep_bandmf.get_config())))
+    for r in banded:
+        assert (r["privacy"]["noise"], r["privacy"]["bands"]) == ("banded", sweep_bandmf.BANDS)
+        target = r["config"]["privacy"]["target_epsilon"]
+        assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
+    seeds = {r["config"]["seed"] for r in banded}
+    independent = [r for r in reports if r["config"]["seed"] in seeds]
+    table = results.noise_table(results.rows(independent), results.rows(banded))
+    page = _read(guide("bandmf"))
+    assert table in page
+    flat = " ".join(page.split())
+    for eps in (1.0, 8.0):
+        sb = _at(banded, "dp", eps)[0]["privacy"]["noise_multiplier"]
+        si = _at(reports, "dp", eps)[0]["privacy"]["noise_multiplier"]
+        assert f"σ = {sb:.2f} against {si:.2f}" in flat or f"{sb:.2f} against {si:.2f}" in flat
+
+
+def test_the_bandmf_guide_quotes_the_noise_benchmark():
+    out = _read(os.path.join(ROOT, "docs", "benchmarks.md"))
+    m = re.search(r"independent ([0-9.]+) ms, banded ([0-9.]+) ms \(([0-9.]+)x\); noise state "
+                  r"([0-9]+) MiB", out)
+    assert m, "the BandMF noise benchmark's output is not in docs/benchmarks.md"
+    ind, band, ratio, mib = (float(v) for v in m.groups())
+    flat = " ".join(_read(guide("bandmf")).split())
+    assert (f"{ratio:.2f}× the independent noise's time ({band:.0f} against {ind:.0f} ms), the "
+            f"noise state holds {mib:.0f} MiB") in flat
