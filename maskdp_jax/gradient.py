@@ -231,7 +231,7 @@ def noisy_gradient(
       key: this step's noise key: fresh every step (e.g. ``fold_in(base, step)``), secret
         (:mod:`maskdp_jax.randomness`), and the same on every replica.
       plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B) with independent
-        noise (a banded plan's noise has state: :func:`banded_noisy_gradient`).
+        noise (a banded plan's noise has state: :func:`~maskdp_jax.gradient.banded_noisy_gradient`).
 
     Raises:
       ValueError: a sum is missing for a pass the mode has, or given for one it lacks; or the
@@ -404,8 +404,9 @@ def masked_gradient(
     fresh ``key`` at every step (:func:`maskdp_jax.noise.step_key`; one key reused adds the same
     noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
     and stopping at the plan's steps. Independent noise only: a banded plan's noise has a state
-    that the :class:`~maskdp_jax.mechanism.Mechanism` carries (or :func:`masked_sums` and
-    :func:`banded_noisy_gradient`).
+    that the :class:`~maskdp_jax.mechanism.Mechanism` carries (or
+    :func:`~maskdp_jax.gradient.masked_sums` and
+    :func:`~maskdp_jax.gradient.banded_noisy_gradient`).
 
     ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
     example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.

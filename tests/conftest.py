@@ -119,3 +119,18 @@ def train_preempted_then_resumed(config, workdir: str, monkeypatch, *, step: int
     monkeypatch.setattr(train, "load_logical_batch", load)
     assert sent == [step]
     return train.train_and_evaluate(config, workdir)
+
+
+def train_rows(config, workdir: str, monkeypatch, *, preempted: bool) -> tuple[list, dict]:
+    """One run of ``config`` in ``workdir``, uninterrupted or (``preempted``)
+    :func:`train_preempted_then_resumed`: its ``metrics.jsonl`` rows without the timing fields,
+    and its report."""
+    import json
+
+    from maskdp_jax import train
+
+    out = (train_preempted_then_resumed(config, workdir, monkeypatch) if preempted
+           else train.train_and_evaluate(config, workdir))
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        rows = [{k: v for k, v in json.loads(line).items() if "second" not in k} for line in f]
+    return rows, out

@@ -198,9 +198,7 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
     preempted mid-run (SIGTERM while step 1 loads) then resumed: identical metrics rows and test
     predictions (a resumed store run equal to the videos' run is equal to an uninterrupted store
     run too: the store and the resume are each exact)."""
-    from conftest import train_preempted_then_resumed
-
-    from maskdp_jax import train
+    from conftest import train_rows
 
     outs = []
     for name, root in (("videos", ""), ("resumed", stored[0])):
@@ -214,12 +212,8 @@ def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tm
             root = str(tmp_path / "store32")
             config.input.store_dir = root
             prepare.prepare_stores(config, workers=1)
-        workdir = str(tmp_path / name)
-        out = (train_preempted_then_resumed(config, workdir, monkeypatch) if name == "resumed"
-               else train.train_and_evaluate(config, workdir))
-        with open(os.path.join(workdir, "metrics.jsonl")) as f:
-            rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
-                    for line in f]
+        rows, out = train_rows(config, str(tmp_path / name), monkeypatch,
+                               preempted=name == "resumed")
         outs.append((rows, out["metrics"]))
     assert outs[0][0] == outs[1][0] and len(outs[0][0]) == 3
     assert outs[0][1] == outs[1][1]

@@ -150,25 +150,20 @@ def test_private_metrics_are_off_by_default_and_labelled_non_dp():
         assert (report.COUNTS_HIDDEN in run.to_markdown()) == (mode == "dp")
 
 
+@pytest.mark.heavy  # two trainings with their compiles: about 90 s on a 2-core CPU
 def test_a_banded_run_resumes_with_the_same_noise(tmp_path, monkeypatch):
     """Banded noise keeps past noise in the train state: a run preempted at step 1 (SIGTERM:
     checkpoint, stop) and resumed ends exactly as an uninterrupted one (metrics rows, test
     predictions), and reports its ε by the amplified BandMF bound with its noise kind."""
-    import json
-
-    from conftest import train_preempted_then_resumed
+    from conftest import train_rows
 
     outs = []
     for name in ("uninterrupted", "resumed"):
         config = _tiny_config("maskdp")
         config.privacy.noise, config.privacy.bands = "banded", 2
         config.num_epochs, config.tensorboard = 1.0, False  # 4 steps
-        workdir = str(tmp_path / name)
-        out = (train_preempted_then_resumed(config, workdir, monkeypatch) if name == "resumed"
-               else train.train_and_evaluate(config, workdir))
-        with open(os.path.join(workdir, "metrics.jsonl")) as f:
-            rows = [{k: v for k, v in json.loads(line).items() if "second" not in k}
-                    for line in f]
+        rows, out = train_rows(config, str(tmp_path / name), monkeypatch,
+                               preempted=name == "resumed")
         outs.append((rows, out["metrics"], out["privacy"]))
     assert len(outs[0][0]) == 4
     assert outs[0][0] == outs[1][0] and outs[0][1] == outs[1][1]

@@ -74,7 +74,7 @@ class ProceduralAvatar:
 
         Public: a function of ``seed`` and ``track`` only. The seed draws a starting hue and skin
         tone; track ``k``'s shirt has the starting hue advanced by ``k`` golden-ratio steps
-        (:data:`_HUE_STEP`), its trousers the opposite hue, darker, and the skin tones cycle.
+        (``_HUE_STEP``), its trousers the opposite hue, darker, and the skin tones cycle.
 
         >>> a = ProceduralAvatar()
         >>> bool((a.palette(0) == a.palette(0)).all()), bool((a.palette(0) != a.palette(1)).any())

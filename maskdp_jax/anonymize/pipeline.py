@@ -667,8 +667,9 @@ def _json(payload: dict) -> str:
 def build_stages(config) -> tuple[Stages, Options]:
     """:class:`Stages` and :class:`Options` from a ``configs/anonymize.py`` config.
 
-    Files given to a method that does not read them are refused (:class:`InputError`), never
-    ignored: box files (``segment.boxes_dir``) need ``segment.method="grabcut"``, person masks
+    Files given to a method that does not read them are refused
+    (:class:`~maskdp_jax.anonymize.stages.InputError`), never ignored: box files
+    (``segment.boxes_dir``) need ``segment.method="grabcut"``, person masks
     (``segment.files_dir``) ``"files"``, poses (``pose.files_dir``) ``pose.method="files"``.
     """
     seg = config.segment

@@ -148,7 +148,8 @@ def null_figure(attack: dict, name: str) -> dict:
 
 def fit_label(fit: str) -> str:
     """A stored ``fit`` label as the tables name it now: reports written before the variance was
-    renamed call the pooled within-example σ "global σ" (:data:`lira.RENAMED_VARIANCES`)."""
+    renamed call the pooled within-example σ "global σ"
+    (:data:`maskdp_jax.audit.lira.RENAMED_VARIANCES`)."""
     return fit.replace("global σ", lira.VARIANCE_LABELS["pooled"])
 
 

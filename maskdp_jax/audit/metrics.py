@@ -32,7 +32,7 @@ the binomial 0.75.
 (jax_privacy's ``epsilon_clopper_pearson`` at an explicit threshold), ε ≥ log((TPR_lo − δ) /
 FPR_hi), maximised over a **fixed, pre-declared grid of FPR levels** (:data:`BOUND_FPRS`) with a
 Bonferroni correction over the grid's size (significance / 6 per level). At level f the
-threshold is the ⌊f·n_out⌋-th largest OUT score (:func:`_bound_threshold`), so it depends on the
+threshold is the ⌊f·n_out⌋-th largest OUT score (``_bound_threshold``), so it depends on the
 OUT scores only: the IN count is then binomial given the threshold (the TPR interval is exact),
 and the true FPR of an order-statistic threshold is Beta-distributed and stochastically below
 the Clopper–Pearson upper limit at the observed count (the FPR interval is conservative).
@@ -277,10 +277,10 @@ def epsilon_lower_bound(in_scores, out_scores, *, delta: float, significance: fl
 
 def stored_bound_counts(attack: dict) -> tuple[tuple[int, int, int], ...]:
     """``(TP low, TP high, FP)`` at each level of a stored attack summary's bound
-    (:meth:`AttackMetrics.to_dict`): exact (low = high) from ``bound_counts``.
+    (``AttackMetrics.to_dict``): exact (low = high) from ``bound_counts``.
 
     Summaries written before the counts were stored have ``roc_tpr``, read by the earlier TPR
-    rule, whose thresholds are the bound's own (:func:`_bound_threshold`): a level whose k =
+    rule, whose thresholds are the bound's own (``_bound_threshold``): a level whose k =
     ⌊f·n_out⌋ is a grid point's gives its TP exactly, any other is bracketed by the grid points
     around it (TP grows with k), and FP = k (continuous scores). Checked: the stored bound must
     lie within what the counts give at the stored significance.
@@ -504,7 +504,8 @@ def lira_variants(options: lira.Options, num_queries: int) -> list[tuple[str, st
     """The attacks a LiRA audit reports, ``(name, kind, options, queries)``: per kind, Gu & Chen
     2024's own fits on the first query (``"<kind>_seed004"``: per-example σ, mean), ``options``'
     fits on the first query (``"<kind>"``), Carlini et al. 2022's released fixed-variance fits on
-    the first query (``"<kind>_carlini"``: one total σ, median; :data:`lira.CARLINI`), and, with
+    the first query (``"<kind>_carlini"``: one total σ, median;
+    :data:`maskdp_jax.audit.lira.CARLINI`), and, with
     ``num_queries`` > 1 augmentations, ``options``' fits on all of them (``"<kind>_aug"``)."""
     out = [(f"{k}_seed004", k, lira.SEED004, 1) for k in lira.KINDS]
     out += [(k, k, options, 1) for k in lira.KINDS]
