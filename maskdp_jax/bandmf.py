@@ -56,6 +56,12 @@ def _jax_privacy():
     return banded, toeplitz
 
 
+def require_jax_privacy() -> None:
+    """Fail now, with what to install, if jax_privacy (the strategy's library) is missing: a
+    banded plan checks it when it is made, before a run reads any data."""
+    _jax_privacy()
+
+
 def check_bands(bands: int, *, steps: int) -> int:
     """``bands`` as an int in ``[1, steps]``.
 

@@ -185,6 +185,9 @@ class PrivacyPlan:
                              "decoupled scheme (an independent public draw), not 'coupled'.")
         if self.bands > self.steps:
             raise ValueError(f"bands = {self.bands} exceeds the planned steps ({self.steps}).")
+        from maskdp_jax import bandmf
+
+        bandmf.require_jax_privacy()  # before any data is read: the strategy needs it
         if self.bands * self.batch_size >= self.num_examples:
             raise ValueError(
                 f"bands × B = {self.bands} × {self.batch_size} must be below N = "

@@ -291,3 +291,13 @@ def test_the_accounting_cli_converts_for_bands(capsys):
     out = capsys.readouterr().out
     assert "q=0.25 steps=64 (banded, 4 bands" in out
     assert abs(float(out.split("epsilon[pld] = ")[1].split()[0]) - 1.0) < 1e-3
+
+
+def test_a_banded_plan_without_jax_privacy_says_what_to_install(monkeypatch):
+    """The strategy's library missing is found when the plan is made, before any data is read,
+    with the command that installs it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jax_privacy.matrix_factorization", None)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[audit\]'"):
+        _banded_plan()
