@@ -51,28 +51,44 @@ def _at(reports, mode: str, epsilon: float | None = None) -> list[dict]:
             and (epsilon is None or r["config"]["privacy"]["target_epsilon"] == epsilon)]
 
 
-def test_default_results_are_the_headline_grid_of_the_default_run(reports):
-    """docs/results/default holds the default setting's headline: exactly the grid of
-    configs/sweep_headline.py:person, every run the default config at its ε (seeded), each
-    calibrated to it, 5 seeds per mode and ε."""
+def _assert_calibrated(report: dict) -> None:
+    """A private run's spent ε is its target, from just below (σ calibrated to it)."""
+    c = report["config"]
+    if c["mode"] != "nonprivate":
+        target = c["privacy"]["target_epsilon"]
+        assert 0.9 * target < report["privacy"]["epsilon_pld"] <= target + 1e-6, report["run"]
+
+
+def _assert_headline_grid(reports: list[dict], setting: str) -> None:
+    """``reports`` are exactly configs/sweep_headline.py:<setting>'s grid: the default run's
+    model, epochs and fill on that setting, each private run calibrated to its ε, 5 seeds per
+    private mode and ε."""
     from maskdp_jax import sweep
     from maskdp_jax.configs import sweep_headline
 
-    grid = dict(sweep.grid(sweep_headline.get_config("person")))
+    grid = dict(sweep.grid(sweep_headline.get_config(setting)))
     assert {r["run"] for r in reports} == set(grid)
     config = default.get_config()
     for r in reports:
         c = r["config"]
-        assert c["input"]["setting"] == "person" and c["model"] == config.model.to_dict()
+        assert c["input"]["setting"] == setting and c["model"] == config.model.to_dict()
         assert (c["num_epochs"], c["hidden_fill"]) == (config.num_epochs, config.hidden_fill)
-        assert c["privacy"]["l2_clip_norm"] == config.privacy.l2_clip_norm
-        assert c["input"]["eval_split"] == "test"
-        if c["mode"] != "nonprivate":
-            target = c["privacy"]["target_epsilon"]
-            assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
+        _assert_calibrated(r)
     for mode in ("dp", "maskdp"):
         for eps in (0.5, 1.0, 2.0, 4.0, 8.0):
             assert len(_at(reports, mode, eps)) == 5
+
+
+def test_default_results_are_the_headline_grid_of_the_default_run(reports):
+    """docs/results/default holds the default setting's headline: exactly the grid of
+    configs/sweep_headline.py:person, every run the default config at its ε (seeded), each
+    calibrated to it, 5 seeds per mode and ε."""
+    _assert_headline_grid(reports, "person")
+    config = default.get_config()
+    for r in reports:
+        c = r["config"]
+        assert c["privacy"]["l2_clip_norm"] == config.privacy.l2_clip_norm
+        assert c["input"]["eval_split"] == "test"
     assert len(_at(reports, "nonprivate")) == 5
 
 
@@ -87,22 +103,7 @@ def second_reports():
 def test_the_second_setting_is_the_headline_grid_on_the_context_data(second_reports):
     """docs/results/headline_context: configs/sweep_headline.py:context, the default run on the
     context data at each ε (seeded), 5 seeds per mode and ε, each calibrated to its ε."""
-    from maskdp_jax import sweep
-    from maskdp_jax.configs import sweep_headline
-
-    assert ({r["run"] for r in second_reports}
-            == set(dict(sweep.grid(sweep_headline.get_config("context")))))
-    config = default.get_config()
-    for r in second_reports:
-        c = r["config"]
-        assert c["input"]["setting"] == "context" and c["model"] == config.model.to_dict()
-        assert (c["num_epochs"], c["hidden_fill"]) == (config.num_epochs, config.hidden_fill)
-        if c["mode"] != "nonprivate":
-            target = c["privacy"]["target_epsilon"]
-            assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
-    for mode in ("dp", "maskdp"):
-        for eps in (0.5, 1.0, 2.0, 4.0, 8.0):
-            assert len(_at(second_reports, mode, eps)) == 5
+    _assert_headline_grid(second_reports, "context")
 
 
 def test_the_second_settings_tables_and_gap_are_the_reports(second_reports):
@@ -941,8 +942,7 @@ def test_the_bandmf_study_is_its_grid_and_the_guide_table_its_reports(reports):
     assert {r["run"] for r in banded} == set(dict(sweep.grid(sweep_bandmf.get_config())))
     for r in banded:
         assert (r["privacy"]["noise"], r["privacy"]["bands"]) == ("banded", sweep_bandmf.BANDS)
-        target = r["config"]["privacy"]["target_epsilon"]
-        assert 0.9 * target < r["privacy"]["epsilon_pld"] <= target + 1e-6, r["run"]
+        _assert_calibrated(r)
     seeds = {r["config"]["seed"] for r in banded}
     independent = [r for r in reports if r["config"]["seed"] in seeds]
     table = results.noise_table(results.rows(independent), results.rows(banded))
