@@ -11,10 +11,11 @@ last ``b − 1`` steps' so that it partly cancels in the model, the sum of the u
 holds when every example takes part at most once in any ``b`` consecutive steps (b-min-separation):
 the cyclic Poisson sampler (:class:`maskdp_jax.sampling.PoissonSampler` with ``cycle_length = b``)
 gives each example one of ``b`` groups, drawn independently and secretly, and step t samples only
-group ``t mod b``, each of its members with probability ``min(1, b q)``. The mechanism is then,
-for the accountant, DP-SGD with rate ``b q`` over ``ceil(T / b)`` rounds
-(:func:`accounting_segment`; jax_privacy's ``amplified_bandmf_event`` states the same, and
-``tests/test_maskdp_jax_bandmf.py`` compares the two).
+group ``t mod b``, each of its members with probability ``b q`` (below 1: the plan refuses
+``b B >= N``). The mechanism is then, for the accountant, DP-SGD with rate ``b q`` over
+``ceil(T / b)`` rounds (:func:`maskdp_jax.accounting.events.banded_segment`, which
+:meth:`maskdp_jax.plan.PrivacyPlan.accounted` applies; jax_privacy's ``amplified_bandmf_event``
+states the same, and ``tests/test_maskdp_jax_bandmf.py`` compares the two).
 
 MaskDP: the private pass is DP-SGD on the private views, so the same construction applies to it
 unchanged; the public pass depends only on public pixels and the released model states, which is
@@ -34,7 +35,6 @@ privatizer (its own key splitting) would replace. The noise state is the last ``
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -42,7 +42,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from maskdp_jax import noise
-from maskdp_jax.accounting import events
 
 PyTree = Any
 
@@ -143,18 +142,7 @@ def for_plan(plan) -> BandedNoise:
     return _banded_noise(plan.steps, plan.bands)
 
 
-def rounds(steps: int, bands: int) -> int:
-    """How many times an example can take part in ``steps`` steps of cyclic sampling with
-    ``bands`` groups: ``ceil(steps / bands)``."""
-    return math.ceil(steps / bands)
-
-
-def accounting_segment(*, q: float, noise_multiplier: float, steps: int,
-                       bands: int) -> events.Segment:
-    """The ledger segment of ``steps`` BandMF steps at rate ``q``: DP-SGD at rate ``bands q``
-    (each group's sampling rate; a plan keeps it below 1) over :func:`rounds` rounds, the
-    amplified BandMF bound of Choquette-Choo et al. 2023 for a strategy with unit column norms
-    (:func:`maskdp_jax.accounting.events.banded_segment`, which the accounting CLI's ``--bands``
-    uses too)."""
-    return events.banded_segment(q=q, noise_multiplier=noise_multiplier, steps=steps,
-                                 bands=bands)
+def initial_state(plan, params: PyTree) -> NoiseState | None:
+    """The noise state before a plan's first step for parameters shaped like ``params``; None
+    for independent noise, which has none (what ``TrainState`` and ``MechanismState`` hold)."""
+    return for_plan(plan).init(params) if plan.banded else None

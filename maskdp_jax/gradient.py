@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import clipping, noise, tokenizer
+from maskdp_jax import bandmf, clipping, noise, tokenizer
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.tokenizer import Tokenizer, Views
 
@@ -262,8 +262,6 @@ def banded_noisy_gradient(
     Returns:
       ``(grad, noise_state)``.
     """
-    from maskdp_jax import bandmf
-
     _check_sums(public_sum, private_sum, plan)
     if not plan.banded:
         raise ValueError("banded_noisy_gradient needs a plan with noise='banded'.")
@@ -271,6 +269,26 @@ def banded_noisy_gradient(
         private_sum, key, noise_state, noise_multiplier=plan.noise_multiplier,
         l2_clip_norm=plan.l2_clip_norm)
     return _average(public_sum, jax.tree.map(jnp.add, private_sum, correlated), plan), noise_state
+
+
+def noisy_update(
+    public_sum: PyTree | None, private_sum: PyTree | None, key: jax.Array, noise_state: Any, *,
+    plan: PrivacyPlan,
+) -> tuple[PyTree, Any]:
+    """The update direction of one logical step and the next noise state, whichever noise the
+    plan adds: :func:`banded_noisy_gradient` for a banded plan, :func:`noisy_gradient` (the
+    state, None, passed through) otherwise. What the train step and the
+    :class:`~maskdp_jax.mechanism.Mechanism` call.
+
+    Raises:
+      ValueError: a banded plan without its noise state, or as the two functions.
+    """
+    if not plan.banded:
+        return noisy_gradient(public_sum, private_sum, key, plan=plan), noise_state
+    if noise_state is None:
+        raise ValueError("a banded plan's noise has a state: create it with the plan "
+                         "(TrainState.create(..., plan=plan), Mechanism.init(params)).")
+    return banded_noisy_gradient(public_sum, private_sum, key, noise_state, plan=plan)
 
 
 def pass_gradient(

@@ -47,6 +47,7 @@ maskdp_jax.mechanism.PlanExhausted: step 2 is past the plan (steps 0 to 1 of 2):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -127,7 +128,7 @@ class Mechanism:
         """One past the plan's last step."""
         return self.first_step + self.plan.steps
 
-    @property
+    @functools.cached_property
     def sampler(self) -> PoissonSampler:
         """The run's Poisson sampler (low level: :meth:`batch` is the checked draw)."""
         return self.randomness.sampler(num_examples=self.plan.num_examples,
@@ -141,14 +142,12 @@ class Mechanism:
           params: the trainable parameters (their shapes), needed by banded noise only, whose
             state holds past noise of that size.
         """
-        noise_state = None
-        if self.plan.banded:
-            if params is None:
-                raise ValueError("banded noise keeps past noise of the parameters' size: "
-                                 "mech.init(params).")
-            noise_state = bandmf.for_plan(self.plan).init(params)
+        if self.plan.banded and params is None:
+            raise ValueError("banded noise keeps past noise of the parameters' size: "
+                             "mech.init(params).")
         return MechanismState(step=jnp.asarray(self.first_step, jnp.int32),
-                              key=self.randomness.noise_key(), noise=noise_state)
+                              key=self.randomness.noise_key(),
+                              noise=bandmf.initial_state(self.plan, params))
 
     def _check_step(self, state: MechanismState) -> int:
         step = int(state.step)
@@ -201,13 +200,9 @@ class Mechanism:
         public_sum, private_sum, stats = gradient.masked_sums(
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
             axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
-        key = noise.step_key(state.key, state.step)
-        noise_state = state.noise
-        if self.plan.banded:
-            grad, noise_state = gradient.banded_noisy_gradient(
-                public_sum, private_sum, key, noise_state, plan=self.plan)
-        else:
-            grad = gradient.noisy_gradient(public_sum, private_sum, key, plan=self.plan)
+        grad, noise_state = gradient.noisy_update(
+            public_sum, private_sum, noise.step_key(state.key, state.step), state.noise,
+            plan=self.plan)
         planned = (state.step >= self.first_step) & (state.step < self.end_step)
         grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
         return grad, state._replace(step=state.step + 1, noise=noise_state), stats

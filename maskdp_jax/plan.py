@@ -38,7 +38,7 @@ from typing import Any
 
 from dp_accounting import dp_event
 
-from maskdp_jax import accounting
+from maskdp_jax import accounting, bandmf
 from maskdp_jax.accounting import accountant, events, inputs
 
 
@@ -185,8 +185,6 @@ class PrivacyPlan:
                              "decoupled scheme (an independent public draw), not 'coupled'.")
         if self.bands > self.steps:
             raise ValueError(f"bands = {self.bands} exceeds the planned steps ({self.steps}).")
-        from maskdp_jax import bandmf
-
         bandmf.require_jax_privacy()  # before any data is read: the strategy needs it
         if self.bands * self.batch_size >= self.num_examples:
             raise ValueError(
@@ -203,15 +201,13 @@ class PrivacyPlan:
         """The ledger the accountant composes for the executed steps in ``ledger``: itself for
         independent noise; for banded noise each segment of steps becomes the amplified BandMF
         segment (rate ``bands q``, ``ceil(steps / bands)`` rounds,
-        :func:`maskdp_jax.bandmf.accounting_segment`). Segments convert one by one, so a
+        :func:`maskdp_jax.accounting.events.banded_segment`). Segments convert one by one, so a
         history in several segments is charged at least the rounds of one (never fewer)."""
         if not self.banded:
             return ledger
-        from maskdp_jax import bandmf
-
         return accounting.Ledger([
-            bandmf.accounting_segment(q=seg.q, noise_multiplier=seg.noise_multiplier,
-                                      steps=seg.steps, bands=self.bands)
+            events.banded_segment(q=seg.q, noise_multiplier=seg.noise_multiplier,
+                                  steps=seg.steps, bands=self.bands)
             for seg in ledger.segments])
 
     # ------------------------------------------------------------------------------------------
@@ -266,9 +262,9 @@ class PrivacyPlan:
         if noise_multiplier is not None:
             return cls(noise_multiplier=float(noise_multiplier), **common)
         # Validate everything the accountant does not (C, N, B) before the costly search.
-        probe = cls(noise_multiplier=1.0, target_epsilon=float(target_epsilon), **common)
-        accounted = probe.accounted(accounting.Ledger([events.make_segment(
-            q=probe.q, noise_multiplier=1.0, steps=steps)])).segments[0]
+        cls(noise_multiplier=1.0, target_epsilon=float(target_epsilon), **common)
+        accounted = events.banded_segment(q=batch_size / num_examples, noise_multiplier=1.0,
+                                          steps=steps, bands=bands)
         sigma = accounting.calibrate_noise_multiplier(
             target_epsilon=target_epsilon, delta=delta, q=accounted.q,
             steps=accounted.steps, method=accountant, adjacency=adjacency, sampling=scheme,
@@ -296,9 +292,8 @@ class PrivacyPlan:
         if self.sampling == "coupled":
             raise ValueError("coupled sampling has no dp-accounting event; its ε comes from the "
                              "revealed-sample bound (accounting.coupled).")
-        planned = accounting.Ledger()
-        self.record_step(planned, steps=max(steps, 1))
-        seg = self.accounted(planned).segments[0]
+        seg = events.banded_segment(q=self.q, noise_multiplier=self.noise_multiplier,
+                                    steps=max(steps, 1), bands=self.bands)
         return dp_event.SelfComposedDpEvent(
             events.step_event(q=seg.q, noise_multiplier=seg.noise_multiplier),
             seg.steps if steps else 0)

@@ -24,6 +24,7 @@ default ``secret`` randomness gives each stream its own seed derived from a secr
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -102,7 +103,7 @@ class PoissonSampler:
         rng = np.random.default_rng([seed, step, stream])
         if stream == PRIVATE_STREAM and self.cycle_length > 1:
             rate = min(1.0, self.cycle_length * self.sampling_rate)
-            eligible = self.groups() == step % self.cycle_length
+            eligible = self._groups == step % self.cycle_length
             included = np.flatnonzero(eligible & (rng.random(self.num_examples) < rate))
         else:
             included = np.flatnonzero(rng.random(self.num_examples) < self.sampling_rate)
@@ -112,7 +113,11 @@ class PoissonSampler:
         """``[N]`` the cyclic group of every example (private stream, ``cycle_length > 1``):
         independent uniform draws from the private seed, fixed for the run (a video's group
         depends on nothing about it, so adding or removing one moves no other: the
-        add/remove adjacency the accountant assumes)."""
+        add/remove adjacency the accountant assumes). Drawn once per sampler, not per step."""
+        return self._groups.copy()
+
+    @functools.cached_property
+    def _groups(self) -> np.ndarray:
         seed = self.private_seed if self.private_seed is not None else self.seed
         rng = np.random.default_rng([seed, _PARTITION_WORD, PRIVATE_STREAM])
         return rng.integers(self.cycle_length, size=self.num_examples)

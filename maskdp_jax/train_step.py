@@ -52,6 +52,7 @@ import optax
 from flax import struct
 
 from maskdp_jax import (
+    bandmf,
     clipping,
     compilation,
     ghost,
@@ -95,17 +96,12 @@ class TrainState(struct.PyTreeNode):
     def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation,
                plan: PrivacyPlan | None = None):
         """The state before step 0; ``plan`` (banded noise) adds the noise state."""
-        noise_state = None
-        if plan is not None and plan.banded:
-            from maskdp_jax import bandmf
-
-            noise_state = bandmf.for_plan(plan).init(trainable)
         return cls(
             step=jnp.zeros((), jnp.int32),
             trainable=trainable,
             frozen=frozen,
             opt_state=tx.init(trainable),
-            noise_state=noise_state,
+            noise_state=None if plan is None else bandmf.initial_state(plan, trainable),
         )
 
     @property
@@ -284,17 +280,10 @@ def finalize(
       acc: sums over every physical batch of this logical step.
       key: base PRNG key of the run, identical on every replica.
     """
-    sums = (acc.public_sum if plan.mode.has_public_pass else None,
-            acc.private_sum if plan.mode.has_private_pass else None)
-    noise_state = state.noise_state
-    if plan.banded:
-        if noise_state is None:
-            raise ValueError("a banded plan's TrainState needs its noise state: "
-                             "TrainState.create(..., plan=plan).")
-        grad, noise_state = gradient.banded_noisy_gradient(
-            *sums, noise.step_key(key, state.step), noise_state, plan=plan)
-    else:
-        grad = gradient.noisy_gradient(*sums, noise.step_key(key, state.step), plan=plan)
+    grad, noise_state = gradient.noisy_update(
+        acc.public_sum if plan.mode.has_public_pass else None,
+        acc.private_sum if plan.mode.has_private_pass else None,
+        noise.step_key(key, state.step), state.noise_state, plan=plan)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
     metrics = {

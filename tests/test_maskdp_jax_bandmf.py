@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from maskdp_jax import bandmf, noise, sampling
-from maskdp_jax.accounting import accountant
+from maskdp_jax.accounting import accountant, events
 
 pytest.importorskip("jax_privacy")
 
@@ -88,7 +88,7 @@ def test_the_ledger_segment_is_jax_privacys_amplified_bandmf_event(steps, bands)
     from jax_privacy.experimental import accounting as jp_accounting
 
     q, sigma, delta = 0.01, 1.1, 1e-5
-    seg = bandmf.accounting_segment(q=q, noise_multiplier=sigma, steps=steps, bands=bands)
+    seg = events.banded_segment(q=q, noise_multiplier=sigma, steps=steps, bands=bands)
     ours = accountant.history_epsilon([seg], delta=delta, method="rdp", adjacency="special",
                                       sampling="decoupled")
     event = jp_accounting.amplified_bandmf_event(sigma, steps, num_bands=bands,
@@ -274,7 +274,7 @@ def test_the_low_level_pieces_refuse_what_would_break_min_separation():
         cyclic.logical_batch(0, mode="maskdp", sampling="coupled")
     with pytest.raises(ValueError, match="cannot follow a history"):
         mdp.Mechanism(plan=_banded_plan(), randomness=mdp.Randomness(mode="seeded", seed=0),
-                      history=(bandmf.events.make_segment(q=0.01, noise_multiplier=1.0,
+                      history=(events.make_segment(q=0.01, noise_multiplier=1.0,
                                                           steps=3),))
 
 

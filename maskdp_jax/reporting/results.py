@@ -194,12 +194,15 @@ def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     >>> round(d, 3), lo < d < hi
     (0.21, True)
     """
-    def values(mode):
-        return np.array([r[metric] for r in table_rows if r["mode"] == mode
-                         and r["target_epsilon"] == epsilon and r["view"] == "full"
-                         and r["clips_per_video"] == 1])
+    return welch(_full_view_values(table_rows, "maskdp", epsilon, metric),
+                 _full_view_values(table_rows, "dp", epsilon, metric))
 
-    return welch(values("maskdp"), values("dp"))
+
+def _full_view_values(table_rows: list[dict[str, Any]], mode: str, epsilon: float,
+                      metric: str) -> list[float]:
+    """``metric`` of the one-clip, full-view runs of ``mode`` at ``epsilon``."""
+    return [r[metric] for r in table_rows if r["mode"] == mode and r["target_epsilon"] == epsilon
+            and r["view"] == "full" and r["clips_per_video"] == 1]
 
 
 def welch(a, b) -> tuple[float, float, float, int, int] | None:
@@ -226,15 +229,12 @@ def noise_table(independent: list[dict[str, Any]], banded: list[dict[str, Any]],
     of table rows (:func:`rows`; one-clip, full-view runs), each mean ± sample std over its
     runs, and banded − independent in points with its 95 % Welch interval (the two noises
     draw other batches and noise, so the runs are not paired)."""
-    def values(table, mode, eps):
-        return [r[metric] for r in table if r["mode"] == mode and r["target_epsilon"] == eps
-                and r["view"] == "full" and r["clips_per_video"] == 1]
-
     lines = ["| mode | ε | independent | banded | banded − independent (points) | "
              "95 % interval | runs |", "|---|---|---|---|---|---|---|"]
     for mode in ("dp", "maskdp"):
         for eps in sorted({r["target_epsilon"] for r in banded if r["mode"] == mode}):
-            a, b = values(banded, mode, eps), values(independent, mode, eps)
+            a = _full_view_values(banded, mode, eps, metric)
+            b = _full_view_values(independent, mode, eps, metric)
             w = welch(a, b)
             if w is None:
                 continue
