@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from maskdp_jax import train
 from maskdp_jax.plan import Mode
-from maskdp_jax.reporting import plots, results
+from maskdp_jax.reporting import plots, results, run_report
 from maskdp_jax.run import command
 from maskdp_jax.run import config as run_config
 
@@ -298,7 +298,7 @@ def run_command(f: flags.FlagValues, argv=("maskdp_jax.sweep",)) -> int:
         os.makedirs(workdir, exist_ok=True)
         results.record_command(workdir, shlex.join(["python", "-m", "maskdp_jax.sweep", *argv[1:]]))
         todo = [(n, c) for n, c in runs
-                if not os.path.isfile(os.path.join(workdir, n, "report.json"))]
+                if not run_report.finished(os.path.join(workdir, n))]
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
         # Runs of one mode share their expensive XLA programs (σ only enters the cheap update
         # step), so a persistent compilation cache lets later runs skip most compilation.

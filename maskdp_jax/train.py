@@ -526,11 +526,9 @@ def finished_run(workdir: str, config: ml_collections.ConfigDict) -> dict[str, A
     the journal covers the last step), so the same command run again, e.g. requeued by a
     scheduler after the run ended, returns at once. Training again needs a new ``--workdir``.
     """
-    path = os.path.join(workdir, "report.json")
-    if not os.path.isfile(path):
+    report = run_report.read(workdir)
+    if report is None:
         return None
-    with open(path) as f:
-        report = json.load(f)
     same = report.get("config") == json.loads(json.dumps(config.to_dict()))
     top1 = report.get("metrics", {}).get("top1")
     print(f"{workdir} holds a finished {report.get('privacy', {}).get('mode', '')} run "

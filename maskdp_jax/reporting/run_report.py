@@ -164,10 +164,27 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+REPORT_JSON = "report.json"
+
+
+def finished(workdir: str) -> bool:
+    """Whether the run in ``workdir`` is finished: its ``report.json``, the last thing a run
+    writes (once the journal covers its last step), exists."""
+    return os.path.isfile(os.path.join(workdir, REPORT_JSON))
+
+
+def read(workdir: str) -> dict[str, Any] | None:
+    """The finished run's ``report.json`` in ``workdir``, or None (:func:`finished`)."""
+    if not finished(workdir):
+        return None
+    with open(os.path.join(workdir, REPORT_JSON)) as f:
+        return json.load(f)
+
+
 def write(run: RunReport, workdir: str) -> tuple[str, str]:
     """Write ``report.json`` and ``report.md`` into ``workdir``; return their paths."""
     os.makedirs(workdir, exist_ok=True)
-    json_path = os.path.join(workdir, "report.json")
+    json_path = os.path.join(workdir, REPORT_JSON)
     md_path = os.path.join(workdir, "report.md")
     with open(json_path, "w") as f:
         json.dump(run.to_dict(), f, indent=2, sort_keys=True)
