@@ -607,7 +607,7 @@ def lira_page_rows(report: dict) -> list[str]:
     offline and of the configured online, Gu & Chen 2024's offline (indicative) ε lower bound, the
     best bound of every attack and seed with Bonferroni over them, and the cap at that level with
     "cannot fail at this ε" above it."""
-    from maskdp_jax.audit import membership
+    from maskdp_jax.audit import membership, metrics
 
     table = membership.table(report)
     best = {(b["mode"], b["epsilon"]): b
@@ -627,7 +627,7 @@ def lira_page_rows(report: dict) -> list[str]:
             f"{cell(e['online_aug'], 'auc')} | {cell(e['offline_seed004'], 'asr_max')} | "
             f"{cell(e['online'], 'asr_max')} | "
             f"{cell(e['offline_seed004'], 'epsilon_lower_bound')} | "
-            f"{membership.bound_cell(b['best'])} | {membership.cap_cell(b['cap'], eps)} |")
+            f"{membership.bound_cell(b['best'])} | {metrics.cap_cell(b['cap'], eps)} |")
     return rows
 
 
@@ -777,7 +777,7 @@ def canary_page_rows(report: dict) -> list[str]:
     """The guide's canary rows (audit.canaries.table): the one-run bound, the standard AUC and its
     null mean and 95 % band, the cap ("cannot fail at this ε" where the promise is above it), and
     the hull's AUC."""
-    from maskdp_jax.audit import canaries
+    from maskdp_jax.audit import canaries, metrics
 
     rows = []
     for e in canaries.table(report):
@@ -786,7 +786,7 @@ def canary_page_rows(report: dict) -> list[str]:
         lb, auc, null = e["epsilon_lower_bound"], e["auc"], e["null_auc"]
         rows.append(f"| {e['mode']} | {eps} | {e['region']} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
                     f"{auc[0]:.2f} ± {auc[1]:.2f} | {null['mean']:.2f} [{null['low']:.2f}, "
-                    f"{null['high']:.2f}] | {canaries.cap_cell(report['cap'], e)} | "
+                    f"{null['high']:.2f}] | {metrics.cap_cell(report['cap'], e['upper_bound'])} | "
                     f"{e['auc_hull'][0]:.2f} |")
     return rows
 

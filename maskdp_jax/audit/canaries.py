@@ -228,8 +228,9 @@ def audit(config) -> dict[str, Any]:
 
 
 def table(report: dict) -> list[dict[str, Any]]:
-    """Mean and sample std over seeds per (mode, ε, region); ``cannot_fail``: the ε promised is
-    above the report's ``cap`` (:func:`largest_certifiable_epsilon`), so no run could refute it."""
+    """Mean and sample std over seeds per (mode, ε, region). An ε promised (``upper_bound``)
+    above the report's ``cap`` (:func:`largest_certifiable_epsilon`) is one no run could refute
+    (:func:`maskdp_jax.audit.metrics.cap_cell` says so in the tables)."""
     out = []
     keys = dict.fromkeys((r["mode"], r["epsilon"], r["region"]) for r in report["rows"])
     for mode, eps, region in keys:
@@ -242,15 +243,8 @@ def table(report: dict) -> list[dict[str, Any]]:
         entry["null_auc"] = {k: float(np.mean([r["null_auc"][k] for r in group]))
                              for k in ("mean", "low", "high")}
         entry["violations"] = sum(r["epsilon_lower_bound"] > r["upper_bound"] for r in group)
-        entry["cannot_fail"] = entry["upper_bound"] > report["cap"]
         out.append(entry)
     return out
-
-
-def cap_cell(cap: float, entry: dict) -> str:
-    """``"2.65"``, or ``"2.65: cannot fail at this ε"`` for an entry of :func:`table` whose
-    promised ε is above the cap."""
-    return f"{cap:.2f}" + (": cannot fail at this ε" if entry["cannot_fail"] else "")
 
 
 def markdown(config, report: dict) -> str:
@@ -289,7 +283,8 @@ def markdown(config, report: dict) -> str:
         lines.append(f"| {e['mode']} | {eps} | {e['region']} region | {up} | "
                      f"{lb[0]:.2f} ± {lb[1]:.2f} | {auc[0]:.3f} ± {auc[1]:.3f} | "
                      f"{null['mean']:.3f} [{null['low']:.3f}, {null['high']:.3f}] | "
-                     f"{e['violations']}/{e['seeds']} | {cap_cell(report['cap'], e)} | "
+                     f"{e['violations']}/{e['seeds']} | "
+                     f"{metrics.cap_cell(report['cap'], e['upper_bound'])} | "
                      f"{e['auc_hull'][0]:.3f} |")
     lines += ["", f"Total time: {sum(r['seconds'] for r in report['rows']):.0f} s of training "
               "and scoring.", ""]

@@ -705,7 +705,7 @@ def markdown(config, report: dict) -> str:
             f"{e['asr_mean'][0]:.3f} ± {e['asr_mean'][1]:.3f} | "
             f"{e['test_accuracy'][0]:.3f} ± {e['test_accuracy'][1]:.3f} | "
             f"{e['epsilon_lower_bound'][0]:.2f} ± {e['epsilon_lower_bound'][1]:.2f} | "
-            f"{membership.cap_cell(e['cap'], e['epsilon'])} |")
+            f"{metrics.cap_cell(e['cap'], e['epsilon'])} |")
     total = sum(r["seconds"] for v in report["versions"] for r in v["rows"])
     lines += ["", f"Shadow training and scoring: {total:.0f} s.", ""]
     return "\n".join(lines)

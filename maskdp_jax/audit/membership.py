@@ -250,11 +250,6 @@ EARLIER_TPR_NOTE = (
     "cannot be read again on the ROC (`audit.metrics.empirical_tpr_at_fpr`); a rerun does.")
 
 
-def cap_cell(cap: float, epsilon: float) -> str:
-    """``"4.53"``, or ``"4.53: cannot fail at this ε"`` when the audited ε is above the cap."""
-    return f"{cap:.2f}" + (": cannot fail at this ε" if epsilon > cap else "")
-
-
 def bound_cell(best: tuple[float, float]) -> str:
     """``"0.27"``, or ``"0.27–0.31"`` when only a bracket is known."""
     low, high = best
@@ -292,7 +287,7 @@ def table_lines(entries: list[dict], keys: tuple[str, ...]) -> list[str]:
             f"{tpr_cell(e, 'tpr_at_fpr_0.001')} | {tpr_cell(e, 'tpr_at_fpr_0.01')} | "
             f"{with_null(e, 'asr_max')} | {with_null(e, 'asr_mean')} | "
             f"{e['epsilon_lower_bound'][0]:.3f} ± {e['epsilon_lower_bound'][1]:.3f} | "
-            f"{cap_cell(e['cap'], e['epsilon'])} | {e['auc_hull'][0]:.3f} |")
+            f"{metrics.cap_cell(e['cap'], e['epsilon'])} | {e['auc_hull'][0]:.3f} |")
     if any(e["earlier_tpr_rule"] and any(e[n] is not None for n in TPR_FIGURES)
            for e in entries):
         lines += ["", EARLIER_TPR_NOTE]
@@ -312,7 +307,7 @@ def bound_lines(entries: list[dict], keys: tuple[str, ...]) -> list[str]:
         lines.append(
             "| " + " | ".join(cells) + f" | {e['attacks']} attacks × {e['seeds']} "
             f"seed{'s' if e['seeds'] > 1 else ''} = {family} | {bound_cell(e['best'])} | "
-            f"{cap_cell(e['cap'], e['epsilon'])} |")
+            f"{metrics.cap_cell(e['cap'], e['epsilon'])} |")
     return lines
 
 

@@ -250,6 +250,12 @@ def largest_certifiable_epsilon(num_in: int, num_out: int, *, delta: float,
                              delta=delta, significance=significance)
 
 
+def cap_cell(cap: float, epsilon: float) -> str:
+    """A table cell of an audit's power: ``"4.53"``, or ``"4.53: cannot fail at this ε"`` when
+    the audited ε is above the largest one the design could certify (every audit table)."""
+    return f"{cap:.2f}" + (": cannot fail at this ε" if epsilon > cap else "")
+
+
 def epsilon_lower_bound(in_scores, out_scores, *, delta: float, significance: float = 0.05,
                         fprs=BOUND_FPRS) -> float:
     """Clopper–Pearson ε lower bound over the fixed FPR grid ``fprs``, Bonferroni over its size
