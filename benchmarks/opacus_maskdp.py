@@ -216,14 +216,16 @@ class StepSettings:
     batch: int
     tokens: object  # maskdp_jax.tokenizer.Tokenizer
     microbatch: int | None
+    ghost: bool = False  # the private pass' per-example norms by ghost rules, not vmap
 
 
-def dp_config(size, model, *, sigma: float, clip: float, microbatch=None) -> StepSettings:
+def dp_config(size, model, *, sigma: float, clip: float, microbatch=None,
+              ghost: bool = False) -> StepSettings:
     from maskdp_jax.tokenizer import Tokenizer
 
     return StepSettings(sigma=sigma, clip=clip, batch=size["batch"],
                         tokens=Tokenizer(patch_stride=tuple(model.patch_stride)),
-                        microbatch=microbatch)
+                        microbatch=microbatch, ghost=ghost)
 
 
 def step_plan(cfg: StepSettings, mode: str):
@@ -239,10 +241,12 @@ def step_plan(cfg: StepSettings, mode: str):
 
 def step_args(cfg: StepSettings, mode: str) -> dict:
     """Keyword arguments of ``make_train_step`` (less apply_fn, tx) for ``mode``."""
+    from maskdp_jax.run import model as run_model
     from maskdp_jax.train_step import PixelViews
 
     return {"plan": step_plan(cfg, mode), "views": PixelViews(cfg.tokens),
-            "microbatch_size": cfg.microbatch}
+            "microbatch_size": cfg.microbatch,
+            "ghost_rules": run_model.ghost_rules() if cfg.ghost else None}
 
 
 def relative_error(ours: dict, ref: dict) -> float:
@@ -366,10 +370,13 @@ class PeakRss:
 
 
 def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int, warmup: int,
-             device: str, microbatch: int | None, compute_dtype: str = "float32") -> dict:
+             device: str, microbatch: int | None, compute_dtype: str = "float32",
+             ghost: bool = False) -> dict:
     """Median logical-step seconds of one configuration, in this process. ``compute_dtype``
     ``"bfloat16"``: ours with ``compute.dtype="bfloat16"``, PyTorch under ``torch.autocast``
-    to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on both sides."""
+    to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on both sides.
+    ``ghost``: ours takes the private pass' per-example norms by ghost rules
+    (``compute.per_example="ghost"``; ``microbatch`` is then unused by that pass)."""
     import torch
 
     model = torch_setup(size, strategy)
@@ -405,7 +412,7 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
         import optax
 
         tx = optax.sgd(0.1)
-        cfg = dp_config(size, jmodel, sigma=sigma, clip=clip, microbatch=microbatch)
+        cfg = dp_config(size, jmodel, sigma=sigma, clip=clip, microbatch=microbatch, ghost=ghost)
         fn = make_jax_step(mode, apply_fn=apply_fn, tx=tx, cfg=cfg)
         batches = jax_batches(data, size["physical"])
         key = jax.random.key(0)
@@ -485,6 +492,8 @@ def main() -> None:
     parser.add_argument("--compute_dtype", choices=("float32", "bfloat16"), default="float32",
                         help="the timed steps' products, both frameworks alike (bfloat16: ours "
                         "compute.dtype, PyTorch AMP autocast)")
+    parser.add_argument("--per_example", choices=("vmap", "ghost"), default="vmap",
+                        help="ours: the private pass' per-example norms (compute.per_example)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip_equality", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # framework:mode:strategy
@@ -516,7 +525,8 @@ def main() -> None:
         micro = size["microbatch"] if strategy == "full" else None
         print(json.dumps(time_one(framework, mode, strategy, size, steps=args.steps,
                                   warmup=args.warmup, device=args.device, microbatch=micro,
-                                  compute_dtype=args.compute_dtype)))
+                                  compute_dtype=args.compute_dtype,
+                                  ghost=args.per_example == "ghost")))
         return
 
     print(f"# {args.size}: {size}, precision {args.precision}\n# {machine_line(args.device)}")
