@@ -160,3 +160,65 @@ def test_a_worker_s_lines_reach_the_file_as_printed_and_a_failure_is_kept(tmp_pa
     assert "FAILED (exit 3)" in status
     assert re.search(r"\[ *\d+ s\] measured 1.5 ms\n", md), md
     assert "boom" in md and "FAILED (exit 3)" in md, md
+
+
+def test_the_lease_plan_is_the_priority_rows_at_the_papers_batch_with_targets(
+        tmp_path, monkeypatch):
+    """``--lease``: the selective maskdp step against Opacus at B = 128 in bfloat16 first, then
+    its two-view non-private baseline, full fine-tuning with ghost norms (maskdp, nonprivate),
+    the bfloat16 forward; and a targets table whose ratios say "not measured" when a row did
+    not run (here: a dry run)."""
+    out = tmp_path / "lease.md"
+    _main(monkeypatch, "--lease", "--dry_run", "--device=cpu", f"--out={out}")
+    md = out.read_text()
+    order = ["| bfloat16 | maskdp | jax |", "| bfloat16 | maskdp | opacus |",
+             "| bfloat16 | nonprivate2 | jax |", "## full", "| bfloat16 | maskdp | jax |",
+             "| bfloat16 | nonprivate | jax |", "## forward", "| bfloat16 |", "## targets"]
+    at = 0
+    for text in order:
+        at = md.index(text, at) + len(text)
+    assert md.count("--batch=128 --physical=32") == 3 and md.count("--batch=128 --physical=16") == 2
+    assert md.count("--per_example=ghost") == 2 and "ours with ghost norms" in md
+    assert "## cache" not in md and "| tf32 |" not in md and "| float32 |" not in md
+    for name in ("Opacus / ours", "maskdp / nonprivate2", "maskdp / nonprivate |"):
+        assert re.search(re.escape(name) + r".*\| not measured \| - \|", md), name
+
+
+def test_targets_are_marked_met_or_not_from_the_measured_medians():
+    sys.path.insert(0, ROOT)
+    from benchmarks import gpu_suite
+
+    done = {("step", "bfloat16", "maskdp", "opacus"): {"median_s": 1.35},
+            ("step", "bfloat16", "maskdp", "jax"): {"median_s": 0.49},
+            ("step", "bfloat16", "nonprivate2", "jax"): {"median_s": 0.35},
+            ("full", "bfloat16", "maskdp", "jax"): {"median_s": 3.0}}
+    table = gpu_suite.targets_section(done)
+    assert "| >= 2.0 | 2.76× | met |" in table
+    assert "| <= 1.15 | 1.40× | not met |" in table
+    assert "| <= 1.3 | not measured | - |" in table
+
+
+def test_a_forward_row_without_a_flop_count_still_reports_its_times():
+    """Where XLA gives no cost analysis (jax 0.11.2 on an H200 gave None for the lowered
+    program), the row keeps its compile and median times and says the count is missing."""
+    sys.path.insert(0, ROOT)
+    from benchmarks import gpu_suite
+
+    row = gpu_suite.Row("forward", "bfloat16", [], 0.0)
+    line = gpu_suite.format_row(row, dict(compile_s=12.0, median_ms=30.5, gflop=None,
+                                          tflops=None, device_kind="NVIDIA H200",
+                                          peak_mib=900.0), {})
+    assert line == ("| bfloat16 | 12.0 | 30.50 | no count (XLA's cost analysis gave none) | - "
+                    "| - | 900 |\n")
+
+
+def test_what_the_lease_carries_fits_the_device_call():
+    """The tracked tree plus the lease's wheels (:file:`benchmarks/gpu_wheels.txt` less av and
+    decord, whose row the lease skips; their sizes as fetched for cp312, 5.3 MB) stay under the
+    64 MiB a device call takes along, with 8 MiB to spare for the tree's growth."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    tracked = sum(os.path.getsize(os.path.join(ROOT, f)) for f in files
+                  if f and os.path.isfile(os.path.join(ROOT, f)))
+    wheels = 5_268_600
+    assert tracked + wheels <= 64 * 2**20 - 8 * 2**20, (tracked, wheels)
