@@ -237,27 +237,33 @@ def roc_loglog(table: list[dict[str, Any]], fprs, path: str, *, title: str,
 
 
 def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: str) -> None:
-    """The canary audit, two panels, private-region canaries beside public-region ones per
-    setting, mean ± std over seeds: the one-run ε lower bound (with the ε each setting promises
-    as a line on its bars, or, above the panel's range, an arrow at its top edge labelled with
-    the value; none where it promises nothing; the largest certifiable bound as a dotted line)
-    and the attack's standard AUC with each bar's null (mean and 95 % band of iid scores at its
-    IN/OUT counts) drawn across it in gray. One legend for the regions, below both panels.
+    """The canary audit, two panels, private-region canaries beside public-region ones (or the
+    one region a study audited) per setting, mean ± std over seeds: the one-run ε lower bound
+    (with the ε each setting promises as a line on its bars, or, above the panel's range, an
+    arrow at its top edge labelled with the value; none where it promises nothing; the largest
+    certifiable bound as a dotted line) and the attack's standard AUC with each bar's null (mean
+    and 95 % band of iid scores at its IN/OUT counts) drawn across it in gray. One legend for
+    the regions, below both panels.
 
     Args:
       table: rows of :func:`maskdp_jax.audit.canaries.table` (``mode``, ``epsilon``, ``region``,
         ``upper_bound``, ``epsilon_lower_bound`` and ``auc`` as ``(mean, std)``, ``null_auc``).
     """
     settings = list(dict.fromkeys((r["mode"], r["epsilon"]) for r in table))
+    # the regions the study audited (one bar per region and setting), in a fixed order
+    regions = [g for g in ("private", "public") if any(r["region"] == g for r in table)]
+    width, offsets = 0.76 / len(regions), {g: (i - (len(regions) - 1) / 2) * 0.38
+                                           for i, g in enumerate(regions)}
     x = np.arange(len(settings))
     fig, axes = plt.subplots(1, 2, figsize=(max(9.6, 2.0 * len(settings)), 4.6), dpi=120)
     left, right = axes
     region_handles = []
     for ax, name in zip(axes, ("epsilon_lower_bound", "auc"), strict=True):
-        for i, (region, hatch) in enumerate((("private", ""), ("public", "//"))):
+        for region in regions:
+            hatch = "" if region == "private" else "//"
             rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
-            xs = x + (i - 0.5) * 0.38
-            bars = ax.bar(xs, [rows[s][name][0] for s in settings], 0.36,
+            xs = x + offsets[region]
+            bars = ax.bar(xs, [rows[s][name][0] for s in settings], width - 0.02,
                           yerr=[rows[s][name][1] for s in settings], capsize=3,
                           color=[_STYLE[m]["color"] for m, _ in settings], alpha=0.75,
                           hatch=hatch, edgecolor="white")
@@ -268,26 +274,27 @@ def canary_bounds(table: list[dict[str, Any]], path: str, *, cap: float, title: 
     tops = [r["epsilon_lower_bound"][0] + r["epsilon_lower_bound"][1] for r in table]
     top = 1.15 * max(cap, *tops)
     left.set_ylim(0.0, top)
-    for i, region in enumerate(("private", "public")):
+    half = width / 2 - 0.01
+    for region in regions:
         rows = {(r["mode"], r["epsilon"]): r for r in table if r["region"] == region}
-        for xi, s in zip(x + (i - 0.5) * 0.38, settings, strict=True):
+        for xi, s in zip(x + offsets[region], settings, strict=True):
             up = rows[s]["upper_bound"]
             if not math.isfinite(up):
                 continue
             if up <= top:
-                left.plot([xi - 0.18, xi + 0.18], [up, up], color="black", lw=1.5)
+                left.plot([xi - half, xi + half], [up, up], color="black", lw=1.5)
             else:  # promised more than the panel shows: an arrow at the top edge, and the value
                 left.annotate(f"{up:g}", (xi, top), xytext=(xi, 0.9 * top), ha="center",
                               fontsize=7, arrowprops=dict(arrowstyle="->", lw=1))
     left.axhline(cap, color="gray", ls=":", lw=1, label=f"largest certifiable ({cap:.2f})")
     left.plot([], [], color="black", lw=1.5, label="ε promised (arrow: above the panel)")
     left.set_ylabel("ε lower bound, one run (95 %)")
-    for xi, r in zip(np.r_[x - 0.19, x + 0.19], [
+    for xi, r in zip(np.concatenate([x + offsets[g] for g in regions]), [
             next(r for r in table if (r["mode"], r["epsilon"], r["region"]) == (*s, region))
-            for region in ("private", "public") for s in settings], strict=True):
+            for region in regions for s in settings], strict=True):
         null = r["null_auc"]  # this bar's no-leakage band (iid scores, its IN/OUT counts)
-        right.plot([xi - 0.18, xi + 0.18], [null["mean"]] * 2, color="gray", lw=1)
-        right.fill_between([xi - 0.18, xi + 0.18], null["low"], null["high"], color="gray",
+        right.plot([xi - half, xi + half], [null["mean"]] * 2, color="gray", lw=1)
+        right.fill_between([xi - half, xi + half], null["low"], null["high"], color="gray",
                            alpha=0.25, lw=0)
     right.fill_between([], [], [], color="gray", alpha=0.25, label="null AUC (95 % band)")
     right.set_ylim(0.3, 1.02)
