@@ -184,6 +184,13 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
             gaps = results.gap_table(table_rows)
             if gaps:
                 f.write(gaps + "\n\n")
+        paired = "" if variants else results.clips_paired_table(table_rows,
+                                                                epsilon=s.clips_epsilon)
+        if paired:
+            f.write(f"Per seed at ε = {s.clips_epsilon:g} (a seed fixes the initial weights and "
+                    "the randomness key at every K), test top-1 in %; per mode, the mean "
+                    f"difference K = {max(s.clips)} − K = 1 in points with its 95 % paired t "
+                    "interval and the exact two-sided sign test:\n\n" + paired + "\n\n")
         if variants:
             split = config.base.input.get("eval_split", "test")
             f.write("Variants of the base config (`sweep.variants`), each over the same seeds; "

@@ -287,3 +287,32 @@ def test_results_name_the_recorded_command_and_commit(tmp_path):
     with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
         md = f.read()
     assert f"Produced by `{command}` at commit `{commit}`" in md
+
+
+def test_clips_paired_table_pairs_each_seed_and_gives_the_interval_and_sign_test():
+    """Per (mode, seed) the top-1 at every K and K_max − K = 1; a seed missing a K is left out;
+    per mode the mean difference with its paired t interval (scipy's) and the exact sign test
+    (5 of 5 positive: p = 2 / 32)."""
+    import scipy.stats
+
+    from maskdp_jax.reporting import results
+
+    gains = [0.033, 0.057, 0.018, 0.02, 0.01]
+    rows = [{"mode": "dp", "target_epsilon": 1.0, "view": "full", "clips_per_video": k,
+             "seed": s, "top1": 0.3 + 0.05 * s + (g if k == 8 else 0.0)}
+            for s, g in enumerate(gains) for k in (1, 2, 8)]
+    rows.append({"mode": "dp", "target_epsilon": 1.0, "view": "full", "clips_per_video": 1,
+                 "seed": 9, "top1": 0.9})  # no K = 2, 8: not paired
+    rows.append({"mode": "dp", "target_epsilon": 4.0, "view": "full", "clips_per_video": 8,
+                 "seed": 0, "top1": 0.9})  # another ε: not this table's
+    table = results.clips_paired_table(rows, epsilon=1.0)
+    lines = table.splitlines()
+    assert lines[0] == "| mode | seed | K = 1 | K = 2 | K = 8 | K = 8 − K = 1 | |"
+    assert lines[2] == "| dp | 0 | 30.0 | 30.0 | 33.3 | +3.3 | |"
+    assert len(lines) == 2 + 5 + 1
+    d = 100 * np.asarray(gains)
+    lo, hi = scipy.stats.t.interval(0.95, len(d) - 1, loc=d.mean(),
+                                    scale=d.std(ddof=1) / np.sqrt(len(d)))
+    assert lines[-1] == (f"| dp | mean of 5 |  |  |  | {d.mean():+.1f} [{lo:+.1f}, {hi:+.1f}] | "
+                         "sign test p = 0.062 |")
+    assert results.clips_paired_table(rows, epsilon=2.0) == ""

@@ -223,6 +223,55 @@ def welch(a, b) -> tuple[float, float, float, int, int] | None:
     return diff, diff - half, diff + half, len(a), len(b)
 
 
+def clips_paired_table(table_rows: list[dict[str, Any]], *, epsilon: float,
+                       metric: str = "top1") -> str:
+    """The multi-clip effect per seed: one row per (mode, seed) with ``metric`` in % at every K
+    (``clips_per_video``) at ``epsilon`` (full view) and the largest K minus K = 1; then per mode
+    the mean of that difference with its 95 % paired t interval and the two-sided exact sign
+    test's p-value. Paired because a seed fixes the initial weights and the randomness key at
+    every K, so the seed's level (the largest source of spread) cancels. Empty without at least
+    two K; the summary rows need at least 2 seeds with every K.
+
+    >>> rows = [{"mode": "dp", "target_epsilon": 1.0, "view": "full", "clips_per_video": k,
+    ...          "seed": s, "top1": b + 0.01 * k} for s, b in enumerate((.3, .4, .2))
+    ...         for k in (1, 8)]
+    >>> print(clips_paired_table(rows, epsilon=1.0).splitlines()[-1])
+    | dp | mean of 3 |  |  | +7.0 [+7.0, +7.0] | sign test p = 0.25 |
+    """
+    import scipy.stats
+
+    picked = [r for r in table_rows if r["target_epsilon"] == epsilon and r["view"] == "full"]
+    ks = sorted({r["clips_per_video"] for r in picked})
+    if len(ks) < 2 or ks[0] != 1:
+        return ""
+    head = " | ".join(f"K = {k}" for k in ks)
+    lines = [f"| mode | seed | {head} | K = {ks[-1]} − K = 1 | |",
+             "|---|---|" + "---|" * len(ks) + "---|---|"]
+    for mode in dict.fromkeys(r["mode"] for r in picked):
+        by_seed: dict[int, dict[int, float]] = defaultdict(dict)
+        for r in picked:
+            if r["mode"] == mode:
+                by_seed[r["seed"]][r["clips_per_video"]] = 100 * r[metric]
+        diffs = []
+        for seed in sorted(by_seed):
+            v = by_seed[seed]
+            if set(v) != set(ks):
+                continue
+            diffs.append(v[ks[-1]] - v[1])
+            lines.append(f"| {mode} | {seed} | " + " | ".join(f"{v[k]:.1f}" for k in ks)
+                         + f" | {diffs[-1]:+.1f} | |")
+        if len(diffs) < 2:
+            continue
+        d = np.asarray(diffs)
+        half = float(scipy.stats.t.ppf(0.975, len(d) - 1)) * d.std(ddof=1) / math.sqrt(len(d))
+        positive, nonzero = int((d > 0).sum()), int((d != 0).sum())
+        p = float(scipy.stats.binomtest(positive, nonzero, 0.5).pvalue) if nonzero else 1.0
+        lines.append(f"| {mode} | mean of {len(d)} | " + " | " * (len(ks) - 1)
+                     + f" | {d.mean():+.1f} [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}] | "
+                     f"sign test p = {p:.2g} |")
+    return "\n".join(lines)
+
+
 def noise_table(independent: list[dict[str, Any]], banded: list[dict[str, Any]], *,
                 metric: str = "top1") -> str:
     """Independent against banded noise: one row per private mode and ε present in both sets
