@@ -185,3 +185,34 @@ def test_a_noise_free_release_of_own_data_needs_the_explicit_key(tmp_path):
     config = _config(path, **{"release.epsilon": float("inf")})
     config.data = dpcda_npz.dpcda_digits.get_config().data
     run.check_public(config)
+
+
+def test_digits_jittered_grows_each_side_from_its_own_originals():
+    """The seed's-scale generator: balanced classes of the asked sizes, pixels in [0, 1], the
+    same images for the same public seed; without its pixel noise every image is exactly a
+    zero-filled shift by at most one pixel of an original of its own class and split (so no test
+    image derives from a training original); bad sizes are refused."""
+    from maskdp_jax.configs import dpcda_digits60k
+
+    data = dpcda_digits60k.get_config().data
+    data.num_train, data.num_test = 200, 100
+    train, test = datasets.load(data)
+    assert train.features.shape == (200, 64) and test.features.shape == (100, 64)
+    assert list(train.class_sizes()) == [20] * 10 and list(test.class_sizes()) == [10] * 10
+    assert train.features.min() >= 0 and train.features.max() <= 1
+    again, _ = datasets.load(data)
+    np.testing.assert_array_equal(train.features, again.features)
+    originals, _ = datasets._digits(data.test_fraction, data.split_seed)
+    grown = datasets._jitter(originals, 30, np.random.default_rng(0), noise=0.0)
+
+    def shifts(image):
+        padded = np.pad(image.reshape(8, 8), 1)
+        return {padded[dy:dy + 8, dx:dx + 8].tobytes() for dy in range(3) for dx in range(3)}
+
+    for k in range(10):
+        own = set().union(*(shifts(x) for x in originals.features[originals.labels == k]))
+        made = grown.features[grown.labels == k]
+        assert len(made) == 30 and all(x.reshape(8, 8).tobytes() in own for x in made), k
+    data.num_train = 205
+    with pytest.raises(ValueError, match="multiples of 10"):
+        datasets.load(data)

@@ -4,6 +4,12 @@ Benchmarks (public data, :data:`BENCHMARKS`: the utility study may run on them b
 
 * ``digits``: scikit-learn's bundled ``load_digits`` (1,797 real 8×8 handwritten digits, shipped
   with the package, no download), split 80/20 stratified by a fixed public seed.
+* ``digits_jittered``: the seed's scale from the bundled digits (:func:`_digits_jittered`): the
+  ``digits`` split, then each side grown to ``data.num_train`` / ``data.num_test`` images
+  (default 60,000 / 10,000, 6,000 / 1,000 per class as MNIST's training set has about) by
+  one-pixel shifts and a little pixel noise of its own originals only, so no test image derives
+  from a training original. A generator, not MNIST: it has digits' 64 features and 1,437
+  training originals behind its 60,000 records.
 * ``synthetic_video``: the project's embedded video dataset (:mod:`maskdp_jax.data.synthetic`), the
   centre clip of each video, average-pooled in space by a fixed factor and flattened.
 
@@ -41,7 +47,7 @@ import zlib
 
 import numpy as np
 
-BENCHMARKS = ("digits", "synthetic_video")
+BENCHMARKS = ("digits", "digits_jittered", "synthetic_video")
 """Public data: the utility study (which spends no budget of its own) may run on it by default."""
 SOURCES = (*BENCHMARKS, "npz", "folder")
 """Every ``data.source``, the benchmarks, a user's ``.npz`` file or a folder of ``.npy`` records."""
@@ -77,6 +83,40 @@ def _digits(test_fraction: float, split_seed: int) -> tuple[Split, Split]:
                                               random_state=split_seed)
     names = tuple(str(k) for k in range(10))
     return Split(x_tr, y_tr, names), Split(x_te, y_te, names)
+
+
+def _jitter(split: Split, per_class: int, rng: np.random.Generator,
+            noise: float = 0.05) -> Split:
+    """``per_class`` images of each class of ``split`` (8×8 digits, features in [0, 1]): an
+    original of that class drawn uniformly, shifted by (dy, dx) ∈ {-1, 0, 1}² with zeros shifted
+    in, plus N(0, ``noise``²) per pixel, clipped to [0, 1]."""
+    xs, ys = [], []
+    for k in range(split.num_classes):
+        originals = split.features[split.labels == k].reshape(-1, 8, 8)
+        picked = originals[rng.integers(0, len(originals), per_class)]
+        padded = np.pad(picked, ((0, 0), (1, 1), (1, 1)))
+        dy, dx = rng.integers(0, 3, per_class), rng.integers(0, 3, per_class)
+        rows = (dy[:, None] + np.arange(8))[:, :, None]
+        cols = (dx[:, None] + np.arange(8))[:, None, :]
+        shifted = padded[np.arange(per_class)[:, None, None], rows, cols]
+        shifted = shifted + noise * rng.standard_normal(shifted.shape)
+        xs.append(np.clip(shifted, 0.0, 1.0).reshape(per_class, 64).astype(np.float32))
+        ys.append(np.full(per_class, k, np.int32))
+    return Split(np.concatenate(xs), np.concatenate(ys), split.class_names)
+
+
+def _digits_jittered(test_fraction: float, split_seed: int, num_train: int,
+                     num_test: int) -> tuple[Split, Split]:
+    """``digits``' split (:func:`_digits`), each side grown from its own originals
+    (:func:`_jitter`) to ``num_train`` / ``num_test`` balanced images; the shifts and noise are
+    drawn from ``split_seed`` (public). Both sizes must be multiples of the 10 classes."""
+    if num_train % 10 or num_test % 10 or num_train <= 0 or num_test <= 0:
+        raise ValueError(f"digits_jittered makes 10 balanced classes: data.num_train and "
+                         f"data.num_test must be positive multiples of 10; got {num_train}, "
+                         f"{num_test}.")
+    train, test = _digits(test_fraction, split_seed)
+    rng = np.random.default_rng([split_seed, 60_000])
+    return _jitter(train, num_train // 10, rng), _jitter(test, num_test // 10, rng)
 
 
 def _pool(videos: np.ndarray, factor: int) -> np.ndarray:
@@ -238,6 +278,9 @@ def load(config) -> tuple[Split, Split | None]:
     """
     if config.source == "digits":
         return _digits(config.test_fraction, config.split_seed)
+    if config.source == "digits_jittered":
+        return _digits_jittered(config.test_fraction, config.split_seed, config.num_train,
+                                config.num_test)
     if config.source == "synthetic_video":
         return _synthetic_video(config.num_train, config.num_test, config.pool, config.split_seed)
     if config.source not in SOURCES:
