@@ -24,6 +24,9 @@ def get_config() -> ml_collections.ConfigDict:
         # whole frame: close-ups, back views too; marks non-people in wide shots), "background"
         # (MOG2), "files"
         face_threshold=0.5,  # centerface: minimum face score
+        # centerface: the longest side (px) the face detector sees each frame at; faces below
+        # about 10 px at this scale are missed, so distant people need more (slower)
+        face_max_side=640,
         face_max_gap=4,  # centerface: frames a face carries over to frames where none was found
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors

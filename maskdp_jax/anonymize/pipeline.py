@@ -683,7 +683,8 @@ def build_stages(config) -> tuple[Stages, Options]:
                              f"{method_key}={method!r} would ignore it. Set "
                              f"--config.{method_key}={reader}, or leave {key} empty.")
     if seg.method == "centerface":
-        segmenter = segment.FacePeople(threshold=seg.face_threshold, refine=seg.refine,
+        segmenter = segment.FacePeople(threshold=seg.face_threshold,
+                                       max_side=seg.face_max_side, refine=seg.refine,
                                        margin=seg.margin, max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,

@@ -37,7 +37,7 @@ import os
 
 import numpy as np
 
-from maskdp_jax.anonymize import annotations, centerface, model_files
+from maskdp_jax.anonymize import annotations, centerface, model_files, skeletons
 from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
@@ -112,9 +112,21 @@ def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
 
 def read_boxes(boxes_dir: str, key: str, num_frames: int,
                size: tuple[int, int]) -> list[np.ndarray]:
-    """Person boxes from ``<boxes_dir>/<key stem>.json``: ``{"boxes": [[frame, x0, y0, x1, y1],
-    ...]}`` in pixels, ends exclusive (e.g. from NTU's skeletons or an annotation tool)."""
+    """Person boxes of video ``key`` from ``boxes_dir``, in pixels, ends exclusive: its box file
+    ``<key stem>.json``, ``{"boxes": [[frame, x0, y0, x1, y1], ...]}`` (an annotation tool's, or
+    converted from a dataset's poses), or else, for NTU RGB+D, the dataset's own skeleton file
+    (:func:`maskdp_jax.anonymize.skeletons.skeleton_path`, boxes from the joints).
+
+    Raises:
+      InputError: neither file exists (both named), or the one found is malformed.
+    """
     path = os.path.splitext(os.path.join(boxes_dir, key))[0] + ".json"
+    skeleton = skeletons.skeleton_path(boxes_dir, key)
+    if not os.path.exists(path) and os.path.exists(skeleton):
+        return [_clip_boxes(r, *size) for r in skeletons.read_boxes(skeleton, num_frames, size)]
+    if not os.path.exists(path):
+        raise InputError(f"{key}: no person boxes in {boxes_dir} (looked for {path} and the NTU "
+                         f"skeleton file {skeleton}).")
     rows = annotations.read_frame_rows(path, field="boxes", what="person box", width=5,
                                        num_frames=num_frames,
                                        layout="[[frame, x0, y0, x1, y1], ...]")
