@@ -82,6 +82,21 @@ def test_one_run_bound_on_known_answers():
     assert canaries.largest_certifiable_epsilon(8) == 0.0  # too few to certify anything
 
 
+def test_the_cap_is_a_perfect_attacks_bound_at_the_studys_delta():
+    """The report's cap counts the bound's 2mδ term: at the default operating point's design
+    (512 canaries, δ = 1e-5) it is above 4, the ε the private-region audit must be able to
+    refute, and below the δ = 0 formula; a larger δ lowers it; 128 canaries stay below 4."""
+    from maskdp_jax.configs import audit_canaries_default
+
+    config = audit_canaries_default.get_config()
+    cap = canaries.perfect_attack_bound(config.num_canaries, delta=config.delta)
+    assert 4.0 <= cap < canaries.largest_certifiable_epsilon(config.num_canaries)
+    assert canaries.perfect_attack_bound(512, delta=1e-4) < cap
+    assert canaries.perfect_attack_bound(128, delta=config.delta) < 4.0
+    assert config.regions == ("private",) and config.delta == 1e-5
+    assert config.num_canaries + config.input.num_train == 1024
+
+
 def test_what_each_mode_promises_each_region():
     assert canaries.upper_bound("maskdp", "private", 4.0) == 4.0
     assert math.isinf(canaries.upper_bound("maskdp", "public", 4.0))
@@ -114,4 +129,25 @@ def test_canary_audit_writes_its_table_and_plot(tmp_path):
     assert "| maskdp | 4 | public region | ∞ |" in text
     # 8 canaries certify nothing at 95 % (cap 0): neither promise can be refuted.
     assert report["cap"] == 0.0 and text.count("| 0.00: cannot fail at this ε |") == 2
+    assert (tmp_path / "canary_bounds.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_default_operating_point_audit_runs_small(tmp_path):
+    """configs/audit_canaries_default.py (the shipped pretrained mvit_cpu on the person videos,
+    private region only) at a tiny size: one row per seed, the report says what the model was
+    fine-tuned from and on which videos, and the plot has the one region."""
+    from maskdp_jax.audit import runs
+    from maskdp_jax.configs import audit_canaries_default
+
+    config = audit_canaries_default.get_config()
+    config.modes, config.epsilons, config.seeds = ("maskdp",), (4.0,), (0,)
+    config.input.num_train, config.num_canaries = 8, 8
+    config.batch_size = config.physical_batch_size = 8
+    config.num_epochs, config.delta = 1.0, 1e-3
+    report = runs.run(config, str(tmp_path))
+    assert [(r["mode"], r["region"]) for r in report["rows"]] == [("maskdp", "private")]
+    text = (tmp_path / "report.md").read_text()
+    assert "`mvit_cpu` (full) fine-tuned from `shipped:mvit_cpu_pretrained`" in text
+    assert "(setting `person`)" in text and "public region" not in text
     assert (tmp_path / "canary_bounds.png").stat().st_size > 0

@@ -266,7 +266,8 @@ def table(report: dict) -> list[dict[str, Any]]:
 def markdown(config, report: dict) -> str:
     """The canary audit's ``report.md``: setting, the table of lower bounds, what it shows."""
     lines = [
-        "# Canaries in the private and in the public region, one-run audit",
+        "# Canaries in the " + " and in the ".join(
+            dict.fromkeys(r["region"] for r in report["rows"])) + " region, one-run audit",
         "",
         f"`{config.model.name}` ({config.model.finetune}) "
         + (f"fine-tuned from `{config.model.init_from}`" if config.model.get("init_from")
