@@ -838,6 +838,16 @@ def test_resume_redoes_a_replaced_source_and_ignores_output_irrelevant_flags(tmp
     written = pipeline.read_video(out)
     np.testing.assert_array_equal(written[:, :20], new_source[:, :20])
     assert (written[:, :20] != video[:, :20]).mean() > 0.5
+    # replaced by a file of the same size with its modification time kept: the digest tells
+    path = os.path.join(src, "c", "a.mp4")
+    data, stat = bytearray(open(path, "rb").read()), os.stat(path)
+    data[-1] ^= 1  # one bit of the container's tail: same size, same probe
+    open(path, "wb").write(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    kept = pipeline.source_signature(path)
+    assert {k: v for k, v in kept.items() if k != "sha256"} == \
+        {k: v for k, v in signature.items() if k != "sha256"}
+    assert kept["sha256"] != signature["sha256"]
 
 
 def test_folder_also_writes_the_inpainted_background_and_the_person_masks(tmp_path):

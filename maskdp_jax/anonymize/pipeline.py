@@ -50,7 +50,7 @@ from fractions import Fraction
 import numpy as np
 
 from maskdp_jax.anonymize import avatar as avatar_lib
-from maskdp_jax.anonymize import cleanup, compose, inpaint, segment
+from maskdp_jax.anonymize import cleanup, compose, inpaint, model_files, segment
 from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.stages import (
     READS,
@@ -430,12 +430,14 @@ def label_strip(strip: np.ndarray, *, frame_indices, row_names=PREVIEW_ROWS) -> 
 
 def source_signature(path: str) -> dict:
     """What a resume compares to notice a replaced source: its size in bytes, modification time
-    (ns) and probe (frames, height, width)."""
+    (ns), probe (frames, height, width) and the SHA-256 of its bytes. The digest catches a
+    source replaced by another of the same size whose modification time was kept (a copy with
+    ``cp -p`` or ``rsync -t``); reading the file once more costs little next to decoding it."""
     st = os.stat(path)
     info = decode.probe_video(path, decoder="pyav")
     return {"bytes": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
             "frames": int(info.num_frames), "height": int(info.height),
-            "width": int(info.width)}
+            "width": int(info.width), "sha256": model_files.sha256(path)}
 
 
 def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options: Options, *,
@@ -548,7 +550,8 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                 videos[key] = done
                 continue
             print(f"{key}: the source changed since its outputs were written (size, "
-                  "modification time or probe differ from its summary): anonymised again.",
+                  "modification time, probe or content digest differ from its summary): "
+                  "anonymised again.",
                   flush=True)
         removed += remove_left_over(paths.values())
         frames = read_video(source)
