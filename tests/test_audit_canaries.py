@@ -104,19 +104,24 @@ def test_what_each_mode_promises_each_region():
     assert math.isinf(canaries.upper_bound("nonprivate", "private", math.inf))
 
 
+def _tiny_run(config, workdir, *, batch: int, delta: float) -> dict:
+    """``config`` at a tiny size (maskdp at ε = 4, one seed, 8 + 8 videos, one epoch), run."""
+    from maskdp_jax.audit import runs
+
+    config.modes, config.epsilons, config.seeds = ("maskdp",), (4.0,), (0,)
+    config.input.num_train, config.num_canaries = 8, 8
+    config.batch_size = config.physical_batch_size = batch
+    config.num_epochs, config.delta = 1.0, delta
+    return runs.run(config, str(workdir))
+
+
 @pytest.mark.slow
 def test_canary_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_canaries.py at a tiny size: one row per (mode, ε, region, seed), σ
     calibrated under replace adjacency, the report and the plot."""
-    from maskdp_jax.audit import runs
     from maskdp_jax.configs import audit_canaries
 
-    config = audit_canaries.get_config()
-    config.modes, config.epsilons, config.seeds = ("maskdp",), (4.0,), (0,)
-    config.input.num_train, config.num_canaries = 8, 8
-    config.batch_size = config.physical_batch_size = 4
-    config.num_epochs, config.delta = 1.0, 1e-2
-    report = runs.run(config, str(tmp_path))
+    report = _tiny_run(audit_canaries.get_config(), tmp_path, batch=4, delta=1e-2)
     rows = report["rows"]
     assert [(r["mode"], r["region"]) for r in rows] == [("maskdp", "private"),
                                                         ("maskdp", "public")]
@@ -137,15 +142,9 @@ def test_the_default_operating_point_audit_runs_small(tmp_path):
     """configs/audit_canaries_default.py (the shipped pretrained mvit_cpu on the person videos,
     private region only) at a tiny size: one row per seed, the report says what the model was
     fine-tuned from and on which videos, and the plot has the one region."""
-    from maskdp_jax.audit import runs
     from maskdp_jax.configs import audit_canaries_default
 
-    config = audit_canaries_default.get_config()
-    config.modes, config.epsilons, config.seeds = ("maskdp",), (4.0,), (0,)
-    config.input.num_train, config.num_canaries = 8, 8
-    config.batch_size = config.physical_batch_size = 8
-    config.num_epochs, config.delta = 1.0, 1e-3
-    report = runs.run(config, str(tmp_path))
+    report = _tiny_run(audit_canaries_default.get_config(), tmp_path, batch=8, delta=1e-3)
     assert [(r["mode"], r["region"]) for r in report["rows"]] == [("maskdp", "private")]
     text = (tmp_path / "report.md").read_text()
     assert "`mvit_cpu` (full) fine-tuned from `shipped:mvit_cpu_pretrained`" in text
