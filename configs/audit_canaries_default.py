@@ -9,7 +9,7 @@ the shipped public pretraining, the ``person`` videos (the label in the avatar),
 epochs, C = 0.1, Adam 3e-3, δ = 1e-5, N = 1024 training videos. Here 512 of the N are canaries:
 label-flipped videos whose background (private, mask 0) carries a ±1.5 sign pattern or not by a
 fair coin. 512 canaries are what a perfect attack needs to certify ε = 4 in one run at this δ
-(the report's cap: 4.03; 128 reach only 2.65). Differences from the default run, each needed by
+(the report's cap: 4.03; 128 reach only 2.64). Differences from the default run, each needed by
 the audit: σ is calibrated under ``replace`` adjacency (the coin replaces one video's private
 pixels; the default run calibrates for its ``special`` adjacency), the learning rate has no
 warm-up, and there is no validation split (all 1024 videos train). Private region only: the

@@ -687,6 +687,7 @@ def test_committed_audit_reports_are_their_report_json_written_again():
     from maskdp_jax.audit import canaries, feature_masking, membership, synthetic_release
 
     writers = {"audit_synthetic": membership.markdown, "audit_canaries": canaries.markdown,
+               "audit_canaries_default": canaries.markdown,
                "audit_feature_masking": feature_masking.markdown,
                "audit_dpcda": synthetic_release.markdown}
     for name, markdown in writers.items():
@@ -695,6 +696,9 @@ def test_committed_audit_reports_are_their_report_json_written_again():
             report = json.load(f)
         assert markdown(ml_collections.ConfigDict(report["config"]), report) == _read(
             os.path.join(root, "report.md")), name
+        if report["audit"] == "canaries":  # the cap by the current rule (2mδ counted)
+            assert report["cap"] == canaries.perfect_attack_bound(
+                report["num_canaries"], delta=report["config"]["delta"]), name
 
 
 def test_docs_feature_cache_table_is_the_benchmark_output_in_results_md():
@@ -808,6 +812,37 @@ def test_docs_canary_table_is_recomputed_from_the_committed_audit():
     assert "(0 of the 18 runs that promise a finite ε)" in page
     testable = sum(r["upper_bound"] <= report["cap"] for r in finite)
     assert f"only the {testable} at ε = 1 could have" in " ".join(page.split())
+
+
+def test_docs_default_point_canary_table_is_the_committed_audit_with_power():
+    """docs/guides/auditing.md's table of the canary audit at the default operating point is
+    docs/results/audit_canaries_default/report.json through audit.canaries.table; the design's
+    cap there is at least 4 (the ε the private region's audit must be able to refute), no run's
+    bound exceeds its promise, and the non-private runs show the attack's power."""
+    from maskdp_jax.audit import canaries, metrics
+
+    with open(os.path.join(ROOT, "docs", "results", "audit_canaries_default",
+                           "report.json")) as f:
+        report = json.load(f)
+    page = _read(guide("auditing"))
+    assert report["cap"] >= 4.0 and f"would certify {report['cap']:.2f} at δ = 1e-5" in \
+        " ".join(page.split())
+    assert {r["region"] for r in report["rows"]} == {"private"}
+    assert report["config"]["model"]["init_from"] == "shipped:mvit_cpu_pretrained"
+    for e in canaries.table(report):
+        eps = "∞" if math.isinf(e["epsilon"]) else f"{e['epsilon']:g}"
+        up = "∞" if math.isinf(e["upper_bound"]) else f"{e['upper_bound']:g}"
+        lb, auc, null = e["epsilon_lower_bound"], e["auc"], e["null_auc"]
+        row = (f"| {e['mode']} | {eps} | {up} | {lb[0]:.2f} ± {lb[1]:.2f} | "
+               f"{auc[0]:.3f} ± {auc[1]:.3f} | {null['mean']:.3f} [{null['low']:.3f}, "
+               f"{null['high']:.3f}] | {e['violations']}/{e['seeds']} | "
+               f"{metrics.cap_cell(report['cap'], e['upper_bound'])} |")
+        assert row in page, row
+    finite = [r for r in report["rows"] if math.isfinite(r["upper_bound"])]
+    assert all(r["epsilon_lower_bound"] <= r["upper_bound"] for r in finite)
+    testable = [r for r in finite if r["upper_bound"] <= report["cap"]]
+    assert f"(0 of {len(testable)})" in page
+    assert min(r["epsilon_lower_bound"] for r in report["rows"] if r["mode"] == "nonprivate") > 3
 
 
 def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():

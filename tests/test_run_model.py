@@ -8,6 +8,7 @@ import pytest
 from maskdp_jax import models
 from maskdp_jax.configs import (
     audit_canaries,
+    audit_canaries_default,
     audit_coupled,
     audit_feature_masking,
     audit_synthetic,
@@ -89,8 +90,8 @@ def test_compute_dtype_given_params_and_bad_input():
         run_model.input_shape("mvit_nope")
 
 
-@pytest.mark.parametrize("module", [audit_synthetic, audit_canaries, audit_coupled,
-                                    audit_feature_masking])
+@pytest.mark.parametrize("module", [audit_synthetic, audit_canaries, audit_canaries_default,
+                                    audit_coupled, audit_feature_masking])
 def test_audits_configure_the_model_a_user_trains(module):
     """Every audit's model section has the training schema's keys, so run.model.build reads
     init_from and num_last_blocks there as in training."""
