@@ -299,8 +299,8 @@ MULTICLIP_RUNS = os.path.join(ROOT, "docs", "results", "multiclip_segment")
 def test_multiclip_table_is_recomputed_from_its_reports():
     """Luo et al. 2024 Fig. 3a on the segment-cue embedded data: the committed runs are the
     sweep_multiclip_segment grid, every run of a mode at the same σ (ε does not depend on K), and
-    the table in results.md and the guide is theirs, as is the guide's per-seed K = 1 → 8 table
-    (the paired gains its text quotes)."""
+    the table in results.md and the guide is theirs, as is the per-seed paired K = 8 − K = 1
+    table with its intervals and sign tests (reporting.results.clips_paired_table)."""
     from maskdp_jax import sweep
     from maskdp_jax.configs import sweep_multiclip_segment
 
@@ -310,19 +310,14 @@ def test_multiclip_table_is_recomputed_from_its_reports():
     for mode in ("dp", "maskdp"):
         sigmas = {r["privacy"]["noise_multiplier"] for r in reports if r["config"]["mode"] == mode}
         assert len(sigmas) == 1, (mode, sigmas)  # K clips cost no privacy: same σ for every K
-    table = results.markdown_table(results.rows(reports))
+    rows = results.rows(reports)
+    table = results.markdown_table(rows)
+    paired = results.clips_paired_table(rows, epsilon=1.0)
+    assert paired.count("| mean of 5 |") == 2  # both modes paired over the 5 seeds
     for path in (os.path.join(MULTICLIP_RUNS, "results.md"), guide("multiclip")):
         with open(path) as f:
-            assert table in f.read(), path
-    top1 = {r["run"]: 100 * r["metrics"]["top1"] for r in reports}
-    with open(guide("multiclip")) as f:
-        text = f.read()
-    for mode in ("dp", "maskdp"):
-        for seed in range(3):
-            acc = [top1[f"{mode}_eps1_k{k}_seed{seed}"] for k in (1, 2, 4, 8)]
-            row = (f"| {mode} | {seed} | " + " | ".join(f"{a:.1f}" for a in acc)
-                   + f" | {acc[-1] - acc[0]:+.1f} |")
-            assert row in text, row
+            text = f.read()
+        assert table in text and paired in text, path
 
 
 def test_docs_quotes_the_spread_of_fresh_default_runs():
