@@ -37,9 +37,9 @@ from maskdp_jax.anonymize.stages import InputError
 
 #: NTU RGB+D's colour frame, (width, height): the space of the files' colorX, colorY.
 COLOR_SIZE = (1920, 1080)
-#: Padding of a joints' box, as fractions of its height: (top, bottom, each side). The head joint
-#: lies about half a head (≈ 0.06 of a standing body) below the crown, the ankle joints above the
-#: soles, and the hands' joints inside the fingers.
+#: The padding of a joints' box (top, bottom, each side) in fractions of its height. The head
+#: joint lies about half a head (≈ 0.06 of a standing body) below the crown, the ankle joints
+#: above the soles, and the hands' joints inside the fingers.
 PAD = (0.12, 0.06, 0.08)
 _BODY_FIELDS, _JOINT_FIELDS = 10, 12
 

@@ -4,7 +4,7 @@ Benchmarks (public data, :data:`BENCHMARKS`: the utility study may run on them b
 
 * ``digits``: scikit-learn's bundled ``load_digits`` (1,797 real 8×8 handwritten digits, shipped
   with the package, no download), split 80/20 stratified by a fixed public seed.
-* ``digits_jittered``: the seed's scale from the bundled digits (:func:`_digits_jittered`): the
+* ``digits_jittered``: the seed's scale from the bundled digits (``_digits_jittered``): the
   ``digits`` split, then each side grown to ``data.num_train`` / ``data.num_test`` images
   (default 60,000 / 10,000, 6,000 / 1,000 per class as MNIST's training set has about) by
   one-pixel shifts and a little pixel noise of its own originals only, so no test image derives
