@@ -450,6 +450,28 @@ def test_docs_quotes_the_dpcda_results():
     assert f"{100 * best_private:.1f} %" in page and f"{100 * best_clear:.1f} %" in page
 
 
+def test_docs_quotes_the_dpcda_study_at_the_seeds_scale():
+    """docs/guides/dpcda.md's 60,000-record tables are docs/results/dpcda_digits60k's study rows
+    (utility and σx), the study ran on 60,000 records of 6,000 per class, and the best l at
+    ε = 5 and the release's accuracy the text quotes are the report's."""
+    from maskdp_jax.release import run as release_run
+
+    root = os.path.join(ROOT, "docs", "results", "dpcda_digits60k")
+    with open(os.path.join(root, "study", "report.json")) as f:
+        rows = json.load(f)["sweep"]
+    with open(os.path.join(root, "report.json")) as f:
+        report = json.load(f)
+    config = report["config"]
+    assert (config["data"]["num_train"], config["min_class_size"]) == (60_000, 6_000)
+    assert config["data"]["source"] == "digits_jittered"
+    page = _read(guide("dpcda"))
+    assert release_run.utility_table(rows) in page and release_run.sigma_table(rows) in page
+    best = release_run.best_order(rows, variant="exact label", epsilon=5.0)
+    mean = release_run.summarize(rows)[("exact label", 5.0, best)][0]
+    assert best == 4 and f"{100 * mean:.1f} % at l = 4" in page
+    assert f"scored {100 * report['release']['test_accuracy']:.1f} %" in " ".join(page.split())
+
+
 def test_docs_quotes_the_coupled_audit():
     with open(os.path.join(ROOT, "docs", "results", "audit_coupled", "report.json")) as f:
         report = json.load(f)

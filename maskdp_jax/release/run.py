@@ -378,11 +378,12 @@ def study_markdown(config, train: datasets.Split, test: datasets.Split,
         "## Calibrated σx (exact label)",
         "",
         sigma_table(rows),
+    ] + ([  # only where the study ran the seed's noised label
         "",
         f"## Labels flipped by the seed's label noise (%, σy = {config.sigma_ratio:g}·σx)",
         "",
         flip_table(rows),
-    ]) + "\n"
+    ] if any(r["variant"] == LABEL_VARIANTS[True] for r in rows) else [])) + "\n"
 
 
 def write_outputs(config, workdir: str, train, test, record, rows, journal) -> None:
