@@ -139,7 +139,7 @@ def test_multiclip_and_context_grids():
     from maskdp_jax.configs import sweep_multiclip_segment
 
     runs = sweep.grid(sweep_multiclip_segment.get_config())
-    assert len(runs) == 24 and {c.input.cue for _, c in runs} == {"segment"}
+    assert len(runs) == 40 and {c.input.cue for _, c in runs} == {"segment"}
     assert os.path.isdir(sweep_multiclip_segment.PRETRAINED)
     sweep.check_runs(runs)
     runs = dict(sweep.grid(sweep_context.get_config()))
