@@ -258,7 +258,7 @@ def run_sizes(args) -> dict:
     """Batch sizes of the rows: :data:`LEASE_SIZES` for ``--lease``, :data:`RUN_SIZES` at the
     papers' size, else the size's own."""
     size = SIZES[args.size]
-    if getattr(args, "lease", False) and args.size == "paper":
+    if args.lease and args.size == "paper":
         return dict(LEASE_SIZES)
     run = dict(RUN_SIZES.get(args.size, dict(
         step_batch=size["batch"], step_physical=size["physical"], full_batch=size["batch"],
@@ -272,25 +272,23 @@ def run_sizes(args) -> dict:
 def plan(args) -> list[Row]:
     """Every row of ``args.parts``, in priority order (see the module docstring)."""
     size, run = dict(SIZES[args.size]), run_sizes(args)
-    paper = args.size == "paper"
+    paper, lease = args.size == "paper", args.lease
 
     def est(kind):
-        return ESTIMATE_S[kind] if paper else 0.0
+        return (LEASE_ESTIMATE_S if lease else ESTIMATE_S)[kind] if paper else 0.0
 
     py, bench = sys.executable, os.path.join(ROOT, "benchmarks", "opacus_maskdp.py")
     rows: list[Row] = []
     parts = set(args.parts)
 
-    def forward_row_cmd(precision):
-        return [py, os.path.abspath(__file__), f"--worker=forward:{precision}",
-                f"--size={args.size}", f"--device={args.device}", f"--steps={args.steps}",
-                "--out=-"]
-    if "forward" in parts:
-        for precision in args.forward_precisions:
-            rows.append(Row("forward", precision, [
-                py, os.path.abspath(__file__), f"--worker=forward:{precision}",
-                f"--size={args.size}", f"--device={args.device}", f"--steps={args.steps}",
-                "--out=-"], est("forward")))
+    def forward_row(part, worker):
+        """A forward worker's row (``worker``: ``forward:<precision>[:<attention>]``)."""
+        return Row(part, worker.split(":")[1], [
+            py, os.path.abspath(__file__), f"--worker={worker}", f"--size={args.size}",
+            f"--device={args.device}", f"--steps={args.steps}", "--out=-"], est("forward"))
+
+    if "forward" in parts and not lease:
+        rows += [forward_row("forward", f"forward:{p}") for p in args.forward_precisions]
 
     def step_rows(part, strategy, modes, precisions, frameworks, batch, physical, micro,
                   steps, warmup, per_example="vmap"):
@@ -314,8 +312,8 @@ def plan(args) -> list[Row]:
                                    meta=dict(precision=precision, mode=mode, framework=fw)))
         return out
 
-    if getattr(args, "lease", False):
-        return lease_plan(args, step_rows, forward_row_cmd)
+    if lease:
+        return lease_plan(args, step_rows, forward_row)
     if "step" in parts:
         step = dict(batch=run["step_batch"], physical=run["step_physical"], micro=1,
                     steps=args.steps, warmup=2)
@@ -343,15 +341,13 @@ def plan(args) -> list[Row]:
             f"--batch={run['data_videos']}", "--batches=2"], est("data"), stream=True,
             needs_video=True))
     if "attention" in parts:
-        rows.append(Row("attention", "bfloat16", [
-            py, os.path.abspath(__file__), "--worker=forward:bfloat16:einsum",
-            f"--size={args.size}", f"--device={args.device}", f"--steps={args.steps}",
-            "--out=-"], est("forward")))
+        rows.append(forward_row("attention", "forward:bfloat16:einsum"))
     return rows
 
 
-def lease_plan(args, step_rows, forward_row_cmd) -> list[Row]:
-    """``--lease``: one device call of about 8 minutes, in the priority order of the GPU figures.
+def lease_plan(args, step_rows, forward_row) -> list[Row]:
+    """``--lease``: one device call of about 8 minutes, in the priority order of the GPU figures
+    (``step_rows`` and ``forward_row``: :func:`plan`'s row makers, with the lease's estimates).
 
     1. the selective ``maskdp`` step against Opacus at B = 128, bfloat16 against AMP;
     2. its two-view non-private baseline (``nonprivate2``: the DP overhead);
@@ -365,11 +361,6 @@ def lease_plan(args, step_rows, forward_row_cmd) -> list[Row]:
     (``--all`` has them).
     """
     run = run_sizes(args)
-    paper = args.size == "paper"
-
-    def est(kind):
-        return LEASE_ESTIMATE_S[kind] if paper else 0.0
-
     step = dict(batch=run["step_batch"], physical=run["step_physical"], micro=1,
                 steps=args.steps, warmup=2)
     rows = step_rows("step", "selective", ("maskdp",), ("bfloat16",), ("jax", "opacus"), **step)
@@ -377,11 +368,7 @@ def lease_plan(args, step_rows, forward_row_cmd) -> list[Row]:
     rows += step_rows("full", "full", ("maskdp", "nonprivate"), ("bfloat16",), ("jax",),
                       batch=run["full_batch"], physical=run["full_physical"],
                       micro=run["full_microbatch"], steps=1, warmup=1, per_example="ghost")
-    rows.append(Row("forward", "bfloat16", forward_row_cmd("bfloat16"), 0.0))
-    for row in rows:
-        row.estimate_s = est("forward") if row.part == "forward" else est(
-            f"{row.meta['framework']}:{'full' if row.part == 'full' else 'selective'}")
-    return rows
+    return rows + [forward_row("forward", "forward:bfloat16")]
 
 
 def targets_section(done: dict) -> str:
@@ -562,13 +549,12 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
             if part is not None:
                 _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
             part, part_start = row.part, time.perf_counter()
-            lease = getattr(args, "lease", False)
             _append(args.out, f"## {part}\n\n" + HEADERS[part].format(
                 preset=size["preset"], classes=size["classes"], physical=size["physical"],
                 steps=args.steps, full_engine=(
-                    "ghost norms" if lease else
+                    "ghost norms" if args.lease else
                     f"per-example gradients {run['full_microbatch']} at a time"),
-                full_precision=("bfloat16, maskdp against the non-private step" if lease else
+                full_precision=("bfloat16, maskdp against the non-private step" if args.lease else
                                 "TF32 both sides; PyTorch: the per-example loop"), **run))
         left = deadline - time.time()
         if args.dry_run:
@@ -603,7 +589,7 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
         _append(args.out, format_row(row, result, done))
     if part is not None:
         _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
-    if getattr(args, "lease", False):
+    if args.lease:
         _append(args.out, targets_section(done))
     _append(args.out, f"Suite: {time.time() - start:.0f} s of the {args.budget_s:.0f} s "
             "budget.\n")
