@@ -133,6 +133,13 @@ def perfect_attack_bound(num_canaries: int, *, delta: float,
     return one_run_bound(coin.astype(np.float64), coin, delta=delta, significance=significance)
 
 
+def design_cap(report: dict) -> float:
+    """The cap of an audit's ``report``: :func:`perfect_attack_bound` at its canary count and δ,
+    derived from the design whenever the tables are written, so that they follow the current
+    rule also for a report.json whose stored ``cap`` an earlier rule (δ = 0) computed."""
+    return perfect_attack_bound(report["num_canaries"], delta=report["config"]["delta"])
+
+
 def one_run_bound(score: np.ndarray, coin: np.ndarray, *, delta: float,
                   significance: float = SIGNIFICANCE) -> float:
     """Steinke et al.'s one-run ε lower bound of ``score [m]`` (higher = IN) against ``coin [m]``:
@@ -245,7 +252,7 @@ def audit(config) -> dict[str, Any]:
 
 def table(report: dict) -> list[dict[str, Any]]:
     """Mean and sample std over seeds per (mode, ε, region). An ε promised (``upper_bound``)
-    above the report's ``cap`` (:func:`largest_certifiable_epsilon`) is one no run could refute
+    above the design's cap (:func:`design_cap`) is one no run could refute
     (:func:`maskdp_jax.audit.metrics.cap_cell` says so in the tables)."""
     out = []
     keys = dict.fromkeys((r["mode"], r["epsilon"], r["region"]) for r in report["rows"])
@@ -265,6 +272,7 @@ def table(report: dict) -> list[dict[str, Any]]:
 
 def markdown(config, report: dict) -> str:
     """The canary audit's ``report.md``: setting, the table of lower bounds, what it shows."""
+    cap = design_cap(report)
     lines = [
         "# Canaries in the " + " and in the ".join(
             dict.fromkeys(r["region"] for r in report["rows"])) + " region, one-run audit",
@@ -283,7 +291,7 @@ def markdown(config, report: dict) -> str:
         f"Mean ± sample std over seeds {tuple(config.seeds)}, one training run each.",
         "",
         f"The largest lower bound {report['num_canaries']} canaries can certify at this δ "
-        f"(a perfect attack: every IN guess right, 95 %): **{report['cap']:.2f}**; a promised ε "
+        f"(a perfect attack: every IN guess right, 95 %): **{cap:.2f}**; a promised ε "
         "above it cannot be refuted by one run of this size, whatever the model leaks "
         "(\"cannot fail at this ε\" in the table). "
         "The bound guesses IN for the top "
@@ -306,7 +314,7 @@ def markdown(config, report: dict) -> str:
                      f"{lb[0]:.2f} ± {lb[1]:.2f} | {auc[0]:.3f} ± {auc[1]:.3f} | "
                      f"{null['mean']:.3f} [{null['low']:.3f}, {null['high']:.3f}] | "
                      f"{e['violations']}/{e['seeds']} | "
-                     f"{metrics.cap_cell(report['cap'], e['upper_bound'])} | "
+                     f"{metrics.cap_cell(cap, e['upper_bound'])} | "
                      f"{e['auc_hull'][0]:.3f} |")
     lines += ["", f"Total time: {sum(r['seconds'] for r in report['rows']):.0f} s of training "
               "and scoring.", ""]

@@ -116,8 +116,7 @@ def run(config, workdir: str) -> dict[str, Any]:
 
 def only_report(workdir: str) -> dict[str, Any]:
     """Write ``workdir``'s report.md and plots again from its report.json, with the config the
-    report records (what ran, whatever the config file says now); train nothing. A canary
-    report's derived cap is recomputed by the current rule and written back. The report.
+    report records (what ran, whatever the config file says now); train nothing. The report.
 
     Raises:
       FileNotFoundError: no report.json in ``workdir``.
@@ -131,13 +130,6 @@ def only_report(workdir: str) -> dict[str, Any]:
     if "config" not in report or report.get("audit") not in AUDITS:
         raise ValueError(f"--only_report: {path} is not an audit's report (its 'audit' is "
                          f"{report.get('audit')!r}; one of {AUDITS}).")
-    if report["audit"] == "canaries":
-        # the cap is derived from the design (m, δ): refreshed to the current rule, which counts
-        # the bound's 2mδ term (canaries.perfect_attack_bound), and kept in report.json
-        report["cap"] = canaries.perfect_attack_bound(report["num_canaries"],
-                                                      delta=report["config"]["delta"])
-        with open(path, "w") as f:
-            json.dump(report, f, indent=1)
     write_outputs(ml_collections.ConfigDict(report["config"]), workdir, report)
     return report
 
@@ -161,7 +153,8 @@ def write_outputs(config, workdir: str, report: dict[str, Any]) -> None:
     elif config.audit == "canaries":
         _write_markdown(workdir, canaries.markdown(config, report))
         plots.canary_bounds(canaries.table(report), os.path.join(workdir, "canary_bounds.png"),
-                            cap=report["cap"], title="Canaries, one-run audit")
+                            cap=canaries.design_cap(report),
+                            title="Canaries, one-run audit")
     elif config.audit == "feature_masking":
         _write_markdown(workdir, feature_masking.markdown(config, report))
         plots.feature_masking(feature_masking.table(report), report["versions"],
