@@ -122,14 +122,15 @@ def read_boxes(boxes_dir: str, key: str, num_frames: int,
     """
     path = os.path.splitext(os.path.join(boxes_dir, key))[0] + ".json"
     skeleton = skeletons.skeleton_path(boxes_dir, key)
-    if not os.path.exists(path) and os.path.exists(skeleton):
-        return [_clip_boxes(r, *size) for r in skeletons.read_boxes(skeleton, num_frames, size)]
-    if not os.path.exists(path):
+    if os.path.exists(path):
+        rows = annotations.read_frame_rows(path, field="boxes", what="person box", width=5,
+                                           num_frames=num_frames,
+                                           layout="[[frame, x0, y0, x1, y1], ...]")
+    elif os.path.exists(skeleton):
+        rows = skeletons.read_boxes(skeleton, num_frames, size)
+    else:
         raise InputError(f"{key}: no person boxes in {boxes_dir} (looked for {path} and the NTU "
                          f"skeleton file {skeleton}).")
-    rows = annotations.read_frame_rows(path, field="boxes", what="person box", width=5,
-                                       num_frames=num_frames,
-                                       layout="[[frame, x0, y0, x1, y1], ...]")
     return [_clip_boxes(r, *size) for r in rows]
 
 
