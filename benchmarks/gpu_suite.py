@@ -130,8 +130,8 @@ LEASE_SIZES = dict(step_batch=128, step_physical=32, full_batch=128, full_physic
                    full_microbatch=4, cache_videos=32, data_videos=8)
 # ``--lease``'s seconds per row on a GPU, process start and the cold compile included: the
 # selective step compiles in 23 s cold on a quiet 2-core CPU (``benchmarks/compile_time.py``),
-# the 11-24 lease's 80 s predate the compile-time work, so these are a guess the call corrects:
-# a row runs while the budget lasts and is stopped at its deadline.
+# the H100's 80 s in docs/benchmarks.md predate the compile-time work, so these are a guess the
+# call corrects: a row runs while the budget lasts and is stopped at its deadline.
 LEASE_ESTIMATE_S = {"jax:selective": 60, "opacus:selective": 35, "jax:full": 90, "forward": 40}
 # The targets the lease's figures are held against (``docs/benchmarks.md``).
 TARGETS = (("Opacus / ours, selective maskdp step, bfloat16", ">=", 2.0),
