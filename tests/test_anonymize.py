@@ -746,7 +746,7 @@ def test_the_default_segmenter_drops_mask_parts_detached_from_the_person(face_pe
 
     seg = copy.copy(face_people)  # the module's instance stays untouched
     seg.detector = lambda frame: face
-    seg._pose = lambda frame, box: (pose, 0.9, mask.copy())
+    seg._pose = lambda frame, box: pose_lib.PoseOutput(pose, 0.9, mask.copy(), np.asarray(box))
     q = seg(np.zeros((2, h, w, 3), np.uint8), "stub")
     expected = mask.copy()
     expected[20:26, 60:66] = expected[2:6, 70:76] = False

@@ -71,7 +71,7 @@ def test_grabcut_reads_the_skeleton_when_no_box_file_is_there(tmp_path):
     ("1\n1\n1 2 3\n", r"line 3: expected 10 numbers \(body line of frame 0\); got 3"),
     ("1\n1\n" + "\n".join(_body(JOINTS[:2])).replace("250.0", "x", 1) + "\n",
      r"line 5: joint of frame 0 is not numbers"),
-    ("1.5\n", r"frame count must be a whole number >= 0; got 1.5"),
+    ("1.5\n", r"line 1: frame count must be a whole number >= 0; got 1.5"),
     ("", r"ends before its frame count"),
 ])
 def test_a_malformed_skeleton_file_is_refused_with_its_line(tmp_path, text, match):

@@ -688,7 +688,11 @@ def build_stages(config) -> tuple[Stages, Options]:
     if seg.method == "centerface":
         segmenter = segment.FacePeople(threshold=seg.face_threshold,
                                        max_side=seg.face_max_side, refine=seg.refine,
-                                       margin=seg.margin, max_gap=seg.face_max_gap)
+                                       bodies=seg.bodies, body_min_height=seg.body_min_height,
+                                       body_max_side=seg.body_max_side,
+                                       body_threshold=seg.body_threshold,
+                                       presence=seg.presence, margin=seg.margin,
+                                       max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
                                           max_gap=seg.max_gap)

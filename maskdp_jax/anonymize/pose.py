@@ -11,9 +11,9 @@ are a list with one float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 wher
   which :class:`maskdp_jax.anonymize.segment.FacePeople` uses as the person mask. MediaPipe's own
   person detector (``pose_detection.tflite``) uses a TFLite operator (DENSIFY) that OpenCV cannot
   load, so the crops come from the face detector instead.
-* :class:`PoseFiles` (``reads="none"``): poses you made (e.g. NTU RGB+D's skeletons projected
-  to the image), ``<dir>/<key stem>.json`` = ``{"poses": [[frame, x0, y0, v0, ..., x32, y32,
-  v32], ...]}``.
+* :class:`PoseFiles` (``reads="none"``): poses you made, ``<dir>/<key stem>.json`` =
+  ``{"poses": [[frame, x0, y0, v0, ..., x32, y32, v32], ...]}``, or else NTU RGB+D's own
+  skeleton file (:func:`maskdp_jax.anonymize.skeletons.read_poses`).
 
 The poses are released outside DP exactly like the mask: the avatar is drawn from them.
 """
@@ -21,6 +21,7 @@ The poses are released outside DP exactly like the mask: the avatar is drawn fro
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,15 +45,35 @@ BONES = ((11, 12, 1), (11, 23, 1), (12, 24, 1), (23, 24, 1), (11, 13, 1), (13, 1
          (12, 14, 1), (14, 16, 1), (23, 25, 2), (25, 27, 2), (24, 26, 2), (26, 28, 2),
          (27, 31, 2), (28, 32, 2))
 _INPUT = 256
+#: The crop around a person is this many times the distance between the model's two alignment
+#: points (hips' centre, and the top of the circle around the whole body) on a side: MediaPipe's
+#: own tracking crop (a square of the circle's diameter, grown 25 %).
+ROI_SCALE = 2.5
+
+
+class PoseOutput(NamedTuple):
+    """What :class:`BlazePose` returns for one crop.
+
+    Attributes:
+      pose: float32 ``[33, 3]`` keypoints in frame pixels.
+      presence: the model's person-presence score in [0, 1].
+      mask: bool ``[H, W]`` the person's pixels (segmentation above 0.5, only inside the crop).
+      roi: float64 ``(x0, y0, x1, y1)``: the square crop the model's alignment points say holds
+        the whole person (may reach past the frame); where it leaves the crop given, the person
+        was cut off and a second pass on ``roi`` sees all of them.
+    """
+
+    pose: np.ndarray
+    presence: float
+    mask: np.ndarray
+    roi: np.ndarray
 
 
 class BlazePose:
     """BlazePose landmarks and person segmentation of one person in a square crop.
 
     ``__call__(frame, box)``: uint8 ``[H, W, 3]`` RGB and a square ``(x0, y0, x1, y1)`` around
-    the person (may reach past the frame: zero padding) -> ``(pose, presence, mask)``: float32
-    ``[33, 3]`` keypoints in frame pixels, the model's person-presence score, and bool
-    ``[H, W]`` the person's pixels (the segmentation output above 0.5, only inside the crop).
+    the person (may reach past the frame: zero padding) -> :class:`PoseOutput`.
     """
 
     def __init__(self):
@@ -72,18 +93,25 @@ class BlazePose:
         out = dict(zip(self._names, self._net.forward(self._names), strict=True))
         # outputs: Identity [1, 195] = 39 x (x, y, z, visibility, presence) in crop px (the last
         # 6 are auxiliary), Identity_1 [1, 1] person presence, Identity_2 segmentation logits
-        lm = out["Identity"].reshape(-1, 5)[:NUM_KEYPOINTS]
+        landmarks = out["Identity"].reshape(-1, 5)
+        lm = landmarks[:NUM_KEYPOINTS]
         pose = np.stack([x0 + lm[:, 0] / s, y0 + lm[:, 1] / s,
-                         0.5 + 0.5 * np.tanh(lm[:, 3] / 2)], 1)  # sigmoid.astype(np.float32)
+                         0.5 + 0.5 * np.tanh(lm[:, 3] / 2)], 1).astype(np.float32)  # sigmoid
+        centre = np.array([x0, y0]) + landmarks[NUM_KEYPOINTS, :2] / s
+        half = ROI_SCALE / 2 * np.hypot(*(landmarks[NUM_KEYPOINTS + 1, :2]
+                                          - landmarks[NUM_KEYPOINTS, :2])) / s
         logits = out["Identity_2"][0, 0]
         mask = cv2.warpAffine(logits, to_crop, (w, h),
                               flags=cv2.WARP_INVERSE_MAP | cv2.INTER_LINEAR,
                               borderMode=cv2.BORDER_CONSTANT, borderValue=-1.0) > 0
-        return pose, float(out["Identity_1"].ravel()[0]), mask
+        return PoseOutput(pose, float(out["Identity_1"].ravel()[0]), mask,
+                          np.concatenate([centre - half, centre + half]))
 
 
 class PoseFiles:
-    """Poses read from ``<poses_dir>/<key stem>.json`` (module docstring); ``reads="none"``."""
+    """Poses read from ``<poses_dir>/<key stem>.json`` (module docstring) or, where that file
+    does not exist, from NTU RGB+D's skeleton file of the video
+    (:func:`maskdp_jax.anonymize.skeletons.skeleton_path`); ``reads="none"``."""
 
     reads = "none"
 
@@ -93,8 +121,13 @@ class PoseFiles:
         self.poses_dir = poses_dir
 
     def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
+        from maskdp_jax.anonymize import skeletons  # it imports this module
+
         t = len(video)
         path = os.path.splitext(os.path.join(self.poses_dir, key))[0] + ".json"
+        skeleton = skeletons.skeleton_path(self.poses_dir, key)
+        if not os.path.exists(path) and os.path.exists(skeleton):
+            return skeletons.read_poses(skeleton, t, video.shape[1:3])
         rows = annotations.read_frame_rows(
             path, field="poses", what="pose", width=1 + 3 * NUM_KEYPOINTS, num_frames=t,
             layout="[[frame, x0, y0, v0, ..., x32, y32, v32], ...]")

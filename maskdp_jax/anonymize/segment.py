@@ -1,13 +1,14 @@
 """``f_seg``: person masks, four ways (each a :class:`maskdp_jax.anonymize.stages.Segmenter`).
 
 * :class:`FacePeople` (the default, ``reads="video"``): a neural face detector (CenterFace,
-  :mod:`maskdp_jax.anonymize.centerface`) finds each face; BlazePose
-  (:mod:`maskdp_jax.anonymize.pose`) segments the person and gives their keypoints in a square crop
-  where the body should be (``refine="grabcut"``: GrabCut in a body box below the face instead,
-  seeded with the face and the chest as person). Both models' files ship in ``anonymize/weights/``
-  (:mod:`maskdp_jax.anonymize.model_files`). It finds people whose face is visible (front,
-  three-quarter, profile); people seen from behind or with faces under ~10 px are missed (their
-  pixels stay private).
+  :mod:`maskdp_jax.anonymize.centerface`) finds each face and OpenCV's HOG people detector
+  (:mod:`maskdp_jax.anonymize.bodies`) each upright body, face or not (back views, distant
+  people); BlazePose (:mod:`maskdp_jax.anonymize.pose`) checks each body, segments each person
+  and gives their keypoints in a square crop around them (``refine="grabcut"``: faces only,
+  GrabCut in a body box below the face instead, seeded with the face and the chest as person).
+  The models' files ship in ``anonymize/weights/`` (:mod:`maskdp_jax.anonymize.model_files`)
+  and in OpenCV. People the detectors miss (sitting or lying people without a visible face,
+  people under ~48 px, heavily occluded people) stay private.
 * :class:`SelfieSegmentation` (``reads="video"``): MediaPipe's selfie segmentation model on the
   whole frame: a person mask without a face detector (back views too), for close-up footage
   (video calls, one or two people near the camera); on wide shots and on non-human scenes it
@@ -38,6 +39,7 @@ import os
 import numpy as np
 
 from maskdp_jax.anonymize import annotations, centerface, model_files, skeletons
+from maskdp_jax.anonymize import bodies as bodies_lib
 from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
@@ -94,20 +96,43 @@ def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndar
 
 
 def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
-    """Frames without a box take the boxes of the nearest frame with one, if at most ``max_gap``
-    frames away (detectors miss frames; a person does not vanish for a frame)."""
-    found = np.array([len(b) > 0 for b in boxes])
-    if not found.any():
-        return boxes
-    where = np.flatnonzero(found)
+    """Per frame, the rows found there, then, for each person found within ``max_gap`` frames
+    but not here, their row from the nearest frame that has them (detectors miss frames; a
+    person does not vanish for a frame, nor while the others stay found).
+
+    Args:
+      boxes: per frame, float ``[n, k]`` rows whose first four columns are a box ``(x0, y0,
+        x1, y1)``; two boxes are one person when their centres lie within :data:`SAME_PLACE`
+        of the taller box's height.
+      max_gap: frames a row is carried at most.
+
+    Returns:
+      Per frame, the frame's own rows first, then the carried copies.
+    """
     out = []
-    for i, b in enumerate(boxes):
-        if len(b):
-            out.append(b)
-            continue
-        j = where[np.argmin(np.abs(where - i))]
-        out.append(boxes[j] if abs(j - i) <= max_gap else b)
+    for i, own in enumerate(boxes):
+        rows = list(own)
+        for gap in range(1, max_gap + 1):
+            for j in (i - gap, i + gap):
+                if not 0 <= j < len(boxes):
+                    continue
+                for row in boxes[j]:
+                    if not any(_same_place(row, other) for other in rows):
+                        rows.append(row)
+        out.append(np.reshape(np.asarray(rows, np.asarray(own).dtype), (-1, np.shape(own)[1]))
+                   if rows else own)
     return out
+
+
+#: Two boxes are one person when their centres are closer than this fraction of the taller
+#: box's height (a walker moves about a tenth of their height per frame at 25 frames/s).
+SAME_PLACE = 0.25
+
+
+def _same_place(a: np.ndarray, b: np.ndarray) -> bool:
+    height = max(a[3] - a[1], b[3] - b[1])
+    return bool(np.hypot((a[0] + a[2] - b[0] - b[2]) / 2, (a[1] + a[3] - b[1] - b[3]) / 2)
+                < SAME_PLACE * height)
 
 
 def read_boxes(boxes_dir: str, key: str, num_frames: int,
@@ -288,13 +313,14 @@ def body_prior(face: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.
     return box, likely, sure
 
 
-def attached_to_person(mask: np.ndarray, face: np.ndarray,
+def attached_to_person(mask: np.ndarray, face: np.ndarray | None,
                        keypoints: np.ndarray | None = None) -> np.ndarray:
     """bool ``[H, W]``: the 8-connected components of ``mask`` (bool ``[H, W]``, one person's
     segmentation) that share a pixel with the face box ``face`` (``x0, y0, x1, y1`` in frame
-    pixels) or hold one of the person's ``keypoints`` (float ``[K, 3]``: ``x, y, visibility`` in
-    frame pixels; those with visibility above :data:`VISIBLE` count); the rest of ``mask`` is
-    dropped. Parts of the box or keypoints outside the frame are ignored.
+    pixels; ``None`` for a person found by their body) or hold one of the person's
+    ``keypoints`` (float ``[K, 3]``: ``x, y, visibility`` in frame pixels; those with visibility
+    above :data:`VISIBLE` count); the rest of ``mask`` is dropped. Parts of the box or keypoints
+    outside the frame are ignored.
 
     A person's pixels are connected to their face, or (where an occluder or a missed neck splits
     them) to a body part the pose model sees; a component touching neither is background the
@@ -306,9 +332,11 @@ def attached_to_person(mask: np.ndarray, face: np.ndarray,
     if not mask.any():
         return np.zeros_like(mask)
     _, labels = _cv2().connectedComponents(mask.astype(np.uint8), connectivity=8)
-    x0, y0 = max(int(np.floor(face[0])), 0), max(int(np.floor(face[1])), 0)
-    x1, y1 = min(int(np.ceil(face[2])), w), min(int(np.ceil(face[3])), h)
-    seeds = [labels[y0:y1, x0:x1].ravel()]
+    seeds = [np.zeros(0, labels.dtype)]
+    if face is not None:
+        x0, y0 = max(int(np.floor(face[0])), 0), max(int(np.floor(face[1])), 0)
+        x1, y1 = min(int(np.ceil(face[2])), w), min(int(np.ceil(face[3])), h)
+        seeds.append(labels[y0:y1, x0:x1].ravel())
     if keypoints is not None and len(keypoints):
         kp = np.asarray(keypoints)
         x, y = np.floor(kp[:, 0]).astype(int), np.floor(kp[:, 1]).astype(int)
@@ -318,75 +346,175 @@ def attached_to_person(mask: np.ndarray, face: np.ndarray,
     return np.isin(labels, touching[touching > 0])
 
 
+def _reaches_past(roi: np.ndarray, crop: np.ndarray, fraction: float) -> bool:
+    """Whether square ``roi`` leaves square ``crop`` (both ``x0, y0, x1, y1``) by more than
+    ``fraction`` of the crop's side on some side."""
+    slack = fraction * (crop[2] - crop[0])
+    return bool(roi[0] < crop[0] - slack or roi[1] < crop[1] - slack
+                or roi[2] > crop[2] + slack or roi[3] > crop[3] + slack)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = np.count_nonzero(a | b)
+    return np.count_nonzero(a & b) / union if union else 0.0
+
+
 #: BlazePose's visibility (a probability) above which a keypoint anchors a mask component.
 VISIBLE = 0.5
 
 
 class FacePeople:
-    """Person masks (and poses) from neural face detections: CenterFace finds faces, and for
-    each face either BlazePose segments the person in a square crop around where the body
-    should be (``refine="pose"``, the default; it gives the 33 body keypoints too,
-    :mod:`maskdp_jax.anonymize.pose`) or :func:`body_prior` turns the face into a body box and seeds
-    for GrabCut (``refine="grabcut"``: no pose model needed, coarser).
+    """Person masks (and poses) from neural face detections and, with ``bodies="hog"``, from body
+    detections too: CenterFace finds faces, OpenCV's HOG people detector finds upright people
+    whether their face shows or not (back views, distant people;
+    :mod:`maskdp_jax.anonymize.bodies`), and for each person BlazePose segments them and gives
+    their 33 keypoints in a square crop (``refine="pose"``, the default,
+    :mod:`maskdp_jax.anonymize.pose`); or :func:`body_prior` turns each face into a body box and
+    seeds for GrabCut (``refine="grabcut"``: no pose model, faces only, coarser).
 
-    Of each face's mask only the parts connected to the face box or to a visible keypoint of
-    that person's pose are kept (:func:`attached_to_person`): a detached speck beside them is
-    not theirs (it would become an avatar fragment and a tubelet of its own).
+    One person, one crop (:meth:`proposals`): a face whose centre lies in the top 40 % of a body
+    box is that body's face, and the crop is the body box's (the person's whole extent, legs
+    included); a face with no body gets :func:`pose_box`; a body with no face gets its box's crop.
+    Where the pose model's alignment points say the person reaches past the crop by more than
+    :attr:`REGROW` of its side (a standing person below a face crop), a second pass segments the
+    crop they give (:attr:`maskdp_jax.anonymize.pose.PoseOutput.roi`), kept if the person is
+    still present there. A body without a face is kept only where the pose model's
+    person-presence score is at least ``presence`` (HOG also fires on poles, signs and vans), in
+    the second pass's crop too where one runs, as is a person carried over a gap (each person is
+    carried on their own: :func:`fill_gaps`). Two people whose masks overlap by IoU >
+    :attr:`SAME_PERSON` are one (two boxes on one body): the one found first is kept.
+
+    Of each person's mask only the parts connected to their face box or to a visible keypoint of
+    their pose are kept (:func:`attached_to_person`): a detached speck beside them is not theirs
+    (it would become an avatar fragment and a tubelet of its own).
 
     GrabCut runs on the body box plus ``margin`` cut out of the frame and shrunk so that its
     longer side is at most ``grabcut_side`` px (GrabCut's cost grows with the pixels it models;
-    the mask is scaled back up). ``reads="video"``: the detector scans every pixel, so whatever
-    looks like a face anywhere (a poster, a cartoon face) can make a mask there, and the mask
-    (public) depends on that; the crop the pose model segments includes background too.
+    the mask is scaled back up). ``reads="video"``: the detectors scan every pixel, so whatever
+    looks like a face or a person anywhere (a poster, a cartoon) can make a mask there, and the
+    mask (public) depends on that; the crop the pose model segments includes background too.
 
     Args:
       threshold, max_side: the face detector's
         (:class:`maskdp_jax.anonymize.centerface.CenterFace`).
       refine: ``"pose"`` or ``"grabcut"`` (above).
+      bodies: ``"hog"`` (people found without a face too; needs ``refine="pose"``) or ``"none"``.
+      body_min_height, body_max_side, body_threshold: the body detector's ``min_height`` (px),
+        ``max_side`` (px) and ``threshold`` (:class:`maskdp_jax.anonymize.bodies.HOGBodies`).
+      presence: the pose model's person-presence score a body without a face, or a person
+        carried over a gap, needs to be kept.
       margin: px of context around a body box given to GrabCut as sure background.
       grabcut_side: the longest side (px) GrabCut works at.
       iterations: GrabCut iterations.
-      max_gap: frames a detection is carried to frames where no face was found (with
-        ``refine="pose"`` kept only where the pose model's person-presence score is at least
-        ``carried_presence``: the person may have left).
+      max_gap: frames a person is carried to frames where they were not detected (kept only where
+        the pose model's presence is at least ``presence`` with ``refine="pose"``: the person may
+        have left).
     """
 
     reads = "video"
-    carried_presence = 0.5
+    #: A crop is made again from the pose's alignment points where they reach past it by more
+    #: than this fraction of its side.
+    REGROW = 0.1
+    #: Mask IoU above which two detections in a frame are one person.
+    SAME_PERSON = 0.5
+    #: A body box's crop is this many times the box's height on a side (the HOG window holds
+    #: a person in its middle three quarters: the crop leaves room for raised arms).
+    BODY_CROP = 1.1
+    #: A face belongs to a body box when its centre lies in this top fraction of the box.
+    FACE_IN_BODY = 0.4
 
     def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
-                 margin: int = 8, grabcut_side: int = 160, iterations: int = 3,
-                 max_gap: int = 4):
+                 bodies: str = "hog", body_min_height: int = 48, body_max_side: int = 1792,
+                 body_threshold: float = 0.0, presence: float = 0.5, margin: int = 8,
+                 grabcut_side: int = 160, iterations: int = 3, max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
                              "grabcut_side >= 16.")
         if refine not in ("pose", "grabcut"):
             raise InputError(f"refine must be 'pose' or 'grabcut'; got {refine!r}.")
+        if bodies not in ("hog", "none"):
+            raise InputError(f"bodies must be 'hog' or 'none'; got {bodies!r}.")
+        if bodies == "hog" and refine != "pose":
+            raise InputError("bodies='hog' needs refine='pose': the pose model checks each body "
+                             "box for a person and finds its extent. Set bodies='none' to use "
+                             "refine='grabcut' (faces only).")
+        if not 0 <= presence < 1:
+            raise InputError(f"FacePeople needs 0 <= presence < 1; got {presence}.")
         self.detector = centerface.CenterFace(threshold=threshold, max_side=max_side)
+        self.body_detector = (bodies_lib.HOGBodies(min_height=body_min_height,
+                                                   max_side=body_max_side,
+                                                   threshold=body_threshold)
+                              if bodies == "hog" else None)
         self._pose = pose_lib.BlazePose() if refine == "pose" else None
         self.threshold, self.max_side, self.refine, self.margin = (
             threshold, max_side, refine, margin)
+        self.bodies, self.body_min_height, self.body_max_side = (
+            bodies, body_min_height, body_max_side)
+        self.body_threshold, self.presence = body_threshold, presence
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
-        self.model = model_files.describe("centerface.onnx") + (
-            "; " + model_files.describe("pose_landmark_full.tflite") if refine == "pose" else "")
+        self.model = "; ".join(
+            [model_files.describe("centerface.onnx")]
+            + ([bodies_lib.DESCRIPTION] if bodies == "hog" else [])
+            + ([model_files.describe("pose_landmark_full.tflite")] if refine == "pose" else []))
         self._last: tuple[str, int, list[np.ndarray]] | None = None
+
+    def proposals(self, frame: np.ndarray) -> np.ndarray:
+        """float64 ``[n, 9]``, one row per person detected in uint8 ``[H, W, 3]`` RGB ``frame``:
+        the square crop ``(x0, y0, x1, y1)`` the pose model segments, the person's face box
+        (NaN without a face) and 1.0 where the crop comes from a body box (the merge rule is in
+        the class docstring). Faces with a body come first, then bodies by score, then faces
+        alone by score."""
+        faces = self.detector(frame)
+        bodies = (self.body_detector(frame) if self.body_detector is not None
+                  else np.zeros((0, 5)))
+        cx, cy = (faces[:, 0] + faces[:, 2]) / 2, (faces[:, 1] + faces[:, 3]) / 2
+        free = np.ones(len(faces), bool)
+        with_face, without_face = [], []
+        for x0, y0, x1, y1, _ in bodies[np.argsort(-bodies[:, 4], kind="stable")]:
+            side = self.BODY_CROP * (y1 - y0)
+            crop = [(x0 + x1 - side) / 2, (y0 + y1 - side) / 2, (x0 + x1 + side) / 2,
+                    (y0 + y1 + side) / 2]
+            inside = free & (cx >= x0) & (cx < x1) & (cy >= y0) & (
+                cy < y0 + self.FACE_IN_BODY * (y1 - y0))
+            if inside.any():
+                j = int(np.argmax(np.where(inside, faces[:, 4], -np.inf)))
+                free[j] = False
+                with_face.append([*crop, *faces[j, :4], 1.0])
+            else:
+                without_face.append([*crop, *[np.nan] * 4, 1.0])
+        alone = [[*pose_box(f), *f[:4], 0.0]
+                 for f in faces[free][np.argsort(-faces[free, 4], kind="stable")]]
+        return np.reshape(np.asarray(with_face + without_face + alone, np.float64), (-1, 9))
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
         t, h, w, _ = video.shape
         q = np.zeros((t, h, w), bool)
         poses = []
-        detected = [self.detector(frame) for frame in video]
-        for i, faces in enumerate(fill_gaps(detected, self.max_gap)):
-            found = []
-            for face in faces:
+        detected = [self.proposals(frame) for frame in video]
+        for i, people in enumerate(fill_gaps(detected, self.max_gap)):
+            found, masks = [], []
+            for r, row in enumerate(people):
+                crop, face = row[:4], row[4:8]
+                has_face, carried = not np.isnan(face).any(), r >= len(detected[i])
                 if self._pose is None:
                     q[i] |= attached_to_person(self._segment(video[i], face), face)
                     continue
-                pose, presence, person = self._pose(video[i], pose_box(face))
-                if not len(detected[i]) and presence < self.carried_presence:
-                    continue  # a face carried from another frame, and nobody there now
-                q[i] |= attached_to_person(person, face, pose)
-                found.append(pose)
+                out = self._pose(video[i], crop)
+                if (carried or not has_face) and out.presence < self.presence:
+                    continue  # no person in the body box, or the carried person has left
+                if _reaches_past(out.roi, crop, self.REGROW):
+                    second = self._pose(video[i], out.roi)
+                    if second.presence >= self.presence:
+                        out = second
+                    elif not has_face:
+                        continue  # nobody in the crop the model's own alignment gives: a
+                        # person-like pattern (a van's front), not a person
+                person = attached_to_person(out.mask, face if has_face else None, out.pose)
+                if any(_iou(person, m) > self.SAME_PERSON for m in masks):
+                    continue  # a second box on a person already found
+                masks.append(person)
+                q[i] |= person
+                found.append(out.pose)
             poses.append(np.reshape(np.asarray(found, np.float32),
                                     (-1, pose_lib.NUM_KEYPOINTS, 3)))
         self._last = (key, id(video), poses)

@@ -1,4 +1,4 @@
-r"""Person boxes from a dataset's own skeletons: NTU RGB+D's ``.skeleton`` files.
+r"""Person boxes and poses from a dataset's own skeletons: NTU RGB+D's ``.skeleton`` files.
 
 NTU RGB+D 60/120 ship, for every clip ``SsssCcccPpppRrrrAaaa_rgb.avi``, a Kinect v2 skeleton file
 ``SsssCcccPpppRrrrAaaa.skeleton`` (Shahroudy et al. 2016; the format of the dataset's own reader,
@@ -23,8 +23,15 @@ foot joints are the ankles' front, and the hands' joints are palm centres (:data
 units of the joints' height). The colour coordinates are of NTU's 1920×1080 frames
 (:data:`COLOR_SIZE`) and are scaled to the video's size, so a resized copy of the dataset gets
 its boxes too. GrabCut then finds the person inside the box (:class:`~maskdp_jax.anonymize.segment
-.GrabCutPeople`). Toyota Smarthome's skeletons (LCR-Net's JSON poses) are another format: convert
-them to box files (:func:`maskdp_jax.anonymize.segment.read_boxes`).
+.GrabCutPeople`).
+
+A body's pose for the avatar (:func:`read_poses`, read by
+:class:`maskdp_jax.anonymize.pose.PoseFiles` where no ``.json`` pose file exists) is its joints
+placed at the BlazePose keypoints they correspond to (:data:`TO_BLAZEPOSE`), visibility 1 for
+a tracked joint, 0.5 for one Kinect inferred, 0 for the rest and for the keypoints Kinect has no
+joint for (eyes, ears, mouth). Toyota Smarthome's skeletons (LCR-Net's JSON poses) are another
+format: convert them to box files (:func:`maskdp_jax.anonymize.segment.read_boxes`) and pose
+files.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import os
 
 import numpy as np
 
+from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.stages import InputError
 
 #: NTU RGB+D's colour frame, (width, height): the space of the files' colorX, colorY.
@@ -43,6 +51,14 @@ COLOR_SIZE = (1920, 1080)
 #: on any clip (no NTU video can be downloaded here).
 PAD = (0.12, 0.06, 0.08)
 _BODY_FIELDS, _JOINT_FIELDS = 10, 12
+#: Kinect v2 joint (NTU's order, 0-based) -> BlazePose keypoint (pose.KEYPOINTS): head -> nose,
+#: shoulders, elbows, wrists, hand tips -> index fingers, thumbs, hips, knees, ankles, feet ->
+#: foot indices. Kinect's left is the person's left, as BlazePose's is.
+TO_BLAZEPOSE = {3: 0, 4: 11, 8: 12, 5: 13, 9: 14, 6: 15, 10: 16, 21: 19, 23: 20, 22: 21, 24: 22,
+                12: 23, 16: 24, 13: 25, 17: 26, 14: 27, 18: 28, 15: 31, 19: 32}
+#: Visibility given to a joint by its Kinect tracking state (0 not tracked, 1 inferred, 2
+#: tracked).
+STATE_VISIBILITY = (0.0, 0.5, 1.0)
 
 
 def skeleton_path(boxes_dir: str, key: str) -> str:
@@ -56,7 +72,8 @@ def skeleton_path(boxes_dir: str, key: str) -> str:
 
 
 def read_joints(path: str) -> list[list[np.ndarray]]:
-    """Per frame, per body, its tracked joints' colour-image coordinates ``[j, 2]`` (x, y).
+    """Per frame, per body, its joints ``[j, 3]``: colour-image x, y and Kinect tracking state
+    (0 not tracked, 1 inferred, 2 tracked), in the file's joint order.
 
     Raises:
       InputError: the file cannot be read, ends early, or holds a line of the wrong length or
@@ -85,32 +102,33 @@ def read_joints(path: str) -> list[list[np.ndarray]]:
         except ValueError as err:
             raise InputError(f"{path}, line {at}: {what} is not numbers ({err}).") from err
 
+    def count(what: str) -> int:
+        value = row(1, what)[0]
+        if value != int(value) or value < 0:
+            raise InputError(f"{path}, line {at}: {what} must be a whole number >= 0; got "
+                             f"{value:g}.")
+        return int(value)
+
     frames = []
-    for t in range(_count(row(1, "frame count")[0], path, "frame count")):
+    for t in range(count("frame count")):
         bodies = []
-        for _ in range(_count(row(1, f"body count of frame {t}")[0], path, "body count")):
+        for _ in range(count(f"body count of frame {t}")):
             row(_BODY_FIELDS, f"body line of frame {t}")
             joints = [row(_JOINT_FIELDS, f"joint of frame {t}")
-                      for _ in range(_count(row(1, f"joint count of frame {t}")[0], path,
-                                            "joint count"))]
-            tracked = [(j[5], j[6]) for j in joints if j[11] > 0 and np.isfinite(j[5:7]).all()]
-            bodies.append(np.asarray(tracked, np.float64).reshape(-1, 2))
+                      for _ in range(count(f"joint count of frame {t}"))]
+            bodies.append(np.asarray([(j[5], j[6], j[11] if np.isfinite(j[5:7]).all() else 0)
+                                      for j in joints], np.float64).reshape(-1, 3))
         frames.append(bodies)
     return frames
-
-
-def _count(value: float, path: str, what: str) -> int:
-    if value != int(value) or value < 0:
-        raise InputError(f"{path}: {what} must be a whole number >= 0; got {value:g}.")
-    return int(value)
 
 
 def boxes_from_joints(joints: np.ndarray, size: tuple[int, int], *,
                       pad: tuple[float, float, float] = PAD,
                       color_size: tuple[int, int] = COLOR_SIZE) -> np.ndarray | None:
-    """The padded box ``[x0, y0, x1, y1]`` (float, video pixels) of one body's joints ``[j, 2]``
-    in ``color_size`` coordinates, for a video of ``size = (height, width)``; None for fewer
-    than two tracked joints."""
+    """The padded box ``[x0, y0, x1, y1]`` (float, video pixels) of one body's tracked joints
+    (``[j, 3]`` rows of :func:`read_joints`, tracking state > 0) in ``color_size`` coordinates,
+    for a video of ``size = (height, width)``; None for fewer than two tracked joints."""
+    joints = joints[joints[:, 2] > 0, :2]
     if len(joints) < 2:
         return None
     h, w = size
@@ -121,6 +139,44 @@ def boxes_from_joints(joints: np.ndarray, size: tuple[int, int], *,
     return np.array([x0 - side * tall, y0 - top * tall, x1 + side * tall, y1 + bottom * tall])
 
 
+def _frames(path: str, num_frames: int) -> list[list[np.ndarray]]:
+    frames = read_joints(path)
+    if len(frames) != num_frames:
+        raise InputError(f"{path}: {len(frames)} skeleton frames for a video of {num_frames} "
+                         "frames; the file belongs to another clip, or the clip was cut.")
+    return frames
+
+
+def pose_from_joints(joints: np.ndarray, size: tuple[int, int], *,
+                     color_size: tuple[int, int] = COLOR_SIZE) -> np.ndarray:
+    """float32 ``[33, 3]`` BlazePose-layout keypoints (x, y in video pixels, visibility) of one
+    body's joints (``[j, 3]`` rows of :func:`read_joints`): :data:`TO_BLAZEPOSE`,
+    :data:`STATE_VISIBILITY`; keypoints without a joint are 0 with visibility 0."""
+    h, w = size
+    out = np.zeros((pose_lib.NUM_KEYPOINTS, 3), np.float32)
+    for joint, keypoint in TO_BLAZEPOSE.items():
+        if joint < len(joints):
+            x, y, state = joints[joint]
+            out[keypoint] = (x * w / color_size[0], y * h / color_size[1],
+                             STATE_VISIBILITY[int(min(max(state, 0), 2))])
+    return out
+
+
+def read_poses(path: str, num_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
+    """Per frame, float32 ``[n, 33, 3]`` poses (:func:`pose_from_joints`) of an NTU
+    ``.skeleton`` file for a video of ``num_frames`` frames of ``size = (h, w)``: one per body
+    with at least two tracked joints (the bodies :func:`read_boxes` gives boxes for).
+
+    Raises:
+      InputError: as :func:`read_boxes`.
+    """
+    out = []
+    for bodies in _frames(path, num_frames):
+        poses = [pose_from_joints(j, size) for j in bodies if (j[:, 2] > 0).sum() >= 2]
+        out.append(np.asarray(poses, np.float32).reshape(-1, pose_lib.NUM_KEYPOINTS, 3))
+    return out
+
+
 def read_boxes(path: str, num_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
     """Per frame, float ``[n, 4]`` person boxes of an NTU ``.skeleton`` file (:func:`read_joints`,
     :func:`boxes_from_joints`) for a video of ``num_frames`` frames of ``size = (h, w)``.
@@ -129,12 +185,8 @@ def read_boxes(path: str, num_frames: int, size: tuple[int, int]) -> list[np.nda
       InputError: a bad file (:func:`read_joints`), or a frame count other than the video's
         (boxes of another clip, or a clip cut after its skeletons were made).
     """
-    frames = read_joints(path)
-    if len(frames) != num_frames:
-        raise InputError(f"{path}: {len(frames)} skeleton frames for a video of {num_frames} "
-                         "frames; the file belongs to another clip, or the clip was cut.")
     out = []
-    for bodies in frames:
+    for bodies in _frames(path, num_frames):
         boxes = [b for b in (boxes_from_joints(j, size) for j in bodies) if b is not None]
         out.append(np.asarray(boxes, np.float64).reshape(-1, 4))
     return out
