@@ -279,6 +279,16 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
             "seconds": seconds, "segmenter": result.summary["segmenter"]}
 
 
+def found(rows: list[dict], method: str) -> dict[str, tuple[int, int]]:
+    """Per :data:`CATEGORIES` column, (people found, people) of ``method``, pooled over clips."""
+    people = [p for r in rows if r["method"] == method for p in r["people"]]
+    out = {}
+    for name, test in CATEGORIES:
+        chosen = [p for p in people if test(p["view"], p["tags"])]
+        out[name] = (sum(p["found"] for p in chosen), len(chosen))
+    return out
+
+
 def heldout_table(rows: list[dict]) -> str:
     """Per method, pooled over the held-out clips (the clip without people apart)."""
     head = " | ".join(f"{c} found" for c, _ in CATEGORIES)
@@ -287,22 +297,19 @@ def heldout_table(rows: list[dict]) -> str:
              "|---" * (len(CATEGORIES) + 6) + "|"]
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        people = [p for r in mine for p in r["people"]]
-        cells = []
-        for _, test in CATEGORIES:
-            chosen = [p for p in people if test(p["view"], p["tags"])]
-            cells.append(f"{sum(p['found'] for p in chosen)}/{len(chosen)}")
+        cells = [f"{k}/{n}" for k, n in found(rows, method).values()]
         legs = sum(r["legs_px"] for r in mine)
         avatar = sum(r["avatar_px"] for r in mine if r["people"])
         outside = sum(r["avatar_outside_boxes_px"] for r in mine if r["people"])
         empty = [r for r in mine if not r["people"]]
-        covered = sum(r["legs_covered_px"] for r in mine) / legs if legs else float("nan")
+        covered = (f"{sum(r['legs_covered_px'] for r in mine) / legs:.3f}" if legs
+                   else "–")
         no_people = (f"{np.mean([r['avatar_frame_fraction'] for r in empty]):.4f}"
                      if empty else "–")
         seconds = sum(r["seconds"] for r in mine)
         frames = sum(r["frames"] for r in mine)
         lines.append(f"| {method} ({mine[0]['segmenter']}) | {' | '.join(cells)} | "
-                     f"{covered:.3f} | {outside / avatar if avatar else 0:.3f} | {no_people} | "
+                     f"{covered} | {outside / avatar if avatar else 0:.3f} | {no_people} | "
                      f"{frames / seconds:.2f} |")
     return "\n".join(lines)
 

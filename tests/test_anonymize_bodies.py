@@ -85,18 +85,22 @@ def test_a_face_in_a_body_is_one_person_cropped_by_the_body(people):
     crop; a face elsewhere gets the face crop; a body without a face has no face box."""
     face_in = [40, 12, 50, 24, 0.9]
     face_out = [150, 10, 160, 22, 0.8]
-    body_a = [30, 10, 60, 90, 2.0]
+    body_a = [30, 10, 60, 110, 2.0]  # a standing person: the body's crop beats the face's
     body_b = [90, 20, 120, 100, 1.0]
     seg = _stub(people, [face_in, face_out], [body_b, body_a], None)
     rows = seg.proposals(np.zeros((120, 200, 3), np.uint8))
     assert rows.shape == (3, 9)
-    side = segment.FacePeople.BODY_CROP * 80
-    np.testing.assert_allclose(rows[0, :4], [45 - side / 2, 50 - side / 2, 45 + side / 2,
-                                             50 + side / 2])
+    side = segment.FacePeople.BODY_CROP * 100
+    np.testing.assert_allclose(rows[0, :4], [45 - side / 2, 60 - side / 2, 45 + side / 2,
+                                             60 + side / 2])
     np.testing.assert_allclose(rows[0, 4:], [40, 12, 50, 24, 1.0])
     assert np.isnan(rows[1, 4:8]).all() and rows[1, 8] == 1.0  # body_b: no face
     np.testing.assert_allclose(rows[2, :4], segment.pose_box(np.asarray(face_out)))
     assert rows[2, 8] == 0.0
+    close_up = [30, 15, 90, 55, 0.9]  # a face 40 px tall in a body box of 120: a close-up
+    rows = _stub(people, [close_up], [[0, 10, 120, 130, 1.0]], None).proposals(
+        np.zeros((200, 200, 3), np.uint8))
+    np.testing.assert_allclose(rows[0, :4], segment.pose_box(np.asarray(close_up)))
 
 
 def test_a_person_cut_by_the_crop_is_segmented_again_and_a_pattern_is_dropped(people):
@@ -136,7 +140,8 @@ def test_a_person_cut_by_the_crop_is_segmented_again_and_a_pattern_is_dropped(pe
 
 
 def test_two_boxes_on_one_person_are_one_person(people):
-    """Two proposals whose masks overlap by IoU > SAME_PERSON give one pose, not two."""
+    """Two proposals one of whose masks lies mostly inside the other (more than SAME_PERSON of
+    the smaller) give one pose, not two."""
     mask = np.zeros((120, 200), bool)
     mask[20:100, 30:60] = True
     seg = _stub(people, [], [[28, 10, 62, 100, 2.0], [32, 12, 64, 102, 1.5]],
@@ -145,6 +150,13 @@ def test_two_boxes_on_one_person_are_one_person(people):
     q = seg(video, "v")
     assert len(seg.poses(video, "v")[0]) == 1
     np.testing.assert_array_equal(q[0], mask)
+    part = np.zeros_like(mask)
+    part[20:50, 30:60] = True  # a box on the head and chest: its mask lies inside the first
+    masks = iter([mask, part])
+    seg = _stub(people, [], [[28, 10, 62, 100, 2.0], [30, 10, 60, 50, 1.0]],
+                lambda frame, crop: _output(next(masks), crop=crop))
+    seg(video, "v")
+    assert len(seg.poses(video, "v")[0]) == 1
 
 
 def test_each_person_is_carried_over_the_frames_they_are_missed():

@@ -354,9 +354,10 @@ def _reaches_past(roi: np.ndarray, crop: np.ndarray, fraction: float) -> bool:
                 or roi[2] > crop[2] + slack or roi[3] > crop[3] + slack)
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = np.count_nonzero(a | b)
-    return np.count_nonzero(a & b) / union if union else 0.0
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """The share of the smaller of masks ``a`` and ``b`` that lies in the other."""
+    smaller = min(np.count_nonzero(a), np.count_nonzero(b))
+    return np.count_nonzero(a & b) / smaller if smaller else 0.0
 
 
 #: BlazePose's visibility (a probability) above which a keypoint anchors a mask component.
@@ -373,16 +374,20 @@ class FacePeople:
     seeds for GrabCut (``refine="grabcut"``: no pose model, faces only, coarser).
 
     One person, one crop (:meth:`proposals`): a face whose centre lies in the top 40 % of a body
-    box is that body's face, and the crop is the body box's (the person's whole extent, legs
-    included); a face with no body gets :func:`pose_box`; a body with no face gets its box's crop.
+    box is that body's face, and the crop is the larger of the body box's (the person's whole
+    extent, legs included) and the face's (:func:`pose_box`: in a close-up the body box holds only
+    a part of the person); a face with no body gets :func:`pose_box`; a body with no face gets its
+    box's crop.
     Where the pose model's alignment points say the person reaches past the crop by more than
     :attr:`REGROW` of its side (a standing person below a face crop), a second pass segments the
     crop they give (:attr:`maskdp_jax.anonymize.pose.PoseOutput.roi`), kept if the person is
     still present there. A body without a face is kept only where the pose model's
     person-presence score is at least ``presence`` (HOG also fires on poles, signs and vans), in
     the second pass's crop too where one runs, as is a person carried over a gap (each person is
-    carried on their own: :func:`fill_gaps`). Two people whose masks overlap by IoU >
-    :attr:`SAME_PERSON` are one (two boxes on one body): the one found first is kept.
+    carried on their own: :func:`fill_gaps`). A person whose mask lies more than
+    :attr:`SAME_PERSON` inside one found before them in the frame (or the other way round) is
+    that person again (two boxes on one body, or a person carried from another frame under
+    another crop): dropped.
 
     Of each person's mask only the parts connected to their face box or to a visible keypoint of
     their pose are kept (:func:`attached_to_person`): a detached speck beside them is not theirs
@@ -415,7 +420,8 @@ class FacePeople:
     #: A crop is made again from the pose's alignment points where they reach past it by more
     #: than this fraction of its side.
     REGROW = 0.1
-    #: Mask IoU above which two detections in a frame are one person.
+    #: The share of the smaller of two masks inside the other above which two detections in a
+    #: frame are one person.
     SAME_PERSON = 0.5
     #: A body box's crop is this many times the box's height on a side (the HOG window holds
     #: a person in its middle three quarters: the crop leaves room for raised arms).
@@ -479,6 +485,9 @@ class FacePeople:
             if inside.any():
                 j = int(np.argmax(np.where(inside, faces[:, 4], -np.inf)))
                 free[j] = False
+                face_crop = pose_box(faces[j])
+                if face_crop[2] - face_crop[0] > side:  # a close-up: HOG boxed a part of them
+                    crop = list(face_crop)
                 with_face.append([*crop, *faces[j, :4], 1.0])
             else:
                 without_face.append([*crop, *[np.nan] * 4, 1.0])
@@ -510,7 +519,7 @@ class FacePeople:
                         continue  # nobody in the crop the model's own alignment gives: a
                         # person-like pattern (a van's front), not a person
                 person = attached_to_person(out.mask, face if has_face else None, out.pose)
-                if any(_iou(person, m) > self.SAME_PERSON for m in masks):
+                if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
                     continue  # a second box on a person already found
                 masks.append(person)
                 q[i] |= person
