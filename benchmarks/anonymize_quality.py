@@ -56,6 +56,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 
@@ -233,7 +234,7 @@ def heldout_table(rows: list[dict]) -> str:
     head = " | ".join(f"{c} found" for c, _ in heldout_lib.CATEGORIES)
     lines = [f"| method (segmenter) | {head} | legs covered | avatar outside people's boxes | "
              "avatar on the clip without people | frames/s |",
-             "|---" * (len(heldout_lib.CATEGORIES) + 6) + "|"]
+             "|---" * (len(heldout_lib.CATEGORIES) + 5) + "|"]
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         cells = [f"{k}/{n}" for k, n in found(rows, method).values()]
@@ -269,7 +270,8 @@ def heldout(methods: list[str], split: str, directory: str, out_dir: str, comman
     with open(os.path.join(out_dir, f"{stem}.md"), "w") as f:
         f.write(f"# Anonymisation on {title}\n\n{text}")
     with open(os.path.join(out_dir, f"{stem}.json"), "w") as f:
-        json.dump({"rows": rows, "machine": machine_line(), "command": command}, f, indent=1)
+        json.dump({"rows": rows, "machine": machine_line(), "command": command,
+                   **code_version()}, f, indent=1)
         f.write("\n")
     print(text)
 
@@ -298,6 +300,22 @@ def table(rows: list[dict]) -> str:
                      f"({r['avatar_off_grown_labels']:.3f}–{r['avatar_off_shrunk_labels']:.3f}) "
                      f"| {covered} | {r['public_off_person']:.3f} | {r['frames_per_s']:.2f} |")
     return "\n".join(lines)
+
+
+#: The code a run's figures depend on: a change here after the committed run makes it stale.
+CODE_PATHS = ("maskdp_jax/anonymize", "configs/anonymize.py", "benchmarks/anonymize_quality.py",
+              "benchmarks/anonymize_heldout.py")
+
+
+def code_version() -> dict:
+    """``{"commit": <HEAD>, "uncommitted": <whether CODE_PATHS differ from it>}`` of this
+    checkout, written beside the figures so a test can tell when they went stale."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"),
+            "uncommitted": bool(git("status", "--porcelain", "--", *CODE_PATHS))}
 
 
 def machine_line() -> str:
@@ -342,7 +360,8 @@ def main(argv=None) -> None:
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(f"# Anonymisation quality on real clips\n\n{text}")
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"rows": rows, "machine": machine, "command": command.strip()}, f, indent=1)
+        json.dump({"rows": rows, "machine": machine, "command": command.strip(),
+                   **code_version()}, f, indent=1)
         f.write("\n")
     print(text)
 

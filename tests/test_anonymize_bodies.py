@@ -59,8 +59,36 @@ def test_the_body_detector_scales_pads_and_maps_boxes_back_to_the_frame(monkeypa
     boxes = detector(np.zeros((100, 200, 3), np.uint8))
     assert seen["shape"][:2] == (240, 440)  # (100 + 20) * 2, (200 + 20) * 2
     np.testing.assert_allclose(boxes, [[10, 20, 42, 84, 2.0]])  # the lower score is merged
+    found = {}
+
+    def detect(self, image, **kwargs):
+        seen["shape"] = image.shape
+        return found["boxes"]
+
+    FakeHOG.detectMultiScale = detect
+    found["boxes"] = np.array([[40, 60, 64, 128]]), np.array([[0.3]])
+    assert len(detector(np.zeros((100, 200, 3), np.uint8))) == 1  # a lone, weak person stays
+    found["boxes"] = np.array([[40, 60, 64, 128], [300, 60, 64, 128]]), np.array([[0.3], [0.9]])
+    assert len(detector(np.zeros((100, 200, 3), np.uint8))) == 2  # apart: both stay
     bodies.HOGBodies(min_height=48, max_side=330, border=0.1)(np.zeros((100, 200, 3), np.uint8))
     assert seen["shape"][:2] == (180, 330)  # capped at max_side: scale 1.5
+
+
+def test_the_body_detector_boxes_a_cyclist_on_real_footage():
+    """On bikes.mp4 frame 125 (a fixture clip, hand-labelled) one body box holds the labelled
+    cyclist, whose face is turned away from the camera."""
+    from test_anonymize import ROOT, real_clip
+
+    from maskdp_jax.anonymize.opencv import cv2
+
+    frame = pipeline.read_video(real_clip("bikes.mp4"))[125]
+    label = cv2().imread(f"{ROOT}/tests/fixtures/anonymize_people/bikes_125.png",
+                         cv2().IMREAD_GRAYSCALE) > 0
+    held = []
+    for x0, y0, x1, y1, _ in bodies.HOGBodies()(frame):
+        x0, y0, x1, y1 = (int(round(v)) for v in (x0, y0, x1, y1))
+        held.append(label[max(y0, 0):y1, max(x0, 0):x1].sum() / label.sum())
+    assert max(held) > 0.9, held
 
 
 def _stub(people, faces, found_bodies, outputs):
@@ -159,6 +187,26 @@ def test_two_boxes_on_one_person_are_one_person(people):
     assert len(seg.poses(video, "v")[0]) == 1
 
 
+def test_a_carried_person_needs_the_pose_model_to_see_them_and_a_detected_face_does_not(people):
+    """A face carried into a frame where it was not detected is kept only where BlazePose's
+    presence reaches ``presence``; a face detected in its frame is kept whatever the score."""
+    mask = np.zeros((120, 200), bool)
+    mask[20:60, 30:60] = True
+    face = [[38, 12, 52, 26, 0.9]]
+    faces_per_frame = iter([face, [], face])
+
+    seg = copy.copy(people)
+    seg.detector = lambda frame: np.asarray(next(faces_per_frame), np.float64).reshape(-1, 5)
+    seg.body_detector = None
+    for presence, kept in ((0.2, [True, False, True]), (0.9, [True, True, True])):
+        faces_per_frame = iter([face, [], face])
+        seg.detector = lambda frame, it=faces_per_frame: np.asarray(
+            next(it), np.float64).reshape(-1, 5)
+        seg._pose = lambda frame, crop, p=presence: _output(mask, p, crop=crop)
+        q = seg(np.zeros((3, 120, 200, 3), np.uint8), "v")
+        assert q.any(axis=(1, 2)).tolist() == kept, presence
+
+
 def test_each_person_is_carried_over_the_frames_they_are_missed():
     """A person missed in a frame where others are found is carried from the nearest frame
     that has them, at most max_gap frames; people elsewhere do not block it."""
@@ -174,6 +222,11 @@ def test_each_person_is_carried_over_the_frames_they_are_missed():
     assert [len(f) for f in segment.fill_gaps(frames, max_gap=0)] == [2, 1, 1, 1, 2]
     moved = np.array([[14.0, 12, 34, 72]])  # the same person a few px on: not a second one
     assert len(segment.fill_gaps([a, moved], max_gap=1)[1]) == 1
+    walker = [a + [6.0 * t, 0, 6.0 * t, 0] for t in range(9)]  # a tenth of their height a frame
+    assert [len(f) for f in segment.fill_gaps(walker, max_gap=4)] == [1] * 9  # no ghosts
+    assert [len(t) for t in segment.tracks(walker, max_gap=4)] == [9]
+    empty = [np.zeros(0), a]  # an empty frame may come as a flat array
+    assert [f.shape for f in segment.fill_gaps(empty, max_gap=1)] == [(1, 4), (1, 4)]
 
 
 def test_body_settings_reach_the_segmenter_and_bad_ones_are_refused():
@@ -206,9 +259,24 @@ def test_ntu_skeletons_give_the_avatar_its_poses(tmp_path):
     poses = pose_lib.PoseFiles(str(tmp_path))(video, "S001C001P001R001A001_rgb.avi")
     assert [p.shape for p in poses] == [(1, 33, 3), (0, 33, 3)]
     pose = poses[0][0]
-    for joint, keypoint in skeletons.TO_BLAZEPOSE.items():
+    kinect = {"head": 3, "left_shoulder": 4, "left_elbow": 5, "left_wrist": 6,
+              "right_shoulder": 8, "right_elbow": 9, "right_wrist": 10, "left_hip": 12,
+              "left_knee": 13, "left_ankle": 14, "left_foot": 15, "right_hip": 16,
+              "right_knee": 17, "right_ankle": 18, "right_foot": 19, "left_hand_tip": 21,
+              "left_thumb": 22, "right_hand_tip": 23, "right_thumb": 24}  # NTU's joint order
+    blazepose = {"head": "nose", "left_foot": "left_foot_index",
+                 "right_foot": "right_foot_index", "left_hand_tip": "left_index",
+                 "right_hand_tip": "right_index"}
+    assert len(skeletons.TO_BLAZEPOSE) == len(kinect)
+    for name, joint in kinect.items():
+        keypoint = pose_lib.KEYPOINTS.index(blazepose.get(name, name))
+        assert skeletons.TO_BLAZEPOSE[joint] == keypoint, name
         x, y = JOINTS[joint]
         expected = {5: 0.0, 4: 0.5}.get(joint, 1.0)
         np.testing.assert_allclose(pose[keypoint], [x / 2, y / 2, expected])
     assert pose[1:11, 2].max() == 0  # eyes, ears, mouth: no Kinect joint
     assert len(pose_lib.check_poses(poses, 2, "k")) == 2
+    joints = np.array([[x, y, 2.0] for x, y in JOINTS])
+    joints[4, :2] = np.nan  # a joint without coordinates: invisible, not a NaN pose
+    one = pose_lib.pose_from_joints(joints, (540, 960))
+    assert np.isfinite(one).all() and one[11, 2] == 0

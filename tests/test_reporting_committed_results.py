@@ -597,6 +597,32 @@ def test_docs_anonymisation_quality_table_is_the_committed_benchmark():
             and f"the table above has it at {off['bikes']:.3f}" in flat)
 
 
+def test_the_anonymisation_benchmarks_ran_on_todays_code():
+    """The committed anonymisation quality runs (fixtures, held-out, validation) were made at a
+    commit with no uncommitted change to the code they measure, and that code has not changed
+    since (benchmarks/anonymize_quality.CODE_PATHS): a change to the segmenter makes them stale,
+    and this test says to rerun them."""
+    import subprocess
+
+    from benchmarks import anonymize_quality
+
+    directory = os.path.join(ROOT, "docs", "results", "anonymize_quality")
+    for stem in ("results", "heldout", "validation"):
+        with open(os.path.join(directory, f"{stem}.json")) as f:
+            run = json.load(f)
+        assert not run["uncommitted"], stem
+        known = subprocess.run(["git", "cat-file", "-e", run["commit"] + "^{commit}"], cwd=ROOT,
+                               capture_output=True)
+        if known.returncode:
+            pytest.skip(f"commit {run['commit']} is not in this clone's history (a shallow "
+                        "clone): git fetch --unshallow to check the runs' code")
+        changed = subprocess.run(["git", "diff", "--name-only", run["commit"], "--",
+                                  *anonymize_quality.CODE_PATHS], cwd=ROOT, capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert not changed, (f"{stem}.json was measured at {run['commit'][:7]}; since then "
+                             f"{changed} changed: rerun {run['command']}")
+
+
 def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
     """docs/guides/anonymize.md: the held-out and validation tables are
     benchmarks/anonymize_quality's tables of the committed heldout.json / validation.json (as

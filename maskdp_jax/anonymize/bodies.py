@@ -99,7 +99,9 @@ class HOGBodies:
         score = np.ravel(weights).astype(np.float64)
         boxes = np.concatenate([found[:, :2], found[:, :2] + found[:, 2:]], 1) / s - pad
         keep = cv2.dnn.NMSBoxes([[float(x0), float(y0), float(x1 - x0), float(y1 - y0)]
-                                 for x0, y0, x1, y1 in boxes], (score - score.min()).tolist(),
-                                0.0, self.nms)  # NMS wants scores >= 0: only their order counts
+                                 for x0, y0, x1, y1 in boxes],
+                                (score - score.min() + 1.0).tolist(), 0.0, self.nms)
+        # NMSBoxes keeps scores strictly above a threshold >= 0: shifted to start at 1, every
+        # box is a candidate and only the scores' order counts
         keep = np.reshape(np.asarray(keep, np.int64), -1)
         return np.concatenate([boxes[keep], score[keep, None]], 1)

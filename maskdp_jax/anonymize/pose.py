@@ -13,7 +13,7 @@ are a list with one float32 ``[n, 33, 3]`` array per frame (``n`` people, 0 wher
   load, so the crops come from the face detector instead.
 * :class:`PoseFiles` (``reads="none"``): poses you made, ``<dir>/<key stem>.json`` =
   ``{"poses": [[frame, x0, y0, v0, ..., x32, y32, v32], ...]}``, or else NTU RGB+D's own
-  skeleton file (:func:`maskdp_jax.anonymize.skeletons.read_poses`).
+  skeleton file (:func:`skeleton_poses`).
 
 The poses are released outside DP exactly like the mask: the avatar is drawn from them.
 """
@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from maskdp_jax.anonymize import annotations, model_files
+from maskdp_jax.anonymize import annotations, model_files, skeletons
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
 
@@ -121,17 +121,49 @@ class PoseFiles:
         self.poses_dir = poses_dir
 
     def __call__(self, video: np.ndarray, key: str) -> list[np.ndarray]:
-        from maskdp_jax.anonymize import skeletons  # it imports this module
-
         t = len(video)
         path = os.path.splitext(os.path.join(self.poses_dir, key))[0] + ".json"
         skeleton = skeletons.skeleton_path(self.poses_dir, key)
         if not os.path.exists(path) and os.path.exists(skeleton):
-            return skeletons.read_poses(skeleton, t, video.shape[1:3])
+            return skeleton_poses(skeleton, t, video.shape[1:3])
         rows = annotations.read_frame_rows(
             path, field="poses", what="pose", width=1 + 3 * NUM_KEYPOINTS, num_frames=t,
             layout="[[frame, x0, y0, v0, ..., x32, y32, v32], ...]")
         return [r.reshape(-1, NUM_KEYPOINTS, 3).astype(np.float32) for r in rows]
+
+
+def pose_from_joints(joints: np.ndarray, size: tuple[int, int], *,
+                     color_size: tuple[int, int] = skeletons.COLOR_SIZE) -> np.ndarray:
+    """float32 ``[33, 3]`` keypoints (x, y in video pixels, visibility) of one NTU body's joints
+    (``[j, 3]`` rows of :func:`maskdp_jax.anonymize.skeletons.read_joints`, in ``color_size``
+    coordinates) for a video of ``size = (h, w)``: each joint on the keypoint
+    :data:`maskdp_jax.anonymize.skeletons.TO_BLAZEPOSE` names, its visibility from its tracking
+    state (:data:`maskdp_jax.anonymize.skeletons.STATE_VISIBILITY`); keypoints without a joint,
+    and joints without finite coordinates, are 0 with visibility 0."""
+    h, w = size
+    out = np.zeros((NUM_KEYPOINTS, 3), np.float32)
+    for joint, keypoint in skeletons.TO_BLAZEPOSE.items():
+        if joint < len(joints) and np.isfinite(joints[joint, :2]).all():
+            x, y, state = joints[joint]
+            out[keypoint] = (x * w / color_size[0], y * h / color_size[1],
+                             skeletons.STATE_VISIBILITY[int(min(max(state, 0), 2))])
+    return out
+
+
+def skeleton_poses(path: str, num_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
+    """Per frame, float32 ``[n, 33, 3]`` poses (:func:`pose_from_joints`) of an NTU
+    ``.skeleton`` file for a video of ``num_frames`` frames of ``size = (h, w)``: one per body
+    with at least two tracked joints (the bodies
+    :func:`maskdp_jax.anonymize.skeletons.read_boxes` gives boxes for).
+
+    Raises:
+      InputError: as :func:`maskdp_jax.anonymize.skeletons.read_frames`.
+    """
+    out = []
+    for bodies in skeletons.read_frames(path, num_frames):
+        poses = [pose_from_joints(j, size) for j in bodies if (j[:, 2] > 0).sum() >= 2]
+        out.append(np.asarray(poses, np.float32).reshape(-1, NUM_KEYPOINTS, 3))
+    return out
 
 
 def check_poses(poses, num_frames: int, key: str) -> list[np.ndarray]:

@@ -73,7 +73,7 @@ def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndar
     px: close-ups are found by their face)."""
     cv2 = _cv2()
     hog = cv2.HOGDescriptor()
-    hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+    hog.setSVMDetector(bodies_lib.coefficients())
     face = cv2.CascadeClassifier(os.path.join(cv2.data.haarcascades,
                                               "haarcascade_frontalface_default.xml"))
     if face.empty():
@@ -100,39 +100,71 @@ def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
     but not here, their row from the nearest frame that has them (detectors miss frames; a
     person does not vanish for a frame, nor while the others stay found).
 
+    People are followed by :func:`tracks`: a walker found in every frame is one person, never a
+    second one carried from a neighbouring frame.
+
     Args:
-      boxes: per frame, float ``[n, k]`` rows whose first four columns are a box ``(x0, y0,
-        x1, y1)``; two boxes are one person when their centres lie within :data:`SAME_PLACE`
-        of the taller box's height.
+      boxes: per frame, float ``[n, k]`` rows whose first four columns are the box ``(x0, y0,
+        x1, y1)`` that places the person (a detection, or the crop a segmenter reads).
       max_gap: frames a row is carried at most.
 
     Returns:
-      Per frame, the frame's own rows first, then the carried copies.
+      Per frame, ``[m, k]`` rows of the input's dtype: the frame's own rows first, then the
+      carried copies.
     """
-    out = []
-    for i, own in enumerate(boxes):
-        rows = list(own)
-        for gap in range(1, max_gap + 1):
-            for j in (i - gap, i + gap):
-                if not 0 <= j < len(boxes):
+    width = max((np.shape(b)[-1] for b in boxes if np.size(b)), default=4)
+    dtype = np.result_type(*[np.asarray(b) for b in boxes if np.size(b)]) if any(
+        np.size(b) for b in boxes) else np.float64  # pixel boxes stay integers
+    boxes = [np.reshape(np.asarray(b, dtype), (-1, width)) for b in boxes]
+    out = [list(b) for b in boxes]
+    for track in tracks(boxes, max_gap):
+        frames = np.array(sorted(track))
+        for i in range(len(boxes)):
+            if i in track:
+                continue
+            j = int(frames[np.argmin(np.abs(frames - i))])
+            if abs(j - i) <= max_gap:
+                out[i].append(boxes[j][track[j]])
+    return [np.reshape(np.asarray(rows, dtype), (-1, width)) for rows in out]
+
+
+#: A person moves less than this fraction of their box's height per frame (a walker at 10
+#: frames/s about a quarter; the tolerance grows with the frames between two sightings).
+SAME_PLACE = 0.4
+
+
+def tracks(boxes: list[np.ndarray], max_gap: int) -> list[dict[int, int]]:
+    """Each person's rows over the frames: ``{frame: row index}`` per person.
+
+    A row joins the person last seen nearest to it, at most ``2 max_gap + 1`` frames earlier
+    (a gap :func:`fill_gaps` fills from both sides), if
+    their boxes' centres lie within :data:`SAME_PLACE` of the taller box's height per frame
+    between them; otherwise it starts a person. Greedy, in the rows' order (a detector's rows
+    come best first): what a simple linker does where no appearance is compared.
+    """
+    people: list[dict[int, int]] = []
+    for t, rows in enumerate(boxes):
+        taken: set[int] = set()
+        for r, row in enumerate(rows):
+            best, best_distance = None, np.inf
+            for k, person in enumerate(people):
+                last = max(person)
+                gap = t - last
+                if k in taken or not 1 <= gap <= 2 * max_gap + 1:
                     continue
-                for row in boxes[j]:
-                    if not any(_same_place(row, other) for other in rows):
-                        rows.append(row)
-        out.append(np.reshape(np.asarray(rows, np.asarray(own).dtype), (-1, np.shape(own)[1]))
-                   if rows else own)
-    return out
-
-
-#: Two boxes are one person when their centres are closer than this fraction of the taller
-#: box's height (a walker moves about a tenth of their height per frame at 25 frames/s).
-SAME_PLACE = 0.25
-
-
-def _same_place(a: np.ndarray, b: np.ndarray) -> bool:
-    height = max(a[3] - a[1], b[3] - b[1])
-    return bool(np.hypot((a[0] + a[2] - b[0] - b[2]) / 2, (a[1] + a[3] - b[1] - b[3]) / 2)
-                < SAME_PLACE * height)
+                other = boxes[last][person[last]]
+                height = max(row[3] - row[1], other[3] - other[1])
+                distance = np.hypot((row[0] + row[2] - other[0] - other[2]) / 2,
+                                    (row[1] + row[3] - other[1] - other[3]) / 2)
+                if distance < SAME_PLACE * height * gap and distance < best_distance:
+                    best, best_distance = k, distance
+            if best is None:
+                people.append({t: r})
+                taken.add(len(people) - 1)
+            else:
+                people[best][t] = r
+                taken.add(best)
+    return people
 
 
 def read_boxes(boxes_dir: str, key: str, num_frames: int,
@@ -387,7 +419,7 @@ class FacePeople:
     carried on their own: :func:`fill_gaps`). A person whose mask lies more than
     :attr:`SAME_PERSON` inside one found before them in the frame (or the other way round) is
     that person again (two boxes on one body, or a person carried from another frame under
-    another crop): dropped.
+    another crop): their mask joins the frame's, their pose is not drawn twice.
 
     Of each person's mask only the parts connected to their face box or to a visible keypoint of
     their pose are kept (:func:`attached_to_person`): a detached speck beside them is not theirs
@@ -519,10 +551,10 @@ class FacePeople:
                         continue  # nobody in the crop the model's own alignment gives: a
                         # person-like pattern (a van's front), not a person
                 person = attached_to_person(out.mask, face if has_face else None, out.pose)
-                if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
-                    continue  # a second box on a person already found
-                masks.append(person)
                 q[i] |= person
+                if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
+                    continue  # a second box on a person already found: one pose for them
+                masks.append(person)
                 found.append(out.pose)
             poses.append(np.reshape(np.asarray(found, np.float32),
                                     (-1, pose_lib.NUM_KEYPOINTS, 3)))

@@ -25,7 +25,7 @@ units of the joints' height). The colour coordinates are of NTU's 1920×1080 fra
 its boxes too. GrabCut then finds the person inside the box (:class:`~maskdp_jax.anonymize.segment
 .GrabCutPeople`).
 
-A body's pose for the avatar (:func:`read_poses`, read by
+A body's pose for the avatar (:func:`maskdp_jax.anonymize.pose.skeleton_poses`, read by
 :class:`maskdp_jax.anonymize.pose.PoseFiles` where no ``.json`` pose file exists) is its joints
 placed at the BlazePose keypoints they correspond to (:data:`TO_BLAZEPOSE`), visibility 1 for
 a tracked joint, 0.5 for one Kinect inferred, 0 for the rest and for the keypoints Kinect has no
@@ -40,7 +40,6 @@ import os
 
 import numpy as np
 
-from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.stages import InputError
 
 #: NTU RGB+D's colour frame, (width, height): the space of the files' colorX, colorY.
@@ -139,42 +138,18 @@ def boxes_from_joints(joints: np.ndarray, size: tuple[int, int], *,
     return np.array([x0 - side * tall, y0 - top * tall, x1 + side * tall, y1 + bottom * tall])
 
 
-def _frames(path: str, num_frames: int) -> list[list[np.ndarray]]:
+def read_frames(path: str, num_frames: int) -> list[list[np.ndarray]]:
+    """:func:`read_joints` of a skeleton file that must have ``num_frames`` frames.
+
+    Raises:
+      InputError: a bad file, or a frame count other than the video's (the skeletons of another
+        clip, or a clip cut after its skeletons were made).
+    """
     frames = read_joints(path)
     if len(frames) != num_frames:
         raise InputError(f"{path}: {len(frames)} skeleton frames for a video of {num_frames} "
                          "frames; the file belongs to another clip, or the clip was cut.")
     return frames
-
-
-def pose_from_joints(joints: np.ndarray, size: tuple[int, int], *,
-                     color_size: tuple[int, int] = COLOR_SIZE) -> np.ndarray:
-    """float32 ``[33, 3]`` BlazePose-layout keypoints (x, y in video pixels, visibility) of one
-    body's joints (``[j, 3]`` rows of :func:`read_joints`): :data:`TO_BLAZEPOSE`,
-    :data:`STATE_VISIBILITY`; keypoints without a joint are 0 with visibility 0."""
-    h, w = size
-    out = np.zeros((pose_lib.NUM_KEYPOINTS, 3), np.float32)
-    for joint, keypoint in TO_BLAZEPOSE.items():
-        if joint < len(joints):
-            x, y, state = joints[joint]
-            out[keypoint] = (x * w / color_size[0], y * h / color_size[1],
-                             STATE_VISIBILITY[int(min(max(state, 0), 2))])
-    return out
-
-
-def read_poses(path: str, num_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
-    """Per frame, float32 ``[n, 33, 3]`` poses (:func:`pose_from_joints`) of an NTU
-    ``.skeleton`` file for a video of ``num_frames`` frames of ``size = (h, w)``: one per body
-    with at least two tracked joints (the bodies :func:`read_boxes` gives boxes for).
-
-    Raises:
-      InputError: as :func:`read_boxes`.
-    """
-    out = []
-    for bodies in _frames(path, num_frames):
-        poses = [pose_from_joints(j, size) for j in bodies if (j[:, 2] > 0).sum() >= 2]
-        out.append(np.asarray(poses, np.float32).reshape(-1, pose_lib.NUM_KEYPOINTS, 3))
-    return out
 
 
 def read_boxes(path: str, num_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
@@ -186,7 +161,7 @@ def read_boxes(path: str, num_frames: int, size: tuple[int, int]) -> list[np.nda
         (boxes of another clip, or a clip cut after its skeletons were made).
     """
     out = []
-    for bodies in _frames(path, num_frames):
+    for bodies in read_frames(path, num_frames):
         boxes = [b for b in (boxes_from_joints(j, size) for j in bodies) if b is not None]
         out.append(np.asarray(boxes, np.float64).reshape(-1, 4))
     return out
