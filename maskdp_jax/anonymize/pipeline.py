@@ -162,7 +162,7 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     and the public mask: 4 bytes) and the output (3 bytes, none with ``in_place=True``, which
     writes the output over ``video``). Measured: 11.9 bytes per pixel and frame of peak RSS for
     the whole ``python -m maskdp_jax.anonymize`` process (interpreter, libraries and models
-    included) with the default configuration on a 300-frame 1920 x 1080 clip, 6.88 GiB
+    included) with the default configuration on a 300-frame 1920 x 1080 clip, 6.90 GiB
     (``python -m benchmarks.anonymize_memory``, ``docs/benchmarks.md`` "Anonymisation
     memory"); decoding briefly holds two copies of the frames
     (:func:`maskdp_jax.data.decode.read_video` stacks decoded frames), and the encoder its own
