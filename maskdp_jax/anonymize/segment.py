@@ -412,7 +412,7 @@ class FacePeople:
     box's crop.
     Where the pose model's alignment points say the person reaches past the crop by more than
     :attr:`REGROW` of its side (a standing person below a face crop), a second pass segments the
-    crop they give (:attr:`maskdp_jax.anonymize.pose.PoseOutput.roi`), kept if the person is
+    crop they give (``roi`` of :class:`maskdp_jax.anonymize.pose.PoseOutput`), kept if the person is
     still present there. A body without a face is kept only where the pose model's
     person-presence score is at least ``presence`` (HOG also fires on poles, signs and vans), in
     the second pass's crop too where one runs, as is a person carried over a gap (each person is
