@@ -171,6 +171,9 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if recorded:
         produced = (f"Produced by `{recorded['command']}` at commit `{recorded['commit']}` "
                     "(the last command that trained runs here).")
+        if os.path.isfile(os.path.join(workdir, results.UNCOMMITTED_DIFF)):
+            produced += (f" The code differed from that commit by "
+                         f"[{results.UNCOMMITTED_DIFF}]({results.UNCOMMITTED_DIFF}).")
     else:
         produced = (f"Produced by `python -m maskdp_jax.sweep --config={config.config_path} "
                     f"--workdir={workdir}` (its command line and commit were not recorded).")
@@ -302,6 +305,7 @@ def run_command(f: flags.FlagValues, argv=("maskdp_jax.sweep",)) -> int:
     if not f.only_report:
         runs = grid(config)
         check_runs(runs)
+        results.check_committed(workdir, allow_uncommitted=f.allow_uncommitted)
         os.makedirs(workdir, exist_ok=True)
         results.record_command(workdir, shlex.join(["python", "-m", "maskdp_jax.sweep", *argv[1:]]))
         todo = [(n, c) for n, c in runs
@@ -328,6 +332,9 @@ def define_flags(fv: flags.FlagValues, argv) -> None:
                         flag_values=fv)
     flags.DEFINE_bool("only_report", False, "Aggregate existing runs, train nothing.",
                       flag_values=fv)
+    flags.DEFINE_bool("allow_uncommitted", False, "Train into docs/results/ from a tree with "
+                      "uncommitted changes (refused otherwise), recording the diff beside the "
+                      "results (uncommitted.diff).", flag_values=fv)
     flags.DEFINE_integer("workers", 1, "Runs trained at once, each in its own process pinned to "
                          "its share of the CPUs (for many-core hosts; measure first).",
                          flag_values=fv)

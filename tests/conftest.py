@@ -22,7 +22,11 @@ import tempfile
 #   batch shapes compile the same programs (the noise key, σ and the data are arguments), so
 #   each is compiled once. A fresh directory per session: nothing leaks between sessions.
 FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_XLA}".strip()
+# The caller's XLA_FLAGS come after the suite's, so a flag given there wins (XLA takes a repeated
+# flag's last value): benchmarks/reproduce_spread.py compiles the suite at other settings so.
+# pytest-xdist's workers inherit the flags from the controlling process: add them once.
+if not os.environ.get("XLA_FLAGS", "").startswith(FAST_XLA):
+    os.environ["XLA_FLAGS"] = f"{FAST_XLA} {os.environ.get('XLA_FLAGS', '')}".strip()
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="maskdp-tests-xla-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)

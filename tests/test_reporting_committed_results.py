@@ -1132,3 +1132,4 @@ def test_the_bandmf_guide_quotes_the_noise_benchmark():
     flat = " ".join(_read(guide("bandmf")).split())
     assert (f"{ratio:.2f}× the independent noise's time ({band:.0f} against {ind:.0f} ms), the "
             f"noise state holds {mib:.0f} MiB") in flat
+

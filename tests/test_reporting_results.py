@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -287,6 +288,55 @@ def test_results_name_the_recorded_command_and_commit(tmp_path):
     with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
         md = f.read()
     assert f"Produced by `{command}` at commit `{commit}`" in md
+
+
+def _checkout_with_results(tmp_path, monkeypatch):
+    """A git checkout (one committed code file and a committed study) that ``results`` takes
+    for this project's."""
+    repo = tmp_path / "checkout"
+    (repo / "docs" / "results" / "study").mkdir(parents=True)
+    (repo / "code.py").write_text("committed\n")
+    (repo / "docs" / "results" / "study" / "report.json").write_text("{}\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "study"]):
+        subprocess.run([*git, *args], check=True)
+    monkeypatch.setattr(results, "_checkout", lambda: str(repo))
+    return repo
+
+
+def test_a_study_is_written_under_docs_results_only_from_committed_code(tmp_path, monkeypatch):
+    """A clean tree passes, also while the study itself is rewritten; a changed or untracked
+    code file is refused with one line naming them; ``allow_uncommitted`` records the diff;
+    a workdir outside docs/results/ is not checked."""
+    repo = _checkout_with_results(tmp_path, monkeypatch)
+    study = repo / "docs" / "results" / "study"
+    results.check_committed(str(study))
+    (study / "report.json").write_text('{"regenerated": true}\n')
+    results.check_committed(str(study))
+    assert not results.code_commit().endswith("uncommitted changes")
+    (repo / "code.py").write_text("changed\n")
+    (repo / "new.py").write_text("")
+    with pytest.raises(ValueError, match=r"uncommitted changes: code.py, new.py\. Commit them "
+                                         r"first, or pass --allow_uncommitted"):
+        results.check_committed(str(study))
+    assert results.code_commit().endswith("with uncommitted changes")
+    assert not (study / results.UNCOMMITTED_DIFF).exists()
+    results.check_committed(str(tmp_path / "elsewhere"))
+    results.check_committed(str(study / "run"), allow_uncommitted=True)
+    diff = (study / "run" / results.UNCOMMITTED_DIFF).read_text()
+    assert "-committed\n+changed\n" in diff and "# untracked: new.py\n" in diff
+
+
+def test_a_sweep_into_docs_results_refuses_a_dirty_tree_before_it_writes(tmp_path, monkeypatch,
+                                                                          capsys):
+    repo = _checkout_with_results(tmp_path, monkeypatch)
+    (repo / "code.py").write_text("changed\n")
+    workdir = repo / "docs" / "results" / "synthetic"
+    status = sweep.cli(["maskdp_jax.sweep", "--config=configs/sweep_synthetic.py",
+                        f"--workdir={workdir}"])
+    assert status == 2
+    assert "uncommitted changes: code.py" in capsys.readouterr().err
+    assert not workdir.exists()
 
 
 def test_clips_paired_table_pairs_each_seed_and_gives_the_interval_and_sign_test():

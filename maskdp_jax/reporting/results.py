@@ -7,6 +7,7 @@ recomputed, so a table can always be traced back to the runs that produced it.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
@@ -23,51 +24,133 @@ MODE_ORDER = ("nonprivate", "dp", "maskdp")
 COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, and its commit
 
 
+RESULTS_DIR = os.path.join("docs", "results")  # the committed studies, relative to the checkout
+#: Recorded beside a study made with ``--allow_uncommitted``: what the code differed by.
+UNCOMMITTED_DIFF = "uncommitted.diff"
+
+
+def _checkout() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(maskdp_jax.__file__)))
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", _checkout(), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def uncommitted_files() -> list[str]:
+    """The checkout's files that differ from its commit: tracked files changed and files git
+    does not ignore yet does not track, outside the committed results (a study being regenerated
+    is not code). Raises ``OSError`` or ``subprocess.CalledProcessError`` without git."""
+    lines = _git("status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR}").splitlines()
+    return sorted(line[3:] for line in lines if line.strip())
+
+
 def code_commit() -> str:
     """The git commit of this checkout (12 hex digits), ``"... with uncommitted changes"`` when
-    tracked files other than the committed results (``docs/results``) differ from it, or a
-    sentence saying it is unknown (no git, not a checkout)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(maskdp_jax.__file__)))
+    :func:`uncommitted_files` finds any, or a sentence saying it is unknown (no git, not a
+    checkout)."""
     try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        # Committed results being regenerated are not code: leave docs/results out.
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
-                                "--untracked-files=no", "--", ".", ":(exclude)docs/results"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = _git("rev-parse", "--short=12", "HEAD").strip()
+        dirty = uncommitted_files()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout, or git is missing)"
     return head + (" with uncommitted changes" if dirty else "")
 
 
+def check_committed(workdir: str, *, allow_uncommitted: bool = False) -> None:
+    """Refuse to write a study under ``docs/results/`` from code that git cannot show.
+
+    A committed study must name the commit whose code made it. When ``workdir`` lies under this
+    checkout's ``docs/results/`` and :func:`uncommitted_files` finds any, the study is refused;
+    with ``allow_uncommitted`` it goes ahead and ``<workdir>/uncommitted.diff`` records the
+    difference (``git diff HEAD`` and the untracked files' names), which the results then show
+    beside their commit. Elsewhere, and outside a git checkout, nothing is checked.
+
+    Raises:
+      ValueError: the tree has uncommitted changes (one line naming the files).
+    """
+    results_root = os.path.join(_checkout(), RESULTS_DIR)
+    if os.path.commonpath([os.path.abspath(workdir), results_root]) != results_root:
+        return
+    try:
+        dirty = uncommitted_files()
+    except (OSError, subprocess.CalledProcessError):
+        return
+    if not dirty:
+        return
+    if not allow_uncommitted:
+        shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
+        raise ValueError(f"{workdir} is a committed study (under {RESULTS_DIR}/) and the code "
+                         f"has uncommitted changes: {shown}. Commit them first, or pass "
+                         f"--allow_uncommitted to record the diff in {UNCOMMITTED_DIFF} beside "
+                         "the results.")
+    diff = _git("diff", "HEAD", "--", ".", f":(exclude){RESULTS_DIR}")
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", ".",
+                     f":(exclude){RESULTS_DIR}").splitlines()
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, UNCOMMITTED_DIFF), "w") as f:
+        f.write(diff + "".join(f"# untracked: {name}\n" for name in untracked))
+
+
 #: Vector extensions XLA:CPU picks kernels by: two machines named alike ("AMD EPYC") with and
-#: without them round differently in the last bits.
+#: without them round differently in the last bits. Shown in reports; the bit-for-bit identity
+#: of a host is :func:`cpu_identity`.
 CPU_FEATURES = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
 
 
-def cpu_kind() -> str:
-    """The CPU model and its vector extensions (XLA:CPU's code, hence the last bits of a float,
-    depends on them); ``"unknown"`` where /proc/cpuinfo cannot be read."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's ``key: value`` lines of /proc/cpuinfo; empty where it is
+    unreadable (not Linux)."""
     try:
         with open("/proc/cpuinfo") as f:
-            lines = f.read().splitlines()
+            text = f.read()
     except OSError:
+        return {}
+    first = text.split("\n\n", 1)[0]
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in
+                                                 first.splitlines()) if k.strip()}
+
+
+def cpu_kind() -> str:
+    """The CPU model and its vector extensions, for a person to read; ``"unknown"`` where
+    /proc/cpuinfo cannot be read."""
+    info = _cpuinfo()
+    if not info:
         return "unknown"
-    model = next((line.split(":", 1)[1].strip() for line in lines
-                  if line.startswith("model name")), "unknown")
-    flags = next((line.split(":", 1)[1].split() for line in lines
-                  if line.startswith("flags")), [])
-    return f"{model} ({' '.join(f for f in CPU_FEATURES if f in flags) or 'no AVX-512'})"
+    flags = info.get("flags", "").split()
+    return (f"{info.get('model name', 'unknown')} "
+            f"({' '.join(f for f in CPU_FEATURES if f in flags) or 'no AVX-512'})")
+
+
+def cpu_identity() -> str:
+    """What XLA:CPU compiles for: vendor, family, model and stepping, and a digest of every
+    feature flag, e.g. ``"AuthenticAMD family 25 model 17 stepping 1, flags 3f2a9c1e07b4"``.
+
+    XLA targets the host's micro-architecture (LLVM picks the vector width, the fused
+    multiply-adds and the reduction order from it), so two CPUs of one brand name but different
+    generations (AMD EPYC family 25 and 26) round floats differently in the last bits. Seeded
+    results are bit-for-bit equal only between hosts of one identity; "unknown" where
+    /proc/cpuinfo cannot be read, which matches no other host.
+    """
+    info = _cpuinfo()
+    if not info:
+        return "unknown"
+    flags = " ".join(sorted(info.get("flags", "").split()))
+    return (f"{info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model "
+            f"{info.get('model', '?')} stepping {info.get('stepping', '?')}, flags "
+            f"{hashlib.sha256(flags.encode()).hexdigest()[:12]}")
 
 
 def build_environment() -> dict[str, str]:
-    """What bit-for-bit results depend on: the JAX and jaxlib versions, the CPU kind and the
-    XLA flags. Seeded results are exact for one such environment."""
+    """What bit-for-bit results depend on: the JAX and jaxlib versions, the CPU
+    (:func:`cpu_identity`; :func:`cpu_kind` for a reader) and the XLA flags. Seeded results are
+    exact for one such environment, and equal within rounding across CPUs."""
     import jax
     import jaxlib
 
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu_kind(),
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            "cpu_identity": cpu_identity(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def record_command(workdir: str, command: str) -> None:
