@@ -171,6 +171,10 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if recorded:
         produced = (f"Produced by `{recorded['command']}` at commit `{recorded['commit']}` "
                     "(the last command that trained runs here).")
+        earlier = [c for c in recorded.get("commits", []) if c != recorded["commit"]]
+        if earlier:
+            produced += (" Some runs were trained earlier, at "
+                         + ", ".join(f"`{c}`" for c in earlier) + ".")
         if os.path.isfile(os.path.join(workdir, results.UNCOMMITTED_DIFF)):
             produced += (f" The code differed from that commit by "
                          f"[{results.UNCOMMITTED_DIFF}]({results.UNCOMMITTED_DIFF}).")
@@ -307,9 +311,12 @@ def run_command(f: flags.FlagValues, argv=("maskdp_jax.sweep",)) -> int:
         check_runs(runs)
         results.check_committed(workdir, allow_uncommitted=f.allow_uncommitted)
         os.makedirs(workdir, exist_ok=True)
-        results.record_command(workdir, shlex.join(["python", "-m", "maskdp_jax.sweep", *argv[1:]]))
         todo = [(n, c) for n, c in runs
                 if not run_report.finished(os.path.join(workdir, n))]
+        if todo:  # the commit of the code that trains them, beside those of the runs kept
+            results.record_command(
+                workdir, shlex.join(["python", "-m", "maskdp_jax.sweep", *argv[1:]]),
+                fresh=not any(run_report.finished(os.path.join(workdir, n)) for n, _ in runs))
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
         # Runs of one mode share their expensive XLA programs (σ only enters the cheap update
         # step), so a persistent compilation cache lets later runs skip most compilation.

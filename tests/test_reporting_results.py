@@ -284,10 +284,27 @@ def test_results_name_the_recorded_command_and_commit(tmp_path):
     assert len(commit.split()[0]) == 12 and int(commit.split()[0], 16) >= 0
     command = ("python -m maskdp_jax.sweep --config=configs/sweep_synthetic.py "
                "--config.base.num_epochs=16")
-    results.record_command(str(tmp_path), command)
+    results.record_command(str(tmp_path), command, fresh=True)
     with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
         md = f.read()
     assert f"Produced by `{command}` at commit `{commit}`" in md
+    assert "Some runs were trained earlier" not in md
+
+
+def test_the_record_keeps_the_commits_of_every_run_still_there(tmp_path, monkeypatch):
+    """A sweep resumed at another commit names both; one that starts afresh only its own."""
+    for commit, fresh in (("aaa", True), ("bbb", False), ("bbb", False)):
+        monkeypatch.setattr(results, "code_commit", lambda c=commit: c)
+        results.record_command(str(tmp_path), "python -m maskdp_jax.sweep", fresh=fresh)
+    assert results.recorded_command(str(tmp_path))["commits"] == ["aaa", "bbb"]
+    config = sweep_synthetic.get_config()
+    config.sweep.modes, config.sweep.epsilons = ("nonprivate",), ()
+    _fake_run(tmp_path, "nonprivate", math.inf, 0, 0.5, [0.5, 0.5])
+    with open(sweep.write_outputs(config, str(tmp_path))["results.md"]) as f:
+        assert "at commit `bbb` (the last command that trained runs here). Some runs were " \
+               "trained earlier, at `aaa`." in f.read()
+    results.record_command(str(tmp_path), "python -m maskdp_jax.sweep", fresh=True)
+    assert results.recorded_command(str(tmp_path))["commits"] == ["bbb"]
 
 
 def _checkout_with_results(tmp_path, monkeypatch):

@@ -153,11 +153,18 @@ def build_environment() -> dict[str, str]:
             "cpu_identity": cpu_identity(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
-def record_command(workdir: str, command: str) -> None:
+def record_command(workdir: str, command: str, *, fresh: bool) -> None:
     """Write ``<workdir>/sweep_command.json``: the command line that trains the runs (with every
-    override, so that it can be rerun) and :func:`code_commit`."""
+    override, so that it can be rerun), :func:`code_commit`, and ``commits``: every commit whose
+    code trained runs that are still in the workdir. Call it only when runs are about to be
+    trained; ``fresh``: no run of the workdir is finished, so earlier commits made nothing that
+    remains."""
+    earlier = None if fresh else recorded_command(workdir)
+    commits = [] if earlier is None else earlier.get("commits", [earlier["commit"]])
+    commit = code_commit()
     with open(os.path.join(workdir, COMMAND_FILE), "w") as f:
-        json.dump({"command": command, "commit": code_commit()}, f, indent=1)
+        json.dump({"command": command, "commit": commit,
+                   "commits": commits + [c for c in [commit] if c not in commits]}, f, indent=1)
         f.write("\n")
 
 
