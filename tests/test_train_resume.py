@@ -1,11 +1,12 @@
 """Preemption: SIGTERM, then kill -9 a train.py run at random steps, rerun it, and get the
 uninterrupted result.
 
-Four train.py subprocesses (uninterrupted; SIGTERM'd; resumed then kill -9'd; resumed to the end)
-share one persistent compilation cache, so only the first compiles. The model is the tiny MViTv2
-preset with a linear probe (smallest compile). The privacy journal must cover every released step.
-The first test runs in seeded mode (two runs from the seed draw the same noise); the second in
-secret mode, where the uninterrupted run is a copy of the broken one's workdir (its secret).
+The train.py subprocesses (SIGTERM'd; its copy run to the end uninterrupted; resumed then
+kill -9'd; resumed to the end) share one persistent compilation cache, so only the first
+compiles. The model is the tiny MViTv2 preset with a linear probe (smallest compile). The privacy
+journal must cover every released step. The kill test runs in secret mode, where the
+uninterrupted run is a copy of the broken one's workdir (its secret); the set-up test in seeded
+mode.
 """
 
 import json
@@ -85,72 +86,37 @@ def _logged_steps(workdir):
         return [json.loads(line)["step"] for line in f if line.strip()]
 
 
-def test_kill9_and_resume_equals_uninterrupted(tmp_path, cache):
-    clean, broken = tmp_path / "clean", tmp_path / "broken"
-    subprocess.run(_cmd(clean, cache), env=_env(), check=True, capture_output=True, timeout=HANG)
-
-    rng = np.random.default_rng()
-    term_at = int(rng.integers(1, STEPS - 2))
-    # Checkpoint and stop on SIGTERM, with the "try again" status (not 0: not finished).
-    assert _run_until(broken, cache, term_at, signal.SIGTERM) == train.PREEMPTED_EXIT_CODE == 75
-    step_term, _, _ = _final_params(broken)
-    assert step_term >= term_at  # checkpointed at the step boundary after the signal
-
-    kill_at = int(rng.integers(step_term + 1, STEPS))  # a random later step, logged
-    assert _run_until(broken, cache, kill_at, signal.SIGKILL) == -signal.SIGKILL
-    logged = _logged_steps(broken)
-    journal = journal_lib.read_ledger_journal(str(broken))
-    # Every released step (logged line, checkpoint) is in the journal written before it.
-    assert journal is not None and journal.steps >= max(logged) >= kill_at
-
-    subprocess.run(_cmd(broken, cache), env=_env(), check=True, capture_output=True, timeout=HANG)
-
-    step_a, params_a, meta_a = _final_params(clean)
-    step_b, params_b, meta_b = _final_params(broken)
-    assert step_a == step_b == STEPS
-    for a, b in zip(jax_leaves(params_a), jax_leaves(params_b), strict=True):
-        np.testing.assert_array_equal(a, b)  # bit-exact: same batches, same noise keys
-    # The ledger counts every executed step once (re-executed steps are identical).
-    assert meta_b["ledger"] == meta_a["ledger"]
-    assert journal_lib.read_ledger_journal(str(broken)).steps == STEPS
-    report_a = json.loads((clean / "report.json").read_text())
-    report_b = json.loads((broken / "report.json").read_text())
-    assert report_b["privacy"] == report_a["privacy"]
-    # The outputs equal an uninterrupted run's (issue 19, item 3): the whole history, each step
-    # logged once (steps re-executed after the kill are not duplicated), timing aside.
-    def untimed(rows):
-        return [{k: v for k, v in r.items() if k != "steps_per_second"} for r in rows]
-
-    assert [r["step"] for r in report_b["history"]] == list(range(1, STEPS + 1))
-    assert untimed(report_b["history"]) == untimed(report_a["history"])
-    assert _logged_steps(broken) == _logged_steps(clean) == list(range(1, STEPS + 1))
-
-
 def jax_leaves(tree):
     import jax
 
     return jax.tree.leaves(tree)
 
 
-def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
-    """Secret mode: a SIGTERM'd run's workdir is copied; the copy runs to the end uninterrupted,
-    the original is resumed, kill -9'd and resumed again: both end bit-identical (the secret is
+def test_kill9_and_resume_equals_uninterrupted_and_restores_the_secret(tmp_path, cache):
+    """Secret mode (the default): a SIGTERM'd run's workdir is copied; the copy runs to the end
+    uninterrupted, the original is resumed, kill -9'd at a random later step and resumed again:
+    both end bit-identical, with the same ledger, privacy block and history (the secret is
     restored from the checkpoint, so re-executed steps are the same). Nothing the run publishes
     or prints holds the secret."""
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     rng = np.random.default_rng()
     term_at = int(rng.integers(1, STEPS - 2))
-    assert _run_until(broken, cache, term_at, signal.SIGTERM, "secret") == 75
+    # Checkpoint and stop on SIGTERM, with the "try again" status (not 0: not finished).
+    assert _run_until(broken, cache, term_at, signal.SIGTERM, "secret") == \
+        train.PREEMPTED_EXIT_CODE == 75
     step_term, _, meta_term = _final_params(broken)
+    assert step_term >= term_at  # checkpointed at the step boundary after the signal
     secret = meta_term["randomness"]["secret"]
     assert meta_term["randomness"]["mode"] == "secret" and len(secret) > 16
     shutil.copytree(broken, clean)
     out_clean = subprocess.run(_cmd(clean, cache, "secret"), env=_env(), check=True,
                                capture_output=True, text=True, timeout=HANG)
 
-    kill_at = int(rng.integers(step_term + 1, STEPS))
+    kill_at = int(rng.integers(step_term + 1, STEPS))  # a random later step, logged
     assert _run_until(broken, cache, kill_at, signal.SIGKILL, "secret") == -signal.SIGKILL
-    assert journal_lib.read_ledger_journal(str(broken)).steps >= kill_at
+    # Every released step (logged line, checkpoint) is in the journal written before it.
+    assert journal_lib.read_ledger_journal(str(broken)).steps >= max(_logged_steps(broken)) \
+        >= kill_at
     out_broken = subprocess.run(_cmd(broken, cache, "secret"), env=_env(), check=True,
                                 capture_output=True, text=True, timeout=HANG)
 
@@ -159,9 +125,22 @@ def test_secret_mode_kill9_and_resume_restores_the_secret(tmp_path, cache):
     assert step_a == step_b == STEPS
     assert meta_a["randomness"] == meta_b["randomness"] == meta_term["randomness"]
     for a, b in zip(jax_leaves(params_a), jax_leaves(params_b), strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, b)  # same host: same batches, same noise keys
+    # The ledger counts every executed step once (re-executed steps are identical).
     assert meta_b["ledger"] == meta_a["ledger"]
     assert journal_lib.read_ledger_journal(str(broken)).steps == STEPS
+    # The outputs equal an uninterrupted run's: the privacy block and the whole history, each
+    # step logged once (steps re-executed after the kill are not duplicated), timing aside.
+    report_a = json.loads((clean / "report.json").read_text())
+    report_b = json.loads((broken / "report.json").read_text())
+    assert report_b["privacy"] == report_a["privacy"]
+
+    def untimed(rows):
+        return [{k: v for k, v in r.items() if k != "steps_per_second"} for r in rows]
+
+    assert [r["step"] for r in report_b["history"]] == list(range(1, STEPS + 1))
+    assert untimed(report_b["history"]) == untimed(report_a["history"])
+    assert _logged_steps(broken) == _logged_steps(clean) == list(range(1, STEPS + 1))
 
     # The secret is in the checkpoints only: not in the report, metrics, journal or output.
     forms = [secret, secret.upper(), str(int(secret, 16)), json.dumps(meta_b["noise_key"])]
