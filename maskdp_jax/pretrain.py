@@ -55,7 +55,12 @@ def pretrain(config, *, workdir: str, dst: str) -> int:
     about = {"pretraining": {
         "input": report["config"]["input"], "num_epochs": report["config"]["num_epochs"],
         "seed": report["config"]["seed"], "classes": report["class_names"],
-        "test_top1": report["metrics"]["top1"]}, "built_with": results.build_environment()}
+        "test_top1": report["metrics"]["top1"],
+        # The logged training loss: its first steps reproduce within rounding on any CPU
+        # (later ones drift apart as 512 steps of SGD amplify the last bits), so they are
+        # what a rebuild elsewhere is checked against (tests/test_pretrain.py).
+        "loss_history": [[h["step"], h["loss"]] for h in report["history"]]},
+        "built_with": results.build_environment()}
     return run_model.save_backbone(os.path.join(workdir, train.MODEL_DIR), dst, about=about)
 
 

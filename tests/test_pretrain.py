@@ -123,39 +123,50 @@ def test_the_shipped_backbone_says_what_made_it():
     assert default.get_config().input.setting != "pretrain"
 
 
-#: Relative tolerance of a rebuilt backbone's weights on another CPU: every weight within
-#: BACKBONE_RTOL · (1 + |shipped weight|). 512 steps of SGD carry the last-bit differences of
-#: another CPU generation forward; 10 times the largest difference measured between instruction
-#: sets (BUILD.md, "Reproduction across CPUs").
-BACKBONE_RTOL = 1e-3
+#: Across CPUs, a rebuild's first logged losses (steps 10 and 20) must be within this relative
+#: tolerance of the shipped build's: 50 times the spread measured between instruction sets
+#: (2e-7), 12 times below a change of the data generator's pixel noise (1.2e-4) (BUILD.md,
+#: "Reproduction across CPUs").
+EARLY_LOSS_RTOL = 1e-5
+EARLY_LOSSES = 2
+#: Later, 512 steps of SGD amplify the last bits: the AVX-only rebuild's weights differ by 4.0e-3
+#: (relative L2 over all weights) and its test top-1 by one video in 512. Bounds 12 and 5 times
+#: that, which catch gross changes only; the early losses above catch the subtle ones.
+BACKBONE_RTOL = 5e-2
+TOP1_SLACK = 5 / 512
 
 
 def backbone_differences(got_dir: str, shipped_dir: str) -> list[str]:
     """What of the backbone in ``got_dir`` does not reproduce ``shipped_dir``: bit for bit where
-    both were built on one host (``model.json``'s ``built_with``), else every weight within
-    :data:`BACKBONE_RTOL` and the pretraining's test accuracy exactly (512 test videos: a weight
-    change that moves a prediction is not rounding)."""
+    both were built on one host (``model.json``'s ``built_with``); else the first logged losses
+    within :data:`EARLY_LOSS_RTOL`, the weights within :data:`BACKBONE_RTOL` (relative L2) and
+    the pretraining's test top-1 within :data:`TOP1_SLACK`."""
     infos = []
     for d in (got_dir, shipped_dir):
         with open(os.path.join(d, run_model.INFO_FILE)) as f:
             infos.append(json.load(f))
-    got, shipped = (safetensors.numpy.load_file(os.path.join(d, run_model.PARAMS_FILE))
-                    for d in (got_dir, shipped_dir))
     if infos[0]["built_with"] == infos[1]["built_with"]:
         same = _sha256(os.path.join(got_dir, run_model.PARAMS_FILE)) == _sha256(
             os.path.join(shipped_dir, run_model.PARAMS_FILE))
         return [] if same else [f"not bit for bit on the shipped file's host "
                                 f"{infos[1]['built_with']}"]
-    out = []
+    got, shipped = (safetensors.numpy.load_file(os.path.join(d, run_model.PARAMS_FILE))
+                    for d in (got_dir, shipped_dir))
     if got.keys() != shipped.keys():
         return [f"other weights: {sorted(got.keys() ^ shipped.keys())}"]
-    for key, value in shipped.items():
-        worst = float(np.max(np.abs(got[key] - value) / (1 + np.abs(value))))
-        if not worst <= BACKBONE_RTOL:
-            out.append(f"{key}: relative difference {worst:.2e} > {BACKBONE_RTOL:g}")
+    out = []
+    early = [info["pretraining"]["loss_history"][:EARLY_LOSSES] for info in infos]
+    if [s for s, _ in early[0]] != [s for s, _ in early[1]] or not all(
+            abs(a - b) <= EARLY_LOSS_RTOL * abs(b) for (_, a), (_, b) in zip(*early, strict=True)):
+        out.append(f"the first logged losses {early[0]} are not the shipped build's {early[1]}")
+    change = np.sqrt(sum(float(np.sum((got[k] - v) ** 2)) for k, v in shipped.items())
+                     / sum(float(np.sum(v ** 2)) for v in shipped.values()))
+    if not change <= BACKBONE_RTOL:
+        out.append(f"the weights differ by {change:.2e} (relative L2) > {BACKBONE_RTOL:g}")
     accuracy = [info["pretraining"]["test_top1"] for info in infos]
-    if accuracy[0] != accuracy[1]:
-        out.append(f"the pretraining's test top-1 {accuracy[0]} != the shipped {accuracy[1]}")
+    if not abs(accuracy[0] - accuracy[1]) <= TOP1_SLACK + 1e-12:
+        out.append(f"the pretraining's test top-1 {accuracy[0]} is not within {TOP1_SLACK:.4f} "
+                   f"of the shipped {accuracy[1]}")
     return out
 
 
@@ -179,8 +190,7 @@ def pretrain_in_subprocess(tmp_path, *, xla_flags: str = "") -> str:
 @pytest.mark.heavy  # the pretraining itself: about 2 minutes on the 2-core CPU
 def test_the_command_reproduces_the_shipped_backbone(tmp_path):
     """``python -m maskdp_jax.pretrain --config=configs/pretrain.py`` writes the shipped file:
-    byte for byte on the host that built it, within rounding and with the same test accuracy
-    on any other x86-64 CPU (:func:`backbone_differences`)."""
+    byte for byte on the host that built it, elsewhere as :func:`backbone_differences` says."""
     wrong = backbone_differences(pretrain_in_subprocess(tmp_path), SHIPPED)
     assert not wrong, (
         f"the pretraining command no longer reproduces the shipped backbone: {'; '.join(wrong)}."
@@ -188,26 +198,31 @@ def test_the_command_reproduces_the_shipped_backbone(tmp_path):
 
 
 def test_a_rebuilt_backbone_is_compared_within_rounding_off_its_host(tmp_path):
-    """The cross-machine rule, without training: another host's rebuild whose weights moved by
-    rounding passes; one moved by a real change, or with another test accuracy, fails."""
+    """The cross-machine rule, without training: another host's rebuild whose losses and
+    weights moved by rounding passes; one whose early losses, weights or test accuracy moved by
+    more fails."""
     flat = safetensors.numpy.load_file(os.path.join(SHIPPED, run_model.PARAMS_FILE))
     with open(os.path.join(SHIPPED, run_model.INFO_FILE)) as f:
         info = json.load(f)
     info["built_with"] = {**info["built_with"], "cpu_identity": "another host"}
+    pretraining = info["pretraining"]
 
-    def rebuilt(name: str, scale: float, top1: float) -> str:
+    def rebuilt(name: str, *, scale: float = 1 + 1e-6, loss: float = 1 + 1e-7,
+                top1: float = 0.0) -> str:
         path = tmp_path / name
         path.mkdir()
         safetensors.numpy.save_file({k: (v * scale).astype(v.dtype) for k, v in flat.items()},
                                     str(path / run_model.PARAMS_FILE))
-        (path / run_model.INFO_FILE).write_text(json.dumps(
-            {**info, "pretraining": {**info["pretraining"], "test_top1": top1}}))
+        history = [[s, v * loss] for s, v in pretraining["loss_history"]]
+        (path / run_model.INFO_FILE).write_text(json.dumps({**info, "pretraining": {
+            **pretraining, "loss_history": history,
+            "test_top1": pretraining["test_top1"] + top1}}))
         return str(path)
 
-    top1 = info["pretraining"]["test_top1"]
-    assert backbone_differences(rebuilt("rounding", 1 + 1e-6, top1), SHIPPED) == []
-    assert backbone_differences(rebuilt("changed", 1.01, top1), SHIPPED)
-    assert backbone_differences(rebuilt("accuracy", 1 + 1e-6, top1 - 1 / 512), SHIPPED)
+    assert backbone_differences(rebuilt("rounding", top1=1 / 512), SHIPPED) == []
+    assert backbone_differences(rebuilt("losses", loss=1 + 1e-4), SHIPPED)
+    assert backbone_differences(rebuilt("weights", scale=1.1), SHIPPED)
+    assert backbone_differences(rebuilt("accuracy", top1=-6 / 512), SHIPPED)
 
 
 def test_a_backbone_of_another_preset_is_refused_by_name():
