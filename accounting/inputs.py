@@ -172,11 +172,12 @@ def check_delta(*, delta: float, num_examples: int) -> None:
         )
 
 
-def check_epsilon_target(target_epsilon: object) -> float:
-    """Validates a target ε for calibration: finite and > 0."""
-    eps = _check_real("target_epsilon", target_epsilon)
+def check_epsilon_target(target_epsilon: object, *, name: str = "target_epsilon") -> float:
+    """Validates a target ε for calibration: finite and > 0; ``name``: what the message calls
+    it (the key the user set, e.g. ``release.epsilon``)."""
+    eps = _check_real(name, target_epsilon)
     if eps <= 0.0:
-        raise ValueError(f"target_epsilon must be > 0, got {eps}.")
+        raise ValueError(f"{name} must be > 0, got {eps}.")
     return eps
 
 

@@ -164,7 +164,7 @@ def test_published_artefacts_hold_no_secret(tmp_path):
         config=config.to_dict(), privacy=privacy.to_dict(),
         privacy_markdown=privacy.to_markdown(), history=[],
         metrics={"top1": 0.5, "top5": 1.0, "mean_class_accuracy": 0.5, "num_examples": 2,
-                 "per_class_accuracy": [0.5]},
+                 "per_class_accuracy": [0.5], "confusion": [[2]]},
         class_names=["a"], train_class_counts=[2], parameters={"trainable": 1, "total": 1},
         timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 3})
     report.write(run, str(tmp_path))
@@ -199,7 +199,8 @@ def test_seeded_report_carries_the_warning(mode):
     assert "seed 0 (also the noise and the batches" in report.RunReport(
         config=_config("seeded").to_dict(), privacy={}, privacy_markdown="", history=[],
         metrics={"top1": 0.5, "top5": 1.0, "mean_class_accuracy": 0.5, "num_examples": 2,
-                 "per_class_accuracy": [0.5]}, class_names=["a"], train_class_counts=[2],
+                 "per_class_accuracy": [0.5], "confusion": [[2]]},
+        class_names=["a"], train_class_counts=[2],
         parameters={"trainable": 1, "total": 1},
         timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 3}).to_markdown()
 

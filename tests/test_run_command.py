@@ -142,7 +142,7 @@ ROWS = [
           ("min-class-size", "--config.min_class_size=140", "fewer than min_class_size=140"),
           ("clip-norm", "--config.clip_norm=0", "clip norm"),
           ("delta", "--config.delta=0.01", "1/N"),
-          ("epsilon", "--config.release.epsilon=-1", "target_epsilon must be > 0")]),
+          ("epsilon", "--config.release.epsilon=-5", "release.epsilon must be > 0, got -5.0")]),
 ]
 
 
@@ -165,10 +165,11 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(row, tmp_path, capsy
                                work=work) for a in row.args)]
     argv += [f"--workdir={work}"] if row.workdir else []
     status = row.cli(argv)
-    err = capsys.readouterr().err.strip().splitlines()
+    *warned, err = capsys.readouterr().err.strip().splitlines()
     assert status == 2
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    assert row.match in err[0], err[0]
+    # One line of error, after any warning the checks gave on the way (one line each).
+    assert err.startswith("error: ") and all(w.startswith("warning: ") for w in warned), warned
+    assert row.match in err, err
     assert sorted(os.listdir(work)) == ["kept.txt"]
 
 
@@ -194,3 +195,39 @@ def test_the_scripts_exit_2_with_one_line(argv, tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
+
+
+@pytest.mark.parametrize("name", ["train", "sweep", "audit", "release"])
+def test_a_workdir_that_is_a_file_is_refused_in_one_line(name, tmp_path, capsys):
+    cli, config = {"train": (train.cli, DEFAULT), "sweep": (sweep.cli, SWEEP),
+                   "audit": (audit_main.cli, AUDIT), "release": (release_main.cli, RELEASE)}[name]
+    path = tmp_path / "notes.txt"
+    path.write_text("mine")
+    assert cli([name, f"--config={config}", f"--workdir={path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--workdir={path} is a file: the workdir must be a " \
+        "directory" in err
+    assert path.read_text() == "mine" and os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_commands_warnings_are_one_line_without_a_source_path(capsys):
+    """A warning raised while a command works reads ``warning: <message>``: one line, no
+    installed file's path or line number (Python's default), whitespace collapsed."""
+    from absl import flags as absl_flags
+
+    from maskdp_jax.run import command
+
+    def work(fv):
+        import warnings
+
+        warnings.warn("7 of 14 videos have no public token cell:\n    MaskDP is DP-SGD for them.",
+                      UserWarning, stacklevel=1)
+
+    def define(fv, argv):
+        absl_flags.DEFINE_string("workdir", None, "", flag_values=fv)
+
+    about = command.About(usage="x", summary="x", keys="")
+    assert command.run(["x"], define=define, work=work, about=about) == 0
+    err = capsys.readouterr().err
+    assert err == ("warning: 7 of 14 videos have no public token cell: MaskDP is DP-SGD for "
+                   "them.\n")

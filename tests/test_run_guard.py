@@ -307,6 +307,8 @@ def test_a_killed_runs_lock_does_not_block_the_next(tmp_path):
 
         with pytest.raises(workdir_lock.WorkdirBusyError, match=rf"pid {proc.pid} on"):
             workdir_lock.WorkdirLock(str(tmp_path))
+        # Named for the workdir, not for one command: train.py and the release hold it.
+        assert os.listdir(tmp_path) == ["workdir.lock"]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         workdir_lock.WorkdirLock(str(tmp_path)).release()  # the lock is free again

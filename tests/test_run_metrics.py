@@ -81,6 +81,21 @@ def test_the_summary_carries_test_accuracy_views_and_hparams(tmp_path):
     assert b"privacy.delta" in blob and b"hparam/test/top1" in blob
 
 
+def test_a_non_private_runs_infinite_epsilon_reaches_tensorboard_without_a_warning(tmp_path,
+                                                                                   caplog):
+    """ε = ∞ in the config's hparams is written as the text "inf": tensorboardX warned
+    "NaN or Inf found in input tensor" on the console of every non-private run."""
+    hparams = metrics.flat_hparams({"privacy": {"target_epsilon": float("inf"),
+                                                "delta": float("nan")}})
+    assert hparams == {"privacy.target_epsilon": "inf", "privacy.delta": "nan"}
+    with caplog.at_level("WARNING"):
+        metrics.write_summary(str(tmp_path), step=1, hparams=hparams, scalars={"test/top1": 0.5})
+    assert not [r for r in caplog.records if "NaN or Inf" in r.getMessage()]
+    blob = b"".join(v.metadata.plugin_data.content for e in _events(tmp_path / "tb")
+                    for v in e.summary.value)
+    assert b"privacy.target_epsilon" in blob
+
+
 def test_a_reexecuted_step_must_reproduce_its_first_execution(tmp_path):
     """The ledger counts a re-executed step once because it is bit-identical; a resumed run
     whose re-executed row differs stops before writing it, and the first execution's rows stay

@@ -138,7 +138,7 @@ def test_private_metrics_are_off_by_default_and_labelled_non_dp():
         run = report.RunReport(
             config=config.to_dict(), privacy={}, privacy_markdown="", history=[],
             metrics={"top1": 0.5, "top5": 1.0, "mean_class_accuracy": 0.5, "num_examples": 2,
-                     "per_class_accuracy": [0.5]},
+                     "per_class_accuracy": [0.5], "confusion": [[2]]},
             class_names=["a"], train_class_counts=[2], parameters={"trainable": 1, "total": 1},
             timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 1},
         )
@@ -146,8 +146,33 @@ def test_private_metrics_are_off_by_default_and_labelled_non_dp():
         # dp: labels are private, so the class counts are left out of both report files.
         run.train_class_counts = None if mode == "dp" else [2]
         assert ("train_class_counts" in run.to_dict()) == (mode != "dp")
-        assert ("| a | 2 | 0.5000 |" in run.to_markdown()) == (mode != "dp")
+        assert ("| a | 2 | 2 | 0.5000 |" in run.to_markdown()) == (mode != "dp")
         assert (report.COUNTS_HIDDEN in run.to_markdown()) == (mode == "dp")
+
+
+@pytest.mark.parametrize("classes", [2, 6])
+def test_the_report_names_test_videos_per_class_and_top5_only_above_five_classes(classes):
+    """With 5 classes or fewer every label is in the top 5, so top-5 (always 1) is left out of
+    report.md; the per-class table counts each class's test videos beside its training ones."""
+    from maskdp_jax.reporting import run_report as report
+
+    names = [f"c{i}" for i in range(classes)]
+    confusion = [[3 if i == j else 0 for j in range(classes)] for i in range(classes)]
+    confusion[0][1] = 1
+    run = report.RunReport(
+        config=_tiny_config("maskdp").to_dict(), privacy={}, privacy_markdown="", history=[],
+        metrics={"top1": 0.9, "top5": 1.0, "mean_class_accuracy": 0.9,
+                 "num_examples": 3 * classes + 1, "per_class_accuracy": [0.75] + [1.0] * (
+                     classes - 1), "confusion": confusion},
+        class_names=names, train_class_counts=[5] * classes,
+        parameters={"trainable": 1, "total": 1},
+        timing={"train_seconds": 1.0, "total_seconds": 1.0, "steps": 1},
+        view_metrics={"public": {"top1": 0.5, "top5": 1.0, "mean_class_accuracy": 0.5}})
+    md = run.to_markdown()
+    assert ("top-5" in md) == (classes > 5)
+    assert "| class | train videos | test videos | test accuracy |" in md
+    assert "| c0 | 5 | 4 | 0.7500 |" in md and "| c1 | 5 | 3 | 1.0000 |" in md
+    assert ("| public view | 0.5000 | 1.0000 |" in md) == (classes > 5)
 
 
 @pytest.mark.heavy  # two trainings with their compiles: about 90 s on a 2-core CPU

@@ -444,9 +444,10 @@ def check_public(config) -> None:
             problems.append(str(e))
 
     def epsilons() -> None:
-        for eps in (config.release.epsilon, *config.sweep.epsilons):
+        for key, eps in (("release.epsilon", config.release.epsilon),
+                         *(("sweep.epsilons", e) for e in config.sweep.epsilons)):
             if math.isfinite(eps):
-                inputs.check_epsilon_target(eps)
+                inputs.check_epsilon_target(eps, name=key)
 
     def class_size() -> None:
         n_min = config.min_class_size

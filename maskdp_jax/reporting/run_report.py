@@ -43,27 +43,31 @@ class RunReport:
 
     def to_markdown(self) -> str:
         m, c = self.metrics, self.config
+        # With 5 classes or fewer every label is in the top 5: top-5 would always read 1.
+        top5 = len(self.class_names) > 5
         lines = [
             f"# Run report: {c['mode']} on {c['input']['dataset']}",
             "",
             "## Accuracy (held-out split)",
             "",
             f"- top-1: **{m['top1']:.4f}** on {m['num_examples']} videos",
-            f"- top-5: {m['top5']:.4f}",
+            *([f"- top-5: {m['top5']:.4f}"] if top5 else []),
             f"- mean per-class accuracy: {m['mean_class_accuracy']:.4f}",
             *([f"- held-out split: {self.split}"] if self.split else []),
             "",
         ]
+        tested = [sum(row) for row in m["confusion"]]  # [true][predicted] counts
         if self.train_class_counts is None:
             lines += [f"Training videos per class: {COUNTS_HIDDEN}.", "",
-                      "| class | test accuracy |", "|---|---|"]
+                      "| class | test videos | test accuracy |", "|---|---|---|"]
             counts = [None] * len(self.class_names)
         else:
-            lines += ["| class | train videos | test accuracy |", "|---|---|---|"]
+            lines += ["| class | train videos | test videos | test accuracy |",
+                      "|---|---|---|---|"]
             counts = self.train_class_counts
-        for name, count, acc in zip(self.class_names, counts, m["per_class_accuracy"],
-                                    strict=True):
-            cells = [name] + ([] if count is None else [str(count)])
+        for name, count, n, acc in zip(self.class_names, counts, tested,
+                                       m["per_class_accuracy"], strict=True):
+            cells = [name] + ([] if count is None else [str(count)]) + [str(n)]
             cells.append("n/a" if acc is None else f"{acc:.4f}")
             lines.append(f"| {' | '.join(cells)} |")
         if self.view_metrics:
@@ -72,12 +76,12 @@ class RunReport:
                 "Diagnostic (the model was trained on views; the headline numbers above are on "
                 "full videos):",
                 "",
-                "| test input | top-1 | top-5 |",
-                "|---|---|---|",
+                "| test input | top-1 |" + (" top-5 |" if top5 else ""),
+                "|---|---|" + ("---|" if top5 else ""),
             ]
             for view, vm in self.view_metrics.items():
                 lines.append(f"| {view} view{'s' if view == 'two_view' else ''} | "
-                             f"{vm['top1']:.4f} | {vm['top5']:.4f} |")
+                             f"{vm['top1']:.4f} |" + (f" {vm['top5']:.4f} |" if top5 else ""))
         lines += [
             "",
             "## Privacy",

@@ -54,6 +54,7 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 import ml_collections
@@ -112,10 +113,32 @@ def run(argv: Sequence[str], *, define: Callable[[flags.FlagValues, Sequence[str
             print(help_text(fv, about))
             return 0
         fv(list(argv))
-        return work(fv) or 0
+        check_workdir(fv)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            return work(fv) or 0
     except USER_ERRORS as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A command's warnings as a user reads them: ``warning: <message>`` on one line, without
+    the installed file's path, line number and source line that Python prints by default."""
+    print(f"warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+
+
+def check_workdir(fv: flags.FlagValues) -> None:
+    """Refuse a ``--workdir`` that names a file, before the command writes anything (the OS's
+    own ``[Errno 17] File exists`` would come from deep inside a run).
+
+    Raises:
+      ValueError: the command has a ``--workdir`` flag and it names an existing non-directory.
+    """
+    workdir = fv["workdir"].value if "workdir" in fv else None
+    if workdir and os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise ValueError(f"--workdir={workdir} is a file: the workdir must be a directory (a "
+                         "new one, or the directory of a run to resume or report on).")
 
 
 def help_text(fv: flags.FlagValues, about: About) -> str:

@@ -146,14 +146,22 @@ class MetricWriter:
 
 def flat_hparams(tree: dict, prefix: str = "") -> dict[str, bool | int | float | str]:
     """A nested config dict as TensorBoard hparams: ``"privacy.delta": 1e-05``; values other than
-    bool, int, float and str (tuples, None) as their ``repr``."""
+    bool, int, finite float and str (tuples, None, ε = ∞ of a non-private run) as their ``repr``,
+    which TensorBoard shows as written instead of warning about a non-finite number.
+
+    >>> flat_hparams({"privacy": {"delta": 1e-05, "target_epsilon": float("inf")}, "k": (1, 2)})
+    {'privacy.delta': 1e-05, 'privacy.target_epsilon': 'inf', 'k': '(1, 2)'}
+    """
     flat: dict[str, bool | int | float | str] = {}
     for key, value in tree.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             flat.update(flat_hparams(value, prefix=f"{name}."))
+        elif isinstance(value, bool | int | str) or (isinstance(value, float)
+                                                     and math.isfinite(value)):
+            flat[name] = value
         else:
-            flat[name] = value if isinstance(value, bool | int | float | str) else repr(value)
+            flat[name] = repr(value)
     return flat
 
 

@@ -1,4 +1,4 @@
-"""One run per workdir: an advisory lock on ``<workdir>/train.lock``.
+"""One run per workdir: an advisory lock on ``<workdir>/workdir.lock``.
 
 Two runs writing one workdir would interleave their journals and checkpoints, and the privacy
 ledger of one would not count the steps of the other. The first run holds an exclusive
@@ -22,7 +22,7 @@ import json
 import os
 import socket
 
-LOCK_FILE = "train.lock"
+LOCK_FILE = "workdir.lock"  # one name for every command that holds a workdir (train, release)
 
 
 class WorkdirBusyError(RuntimeError):
@@ -30,7 +30,7 @@ class WorkdirBusyError(RuntimeError):
 
 
 class WorkdirLock:
-    """Exclusive lock on ``<workdir>/train.lock`` until :meth:`maskdp_jax.release` (or process
+    """Exclusive lock on ``<workdir>/workdir.lock`` until :meth:`maskdp_jax.release` (or process
     exit).
 
     Raises:
