@@ -6,6 +6,7 @@ r"""Where a logical step's time goes: each jitted piece of the step, compiled an
     python benchmarks/step_parts.py --size=paper --strategy=full --weights=random \
         --physical=2 --microbatch=1 \
         --parts=public-nonprivate,private-maskdp,private-maskdp-ghost --repeats=3  # ghost norms
+    python benchmarks/step_parts.py --size=tiny --weights=random --compute_dtype=bfloat16
 
 Builds the model of ``benchmarks/opacus_maskdp.py``'s size and, for one physical batch, lowers,
 compiles and times each piece of the step: the forward pass, the public pass (ordinary gradient
@@ -16,8 +17,9 @@ the compiled program's peak memory by XLA's memory analysis (arguments + outputs
 - aliased) and the median of ``--repeats`` calls after the first. A part ending in ``-ghost`` is
 the private pass with per-example norms by ghost rules (``maskdp_jax.ghost``, no per-example
 gradient, whole physical batch at once); without it, per-example gradients by ``vmap`` in
-micro-batches of ``--microbatch`` (full fine-tuning). The process' peak host memory comes last
-(compilation dominates it at the papers' size on a CPU).
+micro-batches of ``--microbatch`` (full fine-tuning). ``--compute_dtype=bfloat16`` builds the
+model with bfloat16 products, as ``config.compute.dtype`` does. The process' peak host memory
+comes last (compilation dominates it at the papers' size on a CPU).
 
 ``--weights=torchvision`` (default) converts the torch model's weights so the times belong to
 ``opacus_maskdp.py``'s table; ``--weights=random`` initialises our model instead, which needs no
@@ -75,14 +77,15 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
     return out
 
 
-def build(size: dict, strategy: str, weights: str):
+def build(size: dict, strategy: str, weights: str, compute_dtype: str = "float32"):
     """``(model, trainable, frozen, apply_fn)`` at ``size``: torchvision's weights converted, or
-    our own random initialisation (no torch needed)."""
+    our own random initialisation (no torch needed); products in ``compute_dtype``
+    (``config.compute.dtype``)."""
     state = None
     if weights == "torchvision":
         model = bench.torch_setup(size, strategy)
         state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    return bench.jax_setup(size, strategy, state)
+    return bench.jax_setup(size, strategy, state, compute_dtype=compute_dtype)
 
 
 def main() -> None:
@@ -96,6 +99,9 @@ def main() -> None:
                         help="private pass micro-batch for --strategy=full (default: the size's)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated pieces, from {', '.join(PARTS)}")
+    parser.add_argument("--compute_dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="the products' precision (config.compute.dtype; parameters, norms "
+                             "and gradients stay float32)")
     parser.add_argument("--repeats", type=int, default=10,
                         help="timed calls per piece after the first; 0 = compile cost only")
     args = parser.parse_args()
@@ -116,7 +122,8 @@ def main() -> None:
     if args.microbatch is not None:
         size["microbatch"] = args.microbatch
 
-    jmodel, trainable, frozen, apply_fn = build(size, args.strategy, args.weights)
+    jmodel, trainable, frozen, apply_fn = build(size, args.strategy, args.weights,
+                                                args.compute_dtype)
     data = bench.make_data(n=size["physical"], input_size=jmodel.input_size,
                            classes=size["classes"], seed=1)
     batch = bench.jax_batches(data, size["physical"])[0]
@@ -125,6 +132,7 @@ def main() -> None:
     acc = ts.zeros_accumulator(trainable)
     print(f"{args.size} ({size['preset']}), {args.strategy} FT, physical batch {size['physical']}"
           f"{f', micro-batches of {micro}' if micro else ''}, {args.weights} weights, "
+          f"{args.compute_dtype} products, "
           f"jax {jax.__version__} on {jax.devices()[0].platform}:")
     print(f"  {'piece':22s} {'lower [s]':>9s} {'compile [s]':>11s} {'fusions':>7s} "
           f"{'peak [MiB]':>10s} {'median [ms]':>11s}")

@@ -18,8 +18,11 @@ def run(*args):
 
 @pytest.mark.slow
 def test_forward_piece_compiles_and_times():
-    proc = run("--size=tiny", "--weights=random", "--parts=forward", "--repeats=2")
+    """In bfloat16 products (``--compute_dtype``; float32, the default, is every other test's)."""
+    proc = run("--size=tiny", "--weights=random", "--parts=forward", "--repeats=2",
+               "--compute_dtype=bfloat16")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "random weights, bfloat16 products," in proc.stdout, proc.stdout
     row = re.search(r"^  forward +([\d.]+) +([\d.]+) +(\d+) +([\d.]+) +([\d.]+)$", proc.stdout,
                     re.M)
     assert row, proc.stdout
