@@ -316,7 +316,7 @@ def run_command(f: flags.FlagValues, argv=("maskdp_jax.sweep",)) -> int:
         if todo:  # the commit of the code that trains them, beside those of the runs kept
             results.record_command(
                 workdir, shlex.join(["python", "-m", "maskdp_jax.sweep", *argv[1:]]),
-                fresh=not any(run_report.finished(os.path.join(workdir, n)) for n, _ in runs))
+                fresh=len(todo) == len(runs))
         print(f"Sweep: {len(runs)} runs, {len(runs) - len(todo)} already done.")
         # Runs of one mode share their expensive XLA programs (σ only enters the cheap update
         # step), so a persistent compilation cache lets later runs skip most compilation.

@@ -25,6 +25,9 @@ COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, 
 
 
 RESULTS_DIR = os.path.join("docs", "results")  # the committed studies, relative to the checkout
+#: The checkout's code for git: everything but the committed results (a study being regenerated
+#: is not code).
+_CODE = (".", f":(exclude){RESULTS_DIR}")
 #: Recorded beside a study made with ``--allow_uncommitted``: what the code differed by.
 UNCOMMITTED_DIFF = "uncommitted.diff"
 
@@ -42,7 +45,7 @@ def uncommitted_files() -> list[str]:
     """The checkout's files that differ from its commit: tracked files changed and files git
     does not ignore yet does not track, outside the committed results (a study being regenerated
     is not code). Raises ``OSError`` or ``subprocess.CalledProcessError`` without git."""
-    lines = _git("status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR}").splitlines()
+    lines = _git("status", "--porcelain", "--", *_CODE).splitlines()
     return sorted(line[3:] for line in lines if line.strip())
 
 
@@ -85,9 +88,8 @@ def check_committed(workdir: str, *, allow_uncommitted: bool = False) -> None:
                          f"has uncommitted changes: {shown}. Commit them first, or pass "
                          f"--allow_uncommitted to record the diff in {UNCOMMITTED_DIFF} beside "
                          "the results.")
-    diff = _git("diff", "HEAD", "--", ".", f":(exclude){RESULTS_DIR}")
-    untracked = _git("ls-files", "--others", "--exclude-standard", "--", ".",
-                     f":(exclude){RESULTS_DIR}").splitlines()
+    diff = _git("diff", "HEAD", "--", *_CODE)
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", *_CODE).splitlines()
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, UNCOMMITTED_DIFF), "w") as f:
         f.write(diff + "".join(f"# untracked: {name}\n" for name in untracked))
