@@ -42,6 +42,30 @@ jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
                   float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 
+# The files that take longest (test time summed over a file, measured with --durations=0 on the
+# 2-core machine; BUILD.md "Checks"), longest first. pytest-xdist's --dist loadfile hands whole
+# files to its workers in collection order, so starting the long ones first keeps one worker from
+# finishing a long file alone at the end. Scheduling only: a file not named here runs after
+# these, in collection order, and nothing a test checks depends on the order.
+LONGEST_FILES_FIRST = (
+    "test_audit_feature_masking.py", "test_reproduce.py", "test_pretrain.py",
+    "test_train_e2e.py", "test_train_resume.py", "test_models_mvit_ops.py", "test_examples.py",
+    "test_audit_runs.py", "test_anonymize.py", "test_maskdp_jax_tokenizer.py",
+    "test_benchmarks_gpu_suite.py", "test_run_features.py", "test_data_store.py",
+    "test_audit_canaries.py", "test_maskdp_jax_train_step.py", "test_maskdp_jax_ghost.py",
+    "test_run_views.py", "test_maskdp_jax_parallel.py", "test_reporting_paper_tables.py",
+    "test_release.py", "test_reporting_results.py", "test_public_api.py",
+    "test_audit_shadows.py", "test_run_datasets.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first (:data:`LONGEST_FILES_FIRST`); a stable sort keeps each file's own
+    order and its module-scoped fixtures together."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 PATCH_STRIDE = (2, 4, 4)
 CLIP_SHAPE = (4, 16, 16, 3)  # T, H, W, C
 NUM_CLASSES = 3

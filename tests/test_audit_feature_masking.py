@@ -169,7 +169,7 @@ def _tiny_config():
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # ~1 min of explainer evaluations and compiles: .ci/run's heavy lane
+@pytest.mark.heavy  # ~1 min of explainer evaluations and compiles: .ci/run runs it with the suite
 def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     config = _tiny_config()
     report = runs.run(config, str(tmp_path))

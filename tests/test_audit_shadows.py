@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shadow_cases  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HANG = 1800  # against a hang only: the subprocess takes ~1.5 min on a quiet 2-core machine
+HANG = 1800  # against a hang only: the subprocess takes ~15 s on a quiet 2-core machine
 
 
 def test_complementary_halves_are_balanced_both_ways():
@@ -100,7 +100,6 @@ def tiny(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the shared `tiny` shadows: 1.5 min to train
 def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny):
     """Same plan, sampler, clipping, noise and optimiser: on the CPU the
     vmapped models (chunks of 3 out of 4: the last chunk padded) are train.py's step's models bit
@@ -120,7 +119,6 @@ def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny)
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the shared `tiny` shadows: 1.5 min to train
 def test_lockstep_counters_are_shared_by_the_chunk(tiny):
     """The step and optax's integer counters carry no model axis (the scalar bias correction of
     the one-model step); parameters and moments do."""
@@ -136,7 +134,6 @@ def test_lockstep_counters_are_shared_by_the_chunk(tiny):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the shared `tiny` shadows: 1.5 min to train
 def test_scores_are_each_models_log_odds(tiny):
     data, common, trained, _ = tiny
     phi = shadows.scores(trained["loop"], common["frozen"], data, apply_fn=common["apply_fn"],
