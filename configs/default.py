@@ -3,6 +3,7 @@ fine-tuned from public pretraining, as the papers do.
 
     python train.py                                   # this config, mode maskdp
     python train.py --config.mode=dp                  # standard DP-SGD on the whole video
+    python train.py --config.mode=public_only         # the public views alone (ε = 0): the control
     python train.py --config.mode=nonprivate          # plain SGD, no privacy
     python train.py --config=configs/default.py:context   # the second setting (below)
     python train.py --config=configs/default.py --config.privacy.target_epsilon=2
@@ -42,7 +43,7 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
                          "(--config=configs/default.py:<setting>).")
     config = ml_collections.ConfigDict()
     config.seed = 0
-    config.mode = "maskdp"              # maskdp | dp | nonprivate
+    config.mode = "maskdp"              # maskdp | dp | public_only | nonprivate
     config.sampling = "decoupled"       # decoupled (default) | coupled (paper's Algorithm 1)
 
     config.input = synthetic_input()

@@ -11,11 +11,12 @@ for one fixed mechanism, the (Masked) DP-SGD step of :mod:`maskdp_jax.train_step
 Privacy meaning of the fields:
 
 * ``mode``: what is protected. ``maskdp``: the private tokens of one video (labels, masks and
-  public tokens are not); ``dp``: one whole video; ``nonprivate``: nothing (ε = ∞).
+  public tokens are not); ``dp``: one whole video; ``public_only``: the private tokens, which it
+  never reads (ε = 0); ``nonprivate``: nothing (ε = ∞).
 * ``sampling``: ``decoupled`` (independent public and private Poisson draws: the private pass
   keeps its amplification by subsampling) or ``coupled`` (one draw, revealed by the noise-free
   public gradient: accounted with the revealed-sample bound). Only ``maskdp`` has a public pass
-  that could reveal the batch, so ``dp`` and ``nonprivate`` always run and account ``decoupled``
+  that could reveal the batch, so the other modes always run and account ``decoupled``
   (:meth:`Mode.sampling_scheme`).
 * ``batch_size``: the *expected* batch size B, the divisor of the update (never the sampled size).
 
@@ -50,6 +51,7 @@ class Mode(enum.StrEnum):
 
     MASKDP = "maskdp"
     DP = "dp"
+    PUBLIC_ONLY = "public_only"
     NONPRIVATE = "nonprivate"
 
     @classmethod
@@ -58,30 +60,43 @@ class Mode(enum.StrEnum):
 
     @property
     def has_public_pass(self) -> bool:
-        """An unclipped, noise-free pass (public views in ``maskdp``, full videos in
-        ``nonprivate``)."""
+        """An unclipped, noise-free pass (public views in ``maskdp`` and ``public_only``, full
+        videos in ``nonprivate``)."""
         return self is not Mode.DP
 
     @property
     def has_private_pass(self) -> bool:
         """A clipped, noised pass (private views in ``maskdp``, full videos in ``dp``)."""
-        return self is not Mode.NONPRIVATE
+        return self in (Mode.MASKDP, Mode.DP)
 
     @property
     def is_private(self) -> bool:
-        """Whether the run has a finite ε (it adds noise)."""
+        """Whether the run adds noise and its ε comes from the accountant (a private pass)."""
         return self.has_private_pass
 
     @property
     def uses_views(self) -> bool:
         """Whether the passes see token views of a video (needs masks) rather than the video."""
-        return self is Mode.MASKDP
+        return self in (Mode.MASKDP, Mode.PUBLIC_ONLY)
+
+    @property
+    def fixed_epsilon(self) -> float | None:
+        """ε that needs no accountant, or None for the noisy modes (``maskdp``, ``dp``).
+
+        ``nonprivate``: ∞ (the whole video enters an unnoised gradient). ``public_only``: 0, with
+        δ = 0, under either masked adjacency: the run reads the public views alone, a function
+        of the public pixels and the masks, so two datasets that differ only in one video's
+        private tokens give the same output distribution. Its labels, masks and public tokens
+        are no more protected than in ``maskdp``.
+        """
+        return {Mode.NONPRIVATE: math.inf, Mode.PUBLIC_ONLY: 0.0}.get(self)
 
     def sampling_scheme(self, requested: str) -> str:
         """The sampling scheme this mode runs and is accounted with, given the requested one.
 
         Only ``maskdp`` has both a noise-free public pass that could reveal its batch and a
-        private pass; ``dp`` (no public pass) and ``nonprivate`` (no private pass) always draw
+        private pass; ``dp`` (no public pass), ``public_only`` and ``nonprivate`` (no private
+        pass) always draw
         one independent Poisson batch per pass, i.e. ``decoupled``.
         """
         inputs.check_choice("sampling", requested, inputs.SAMPLINGS)
@@ -105,7 +120,7 @@ class PrivacyPlan:
       steps: planned logical steps. :class:`maskdp_jax.mechanism.Mechanism` and ``train.py``'s
         guard refuse to run past them; :meth:`record_step` (the low-level call) does not.
       l2_clip_norm: C, per-example clip norm of the private pass.
-      noise_multiplier: σ; the noise on the clipped sum has std ``σ C``. 0 for ``nonprivate``.
+      noise_multiplier: σ; the noise on the clipped sum has std ``σ C``. 0 without a private pass.
       delta: δ of the guarantee (``0 < δ < 1/N`` in private modes).
       adjacency: ``"special"`` (private part replaced by absent; add/remove numbers) or
         ``"replace"`` (the papers' Definition 2 read literally).
@@ -114,7 +129,7 @@ class PrivacyPlan:
       accountant: ``"pld"`` or ``"rdp"``: the accountant that calibrated σ and that the ε budget
         is checked with.
       target_epsilon: the ε σ was calibrated to, or None when σ was given (no ε budget to
-        enforce beyond the planned steps) or the mode is ``nonprivate``.
+        enforce beyond the planned steps) or the mode has no private pass.
       noise: ``"independent"`` (DP-SGD's fresh Gaussian at every step) or ``"banded"``
         (BandMF's correlated noise on the private pass, :mod:`maskdp_jax.bandmf`).
       bands: b, the banded strategy's bands and the cyclic sampler's groups (1 when
@@ -157,7 +172,8 @@ class PrivacyPlan:
         self._check_noise()
         if not self.mode.is_private:
             if self.noise_multiplier != 0.0 or self.target_epsilon is not None:
-                raise ValueError("a nonprivate plan has noise_multiplier 0 and no target ε.")
+                raise ValueError(f"a {self.mode.value} plan (no private pass) has "
+                                 "noise_multiplier 0 and no target ε.")
             return
         inputs.check_delta(delta=self.delta, num_examples=self.num_examples)
         inputs.check_q(self.q)
@@ -178,8 +194,8 @@ class PrivacyPlan:
                                  "noise has one band).")
             return
         if not self.mode.is_private:
-            raise ValueError("noise = 'banded' is the private pass's noise; a nonprivate plan "
-                             "adds none.")
+            raise ValueError(f"noise = 'banded' is the private pass's noise; mode "
+                             f"{self.mode.value!r} has no private pass.")
         if self.sampling != "decoupled":
             raise ValueError("banded noise samples the private batch cyclically; it needs the "
                              "decoupled scheme (an independent public draw), not 'coupled'.")
@@ -223,7 +239,7 @@ class PrivacyPlan:
         """The plan of a run: steps from the epochs, σ given or calibrated to ``target_epsilon``.
 
         Args:
-          mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
+          mode: ``"maskdp"``, ``"dp"``, ``"public_only"`` or ``"nonprivate"``.
           num_examples: N, training videos.
           batch_size: B, expected batch size (``q = B / N``).
           epochs: planned epochs (:func:`maskdp_jax.accounting.steps_for_epochs`), or
@@ -236,7 +252,7 @@ class PrivacyPlan:
           target_epsilon: calibrate σ to reach this ε at δ over the planned steps
             (smallest such σ, :func:`maskdp_jax.accounting.calibrate_noise_multiplier`).
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
-            the two in private modes; neither for ``nonprivate``.
+            the two in private modes; neither without a private pass.
           noise / bands: ``"independent"`` (DP-SGD) or ``"banded"`` correlated noise with
             ``bands`` bands (:mod:`maskdp_jax.bandmf`: cyclic Poisson sampling of the private
             pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)`` rounds).
@@ -283,12 +299,14 @@ class PrivacyPlan:
 
         Decoupled: ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``;
         the public pass adds nothing (its batch is independent of the private one). Nonprivate:
-        ``NonPrivateDpEvent``. Coupled sampling has no dp-accounting event (the revealed-sample
-        bound is :mod:`maskdp_jax.accounting.coupled`): refused.
+        ``NonPrivateDpEvent``. Public-only: ``NoOpDpEvent`` (ε = 0). Coupled sampling has no
+        dp-accounting event (the revealed-sample bound is :mod:`maskdp_jax.accounting.coupled`):
+        refused.
         """
         steps = self.steps if steps is None else inputs.check_steps(steps, minimum=0)
         if not self.mode.is_private:
-            return dp_event.NonPrivateDpEvent()
+            return (dp_event.NoOpDpEvent() if self.mode.fixed_epsilon == 0
+                    else dp_event.NonPrivateDpEvent())
         if self.sampling == "coupled":
             raise ValueError("coupled sampling has no dp-accounting event; its ε comes from the "
                              "revealed-sample bound (accounting.coupled).")
@@ -312,12 +330,13 @@ class PrivacyPlan:
 
         Args:
           ledger: the executed steps.
-          method: ``"pld"`` / ``"rdp"``; default the plan's accountant. ∞ for ``nonprivate``.
+          method: ``"pld"`` / ``"rdp"``; default the plan's accountant. Without a private pass
+            ε is :attr:`Mode.fixed_epsilon`.
           delta: the δ to state ε at; default the plan's. Refused unless ``0 < δ < 1/N`` (the
             plan's own rule, :func:`maskdp_jax.accounting.inputs.check_delta`).
         """
         if not self.mode.is_private:
-            return math.inf
+            return self.mode.fixed_epsilon
         if delta is None:
             delta = self.delta
         else:

@@ -50,7 +50,8 @@ def run_name(mode: str, epsilon: float, seed: int, clips: int, view: str = "full
 def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
     """Every run of the sweep as ``(name, run config)``.
 
-    Non-private runs are made once per seed (their ε is ∞); the optional clips comparison adds runs
+    Runs without a private pass are made once per seed (ε is ∞ for ``nonprivate``, 0 for
+    ``public_only``); the optional clips comparison adds runs
     with each K in ``sweep.clips`` at ``sweep.clips_epsilon`` for every mode; the optional
     ``sweep.views`` (context ablation, :mod:`maskdp_jax.run.views`) repeats the non-private runs on
     each view. The optional ``sweep.variants`` (``((name, (("dotted.key", value), ...)), ...)``,
@@ -67,7 +68,7 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
             c = copy.deepcopy(config.base)
             c.unlock()
             c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
-            if math.isfinite(epsilon):
+            if Mode(mode).is_private:  # the others' ε (0 or ∞) is the mode's, not a target
                 c.privacy.target_epsilon = float(epsilon)
             for key, value in overrides.items():
                 _override(c, key, value, variant=variant)
@@ -76,13 +77,14 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
 
     for seed in s.seeds:
         for mode in s.modes:
-            private = Mode(mode).is_private
-            for view in ("full",) if private else tuple(s.views):
-                for eps in list(s.epsilons) if private else [math.inf]:
+            m = Mode(mode)
+            for view in tuple(s.views) if m is Mode.NONPRIVATE else ("full",):
+                for eps in list(s.epsilons) if m.is_private else [m.fixed_epsilon]:
                     add(mode, eps, seed, 1, view)
                 for clips in s.clips:
                     if clips != 1:
-                        add(mode, s.clips_epsilon if private else math.inf, seed, clips, view)
+                        add(mode, s.clips_epsilon if m.is_private else m.fixed_epsilon, seed,
+                            clips, view)
     return runs
 
 
@@ -243,7 +245,7 @@ def cpu_shares(num_workers: int) -> list[set[int]]:
 
 
 # Relative cost of one run per mode (measured: a maskdp step runs a public and a private pass).
-_MODE_COST = {"maskdp": 2.0, "dp": 1.1, "nonprivate": 1.0}
+_MODE_COST = {"maskdp": 2.0, "dp": 1.1, "public_only": 1.0, "nonprivate": 1.0}
 
 
 def longest_first(tasks: list) -> list:

@@ -168,8 +168,8 @@ def load_data(config: ml_collections.ConfigDict):
                                                   view=config.view)
     if mdp.Mode(config.mode).uses_views and not train_ds.has_masks:
         raise ValueError(
-            f"mode 'maskdp' needs per-video masks, but dataset {train_ds.name!r} has none. "
-            "Provide mask files (docs/guides/own_videos.md) or run "
+            f"mode {config.mode!r} needs per-video masks, but dataset {train_ds.name!r} has "
+            "none. Provide mask files (docs/guides/own_videos.md) or run "
             "--config.mode=dp / nonprivate."
         )
     if config.view in views.CELL_VIEWS and not train_ds.has_masks:
@@ -200,7 +200,7 @@ def make_views(config: ml_collections.ConfigDict, *, train_ds: data.Dataset,
     views made.
     """
     train_ds, test_ds = views.select_view(train_ds, test_ds, tokens=tokens, view=config.view)
-    if config.mode == "maskdp":  # the only mode whose steps (and diagnostics) make views
+    if mdp.Mode(config.mode).uses_views:  # the modes whose steps (and diagnostics) make views
         train_ds, test_ds = (views.public_fill(d, fill=config.hidden_fill,
                                                input_config=config.input)
                              for d in (train_ds, test_ds))
@@ -346,7 +346,8 @@ def public_metrics(metrics: dict[str, Any], config: ml_collections.ConfigDict) -
 def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, plan: mdp.PrivacyPlan,
              tokens: mdp.Tokenizer) -> tuple[dict, dict]:
     """``(metrics, view_metrics)`` on the held-out split (full videos; for ``maskdp`` also the
-    test videos' public view and both views, a diagnostic of the view -> full-video shift)."""
+    test videos' public view and both views, a diagnostic of the view -> full-video shift; the
+    same for ``public_only``, MaskDP's control)."""
     kw = dict(num_clips=config.input.eval_clips, batch_size=config.physical_batch_size)
     logits = evaluation.predict(apply_fn, params, test_ds, **kw)
     metrics = evaluation.accuracy_metrics(logits, test_ds.labels, test_ds.num_classes)

@@ -209,7 +209,7 @@ def test_banded_plans_refuse_what_the_mechanism_does_not_cover():
     with pytest.raises(ValueError, match="needs noise = 'banded'"):
         PrivacyPlan(mode="dp", num_examples=1000, batch_size=10, steps=20, l2_clip_norm=1.0,
                     noise_multiplier=1.0, delta=1e-5, bands=2)
-    with pytest.raises(ValueError, match="nonprivate plan adds none"):
+    with pytest.raises(ValueError, match="mode 'nonprivate' has no private pass"):
         PrivacyPlan(mode="nonprivate", num_examples=1000, batch_size=10, steps=20,
                     l2_clip_norm=1.0, noise_multiplier=0.0, delta=1e-5, noise="banded", bands=2)
 

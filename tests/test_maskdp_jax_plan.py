@@ -13,20 +13,22 @@ COMMON = dict(num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delt
 
 
 def test_modes_say_which_passes_run():
-    assert [(m.has_public_pass, m.has_private_pass, m.uses_views) for m in Mode] == [
-        (True, True, True), (False, True, False), (True, False, False)]
+    assert [(m.has_public_pass, m.has_private_pass, m.uses_views, m.fixed_epsilon)
+            for m in Mode] == [(True, True, True, None), (False, True, False, None),
+                               (True, False, True, 0.0), (True, False, False, math.inf)]
     assert Mode("dp") is Mode.DP and Mode.DP == "dp"
-    with pytest.raises(ValueError, match=r"mode must be one of \('maskdp', 'dp', 'nonprivate'\); "
-                                         r"got 'secret'"):
+    with pytest.raises(ValueError, match=r"mode must be one of \('maskdp', 'dp', 'public_only', "
+                                         r"'nonprivate'\); got 'secret'"):
         Mode("secret")
 
 
 @pytest.mark.parametrize("mode,requested,effective", [
     ("maskdp", "coupled", "coupled"), ("maskdp", "decoupled", "decoupled"),
     ("dp", "coupled", "decoupled"), ("nonprivate", "coupled", "decoupled"),
+    ("public_only", "coupled", "decoupled"),
 ])
 def test_the_plan_holds_the_effective_sampling_scheme(mode, requested, effective):
-    sigma = None if mode == "nonprivate" else 1.0
+    sigma = None if mode in ("nonprivate", "public_only") else 1.0
     plan = PrivacyPlan.calibrate(mode=mode, sampling=requested, noise_multiplier=sigma, **COMMON)
     assert plan.sampling == effective == Mode(mode).sampling_scheme(requested)
 
@@ -57,6 +59,9 @@ def test_dp_event_is_what_the_accountant_composes():
     nonprivate = PrivacyPlan.calibrate(mode="nonprivate", **COMMON)
     assert isinstance(nonprivate.dp_event(), dp_event.NonPrivateDpEvent)
     assert math.isinf(nonprivate.epsilon(ledger))
+    public_only = PrivacyPlan.calibrate(mode="public_only", **COMMON)
+    assert isinstance(public_only.dp_event(), dp_event.NoOpDpEvent)
+    assert public_only.epsilon(ledger) == 0.0 and public_only.noise_multiplier == 0.0
     coupled = PrivacyPlan.calibrate(mode="maskdp", sampling="coupled", noise_multiplier=1.3,
                                     **COMMON)
     with pytest.raises(ValueError, match="coupled sampling has no dp-accounting event"):
@@ -87,9 +92,11 @@ def test_plans_are_hashable_values_and_nonprivate_has_no_noise():
     assert a.to_dict()["mode"] == "dp" and a.to_dict()["q"] == a.q
     assert a.accounting_meta() == {"delta": 1e-5, "adjacency": "special",
                                    "sampling": "decoupled", "mode": "dp"}
-    with pytest.raises(ValueError, match="a nonprivate plan has noise_multiplier 0"):
-        PrivacyPlan(mode="nonprivate", num_examples=10, batch_size=2, steps=1, l2_clip_norm=1.0,
-                    noise_multiplier=1.0, delta=1e-5)
+    for mode in ("nonprivate", "public_only"):
+        with pytest.raises(ValueError, match=f"a {mode} plan .no private pass. has "
+                                             "noise_multiplier 0"):
+            PrivacyPlan(mode=mode, num_examples=10, batch_size=2, steps=1, l2_clip_norm=1.0,
+                        noise_multiplier=1.0, delta=1e-5)
 
 
 def test_plans_are_built_by_keyword_only():

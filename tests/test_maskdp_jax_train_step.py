@@ -10,7 +10,7 @@ from conftest import PATCH_STRIDE, random_batch
 
 from maskdp_jax import partition
 from maskdp_jax.data import clips
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.run import model as run_model
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import (
@@ -80,6 +80,40 @@ def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model,
     # The private gradient does see the change (so the test above is not vacuous).
     pa, pb = _private(state, batch, apply_fn, _cfg()), _private(state, other, apply_fn, _cfg())
     assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_public_only_step_is_bit_identical_when_private_pixels_change(tiny_model, trial):
+    """``public_only`` (ε = 0): the whole update, every metric included, is a function of the
+    public pixels, the masks and the labels. Changing every private pixel of the batch (to NaN
+    in one clip: a private pixel that entered any sum would make it NaN) changes nothing, while
+    the same change does move a ``maskdp`` step (so the comparison can fail)."""
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(trial)
+    batch = random_batch(rng, size=6, clips=2)
+    other = {k: v.copy() for k, v in batch.items()}
+    private = other["mask"] == 0
+    other["video"][private] = rng.normal(size=(private.sum(), 3)) * 50
+    other["video"][0, 1][private[0, 1]] = np.nan
+    tx = optax.sgd(1.0)
+    state = _state(params, tx)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("public_only", b=6))
+    a, metrics_a = step(state, LogicalBatchData(public=[batch], private=[]), KEY)
+    b, metrics_b = step(state, LogicalBatchData(public=[other], private=[]), KEY)
+    _assert_tree_equal(a.trainable, b.trainable)
+    _assert_tree_equal(metrics_a, metrics_b)
+    assert _leaves_norm(jax.tree.map(jnp.subtract, a.trainable, state.trainable)) > 0
+    assert float(metrics_a["private/batch_size"]) == 0  # no private pass ran
+    with pytest.raises(ValueError, match="mode 'public_only' has no private pass"):
+        step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+    maskdp = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("maskdp", b=6))
+    c, _ = maskdp(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+    d, _ = maskdp(state, LogicalBatchData(public=[other], private=[other]), KEY)
+    assert not np.allclose(c.trainable["head"]["kernel"], d.trainable["head"]["kernel"],
+                           equal_nan=True)
+    # Its update is maskdp's public half: the same step with the private batch left empty.
+    e, _ = maskdp(state, LogicalBatchData(public=[batch], private=[]), KEY)
+    _assert_tree_equal(a.trainable, e.trainable)
 
 
 def test_public_sum_is_untouched_by_the_private_pass(tiny_model):
@@ -361,7 +395,7 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
         assert not np.allclose(a.public_sum["head"]["kernel"], c.public_sum["head"]["kernel"])
 
 
-@pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
+@pytest.mark.parametrize("mode", ["maskdp", "dp", "public_only", "nonprivate"])
 def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode):
     """``make_train_step`` (what train.py runs) and ``masked_gradient`` (the library call) are
     built from one pass function: one logical step of each, from the same batches and key, gives
@@ -372,7 +406,7 @@ def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode):
     rng = np.random.default_rng(11)
     public, private = random_batch(rng, size=4), random_batch(rng, size=4)
     private["weight"][-1] = 0.0  # a padding row
-    cfg = _cfg(mode, sigma=0.0 if mode == "nonprivate" else 0.7, b=4, c=0.5)
+    cfg = _cfg(mode, sigma=0.7 if Mode(mode).is_private else 0.0, b=4, c=0.5)
     tx = optax.sgd(1.0)
     state = _state(params, tx, trainable_names=("norm", "head"))
     has_public, has_private = cfg["plan"].mode.has_public_pass, cfg["plan"].mode.has_private_pass

@@ -20,7 +20,7 @@ def _plan(mode="maskdp", *, num_examples=40320, delta=1e-6, **kwargs):
     """A plan with the ledger's numbers; the report reads q and σ from the ledger."""
     args = dict(mode=mode, num_examples=num_examples, batch_size=min(128, num_examples // 2),
                 steps=3000, l2_clip_norm=1.0, delta=delta,
-                noise_multiplier=0.0 if mode == "nonprivate" else 1.0)
+                noise_multiplier=0.0 if mode in ("nonprivate", "public_only") else 1.0)
     args.update(kwargs)
     return PrivacyPlan(**args)
 
@@ -70,6 +70,20 @@ def test_report_nonprivate_and_zero_noise():
     noiseless = _ledger(sigma=0.0)
     report = privacy.privacy_report(plan=_plan(num_examples=100), ledger=noiseless)
     assert report.epsilon_pld == math.inf and any("noise_multiplier = 0" in n for n in report.notes)
+
+
+def test_report_public_only_is_zero_epsilon_under_masked_adjacency():
+    """The public views alone: (0, 0)-MaskDP, whatever the ledger holds, under both relations,
+    with what is and is not protected said as for MaskDP."""
+    for adjacency in ("special", "replace"):
+        report = privacy.privacy_report(plan=_plan("public_only", adjacency=adjacency),
+                                        ledger=_ledger(sigma=0.0))
+        assert report.epsilon_pld == report.epsilon_rdp == 0.0
+        assert report.statement.startswith("(0, 0)-MaskDP under masked adjacency")
+        assert "never reads a private pixel" in report.statement
+        assert "label and its public tokens are NOT protected" in report.statement
+        d = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+        assert d["epsilon_pld"] == 0.0 and d["mode"] == "public_only"
 
 
 def test_report_heterogeneous_has_no_single_q_or_sigma():

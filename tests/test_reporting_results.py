@@ -13,6 +13,9 @@ from maskdp_jax.configs import sweep_synthetic
 from maskdp_jax.reporting import results
 
 
+NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the modes without noise
+
+
 def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant=""):
     """A report with the fields the aggregation reads (as train.py writes them)."""
     name = sweep.run_name(mode, eps, seed, clips, view) + (f"_{variant}" if variant else "")
@@ -20,11 +23,11 @@ def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", v
     report = {
         "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": clips}, "view": view,
                    "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
-                   "privacy": {"target_epsilon": 1.0 if mode == "nonprivate" else eps,
+                   "privacy": {"target_epsilon": 1.0 if mode in NOISELESS else eps,
                                "delta": 1e-5, "l2_clip_norm": 0.1}},
-        "privacy": {"epsilon_pld": "inf" if mode == "nonprivate" else eps * 0.99,
-                    "epsilon_rdp": "inf" if mode == "nonprivate" else eps * 1.1,
-                    "noise_multiplier": 0.0 if mode == "nonprivate" else 1.0},
+        "privacy": {"epsilon_pld": NOISELESS.get(mode, eps * 0.99),
+                    "epsilon_rdp": NOISELESS.get(mode, eps * 1.1),
+                    "noise_multiplier": 0.0 if mode in NOISELESS else 1.0},
         "metrics": {"top1": top1, "mean_class_accuracy": top1,
                     "per_class_accuracy": per_class},
         "class_names": ["a", "b"],
@@ -92,6 +95,44 @@ def test_grid_calibrates_every_run_and_skips_nothing():
     assert eps == {0.25, 0.5, 1.0, 2.0, 5.0}
     config.sweep.clips = (1, 4)
     assert len(sweep.grid(config)) == 33 + 9
+
+
+def test_public_only_runs_once_per_seed_at_its_epsilon_of_zero():
+    config = sweep_synthetic.get_config()
+    config.sweep.modes = ("public_only", "maskdp")
+    runs = dict(sweep.grid(config))
+    public = sorted(n for n in runs if n.startswith("public_only"))
+    assert public == [f"public_only_eps0_k1_seed{s}" for s in config.sweep.seeds]
+    for name in public:  # no target: the base config's ε is left alone, and the plan ignores it
+        assert runs[name].privacy.target_epsilon == config.base.privacy.target_epsilon
+
+
+def test_public_only_fills_every_column_and_enters_the_gap_to_the_better_baseline(tmp_path):
+    """public_only (ε = 0) is one row across the ε columns (no ε = 0 column); the gap table adds
+    MaskDP − public-only and MaskDP − max(public-only, DP) with the joint interval: the smaller
+    difference, bounded by both differences' 97.5 % Welch intervals."""
+    values = {"public_only": [0.50, 0.54, 0.52], "dp": [0.30, 0.34, 0.32],
+              "maskdp": [0.55, 0.60, 0.58]}
+    for mode, tops in values.items():
+        for seed, top1 in enumerate(tops):
+            _fake_run(tmp_path, mode, 0.0 if mode == "public_only" else 1.0, seed, top1,
+                      [top1, top1])
+    rows = results.rows(results.load_reports(str(tmp_path)))
+    assert {r["target_epsilon"] for r in rows if r["mode"] == "public_only"} == {0.0}
+    table = results.markdown_table(rows).splitlines()
+    assert table[0] == "| mode | K | ε = 1 | ε = ∞ |"
+    assert table[2] == "| public_only | 1 | 52.0 ± 2.0 | 52.0 ± 2.0 |"
+    gaps = results.gap_table(rows).splitlines()
+    assert "MaskDP − max(public-only, DP) (joint 95 %)" in gaps[0]
+    to_public = results.welch(values["maskdp"], values["public_only"], level=0.975)
+    to_dp = results.welch(values["maskdp"], values["dp"], level=0.975)
+    g, lo, hi = results.best_baseline_gap(rows, epsilon=1.0)
+    assert g == pytest.approx(to_public[0]) and g < to_dp[0]
+    assert (lo, hi) == (pytest.approx(min(to_public[1], to_dp[1])),
+                        pytest.approx(min(to_public[2], to_dp[2])))
+    assert gaps[2].startswith(f"| 1 | {100 * (0.5767 - 0.32):+.1f} ")
+    assert gaps[2].endswith(f"| {100 * g:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | 3 / 3 / 3 |")
+    assert results.best_baseline_gap(rows, epsilon=2.0) is None  # no run at ε = 2
 
 
 def test_multiclip_and_context_sweeps_table_and_plot(tmp_path):

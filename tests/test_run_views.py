@@ -22,6 +22,7 @@ from maskdp_jax.data import synthetic
 from maskdp_jax.run import views
 
 TOKENS = tokenizer.Tokenizer(patch_stride=(2, 4, 4), fill_value=0.0)
+POISON = np.float32(1e30)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +109,46 @@ def test_public_view_run_never_reads_a_private_pixel(tmp_path, monkeypatch):
         report = json.load(f)
     assert report["config"]["view"] == "public"
     assert evaluated == ["synthetic/test[public view]"]  # tested on the same view
+
+
+@pytest.mark.slow
+def test_public_only_run_never_reads_a_private_training_pixel(tmp_path, monkeypatch):
+    """``mode=public_only``: every private pixel of the training videos is 1e30. The run trains
+    on finite losses (one private pixel in any forward pass would overflow the loss), reports
+    ε = 0 and is tested, as MaskDP is, on the full test videos and their public view."""
+    original = synthetic.SyntheticMaskedActions.get_batch
+
+    def poisoned(self, indices, *, num_clips=1, seed=None, normalize=True):
+        if self.name != "synthetic/train":
+            return original(self, indices, num_clips=num_clips, seed=seed, normalize=normalize)
+        # The model's float input (the step passes a float video through unchanged) with 1e30 in
+        # every private pixel: finite, so the loader's check of the pixels passes, and a forward
+        # pass that reads one overflows its loss.
+        batch = original(self, indices, num_clips=num_clips, seed=seed, normalize=True)
+        batch["video"] = np.where(batch["mask"][..., None] > 0, batch["video"], POISON)
+        return batch
+
+    monkeypatch.setattr(synthetic.SyntheticMaskedActions, "get_batch", poisoned)
+    config = default.get_config()
+    config.mode = "public_only"
+    config.model.name = "mvit_test"
+    config.model.init_from = ""
+    config.input.num_train, config.input.num_test = 32, 8
+    config.batch_size = config.physical_batch_size = 16
+    config.num_epochs, config.log_every_steps = 1.0, 1
+    config.tensorboard, config.log_private_metrics = False, True
+    out = train.train_and_evaluate(config, str(tmp_path))
+    losses = [h["public_loss"] for h in out["history"]]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    with open(os.path.join(tmp_path, "report.json")) as f:
+        report = json.load(f)
+    assert report["privacy"]["epsilon_pld"] == report["privacy"]["epsilon_rdp"] == 0.0
+    assert report["privacy"]["statement"].startswith("(0, 0)-MaskDP")
+    assert set(report["view_metrics"]) == {"public", "two_view"}
+    probe, _ = synthetic.make_splits(num_train=32, num_test=8, frames=16, clip_frames=8, size=32)
+    assert (probe.get_batch(np.arange(8), seed=0, normalize=False)["video"] == POISON).any()
+    # No private pass ran: with the private metrics asked for, none is logged.
+    assert not [k for h in out["history"] for k in h if "private" in k], out["history"][0]
 
 
 def _report(path, keep):

@@ -61,10 +61,12 @@ def lira_config(config) -> tuple[lira.Options, tuple[str, ...]]:
 
 
 def settings(config) -> list[tuple[str, float]]:
-    """``(mode, ε)`` of the study: ``nonprivate`` once (ε = ∞), each private mode at each ε."""
+    """``(mode, ε)`` of the study: a mode without a private pass once (``nonprivate`` ε = ∞,
+    ``public_only`` ε = 0), each private mode at each ε."""
     out = []
     for mode in config.modes:
-        eps = (math.inf,) if not Mode(mode).is_private else tuple(config.epsilons)
+        m = Mode(mode)
+        eps = tuple(config.epsilons) if m.is_private else (m.fixed_epsilon,)
         out += [(mode, float(e)) for e in eps]
     return out
 

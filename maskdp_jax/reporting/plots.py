@@ -23,6 +23,7 @@ from maskdp_jax.reporting.run_report import COUNTS_HIDDEN  # noqa: E402
 
 _STYLE = {
     "nonprivate": dict(color="black", label="non-private"),
+    "public_only": dict(color="tab:green", marker="^", label="public-only (ε = 0)"),
     "dp": dict(color="tab:blue", marker="s", label="DP (whole video private)"),
     "maskdp": dict(color="tab:red", marker="o", label="MaskDP (only private tokens)"),
 }
@@ -37,11 +38,12 @@ def privacy_utility(
     stats = summarize([r for r in table_rows if r["view"] == "full"])
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     for (mode, k, _), (mean, std, _) in sorted(stats.items()):
-        if not Mode(mode).is_private:
+        if not Mode(mode).is_private:  # no ε axis: a level line with its ± std band
             clips = f" K={k}" if k > 1 else ""
-            ax.axhline(100 * mean, color="black", lw=1.5,
-                       label=f"non-private{clips} ({100 * mean:.1f}%)")
-            ax.axhspan(100 * (mean - std), 100 * (mean + std), color="black", alpha=0.08)
+            color = _STYLE[mode]["color"]
+            ax.axhline(100 * mean, color=color, lw=1.5, ls="-" if color == "black" else "--",
+                       label=f"{_STYLE[mode]['label']}{clips} ({100 * mean:.1f}%)")
+            ax.axhspan(100 * (mean - std), 100 * (mean + std), color=color, alpha=0.08)
     for mode in ("dp", "maskdp"):
         for k in sorted({k for (m, k, _) in stats if m == mode}):
             pts = sorted((e, v) for (m, kk, e), v in stats.items()
@@ -90,13 +92,13 @@ def accuracy_vs_clips(
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
     ks = sorted({k for (_, k, _) in stats})
     for mode in MODE_ORDER:
-        target = epsilon if Mode(mode).is_private else math.inf
+        target = epsilon if Mode(mode).is_private else Mode(mode).fixed_epsilon
         pts = sorted((k, v) for (m, k, e), v in stats.items() if m == mode and e == target)
         if not pts:
             continue
         style = dict(_STYLE[mode])
-        if not Mode(mode).is_private:
-            style.update(color="black", marker="^")
+        if mode == "nonprivate":
+            style.update(marker="^")
         ax.errorbar([p[0] for p in pts], [100 * p[1][0] for p in pts],
                     yerr=[100 * p[1][1] for p in pts], capsize=3, lw=1.5, ms=5, **style)
     ax.set_xscale("log", base=2)
@@ -172,7 +174,8 @@ def asr_vs_epsilon(table: list[dict[str, Any]], path: str, *, title: str) -> Non
                     continue
                 style = dict(_STYLE[mode], label=f"{_STYLE[mode]['label']}, {attack}")
                 if not Mode(mode).is_private:
-                    ax.axhline(pts[0][1][0], ls=ls, lw=1.2, color="black", label=style["label"])
+                    ax.axhline(pts[0][1][0], ls=ls, lw=1.2, color=style["color"],
+                               label=style["label"])
                     continue
                 ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts],
                             yerr=[p[1][1] for p in pts], capsize=3, lw=1.5, ms=5, ls=ls, **style)

@@ -87,7 +87,7 @@ class PrivacyReport:
     """ε of a run and the guarantee it stands for.
 
     Attributes:
-      mode: ``"maskdp"``, ``"dp"`` or ``"nonprivate"``.
+      mode: ``"maskdp"``, ``"dp"``, ``"public_only"`` or ``"nonprivate"``.
       adjacency: ``"special"`` or ``"replace"``.
       sampling: ``"decoupled"`` or ``"coupled"``.
       delta: δ of the guarantee.
@@ -203,7 +203,8 @@ def privacy_report(
     Args:
       plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`. Its mode says what is protected
         (``maskdp``: the private tokens of one video under masked adjacency; ``dp``: one
-        whole video; ``nonprivate``: nothing, ε = ∞); its δ (``0 < δ < 1/N``,
+        whole video; ``public_only``: the private tokens, ε = 0; ``nonprivate``: nothing,
+        ε = ∞); its δ (``0 < δ < 1/N``,
         :func:`maskdp_jax.accounting.check_delta`, refused otherwise even for ``nonprivate``), N,
         adjacency and effective sampling scheme are those of the guarantee; its accountant and
         target ε say how σ was set (shown as "calibrated by" when σ was calibrated, nothing
@@ -231,6 +232,16 @@ def privacy_report(
                calibrated_by=plan.accountant if plan.target_epsilon is not None else None,
                target_epsilon=plan.target_epsilon, noise=plan.noise, bands=plan.bands)
 
+    if mode.fixed_epsilon == 0:
+        return PrivacyReport(
+            epsilon_rdp=0.0, epsilon_pld=0.0,
+            statement=(
+                f"(0, 0)-MaskDP under {_unit(mode, adjacency)}: the run trains on the public "
+                "views alone and never reads a private pixel, so its output does not depend on "
+                f"the private tokens of any video. {_protected(mode)}"),
+            notes=("Mode 'public_only' is MaskDP without its private pass: no clipping, no "
+                   "noise; the control that says what the private pass adds.",), **run,
+        )
     if not mode.is_private:
         return PrivacyReport(
             epsilon_rdp=math.inf, epsilon_pld=math.inf,

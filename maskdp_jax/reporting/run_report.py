@@ -146,6 +146,8 @@ def seed_note(config: dict[str, Any]) -> str:
 def logged_metrics_note(config: dict[str, Any]) -> str:
     """What the logged training metrics (metrics.jsonl, TensorBoard, curve) are computed from."""
     mode = Mode(config["mode"])
+    if mode is Mode.PUBLIC_ONLY:
+        return "the public-view loss (the run reads no private pixel)"
     if not mode.is_private:
         return "training loss on full videos (the run is not private)"
     public = "the public-view loss and " if mode.uses_views else ""

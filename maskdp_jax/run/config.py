@@ -147,10 +147,11 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
             _fail("input.test_fraction", f"must be in (0, 1); got {fraction!r}.")
         _integer("input.split_seed", config.input.split_seed, minimum=0)
     _choice("view", config.view, views.VIEWS)
-    if config.view != "full" and Mode(config.mode).is_private:
+    if config.view != "full" and Mode(config.mode) is not Mode.NONPRIVATE:
         _fail("view", f"must be 'full' in mode {config.mode!r}; got {config.view!r}. One-view "
               "training (the context ablation, Schneider et al. 2024a Table 3) is for mode "
-              "'nonprivate'; dp trains on the whole video and maskdp on both views.")
+              "'nonprivate'; dp trains on the whole video, maskdp on both views and "
+              "public_only on the public view.")
     if config.feature_masks:
         _choice("feature_mask_views", config.feature_mask_views, views.HIDE_VIEWS)
         if config.feature_cache.enabled:
@@ -192,6 +193,10 @@ def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
     if config.model.finetune == "full":
         _fail("feature_cache.enabled", "needs a frozen prefix, but model.finetune='full' trains "
               "every parameter; use selective, norms, linear or adapters, or turn the cache off.")
+    if config.mode == "public_only":
+        _fail("feature_cache.enabled", "is not built for mode 'public_only' (the cache of maskdp "
+              "holds private-view features, which public_only must never compute); turn the "
+              "cache off.")
     _integer("feature_cache.clips_per_video", c.clips_per_video, minimum=1)
     if c.clips_per_video < config.input.clips_per_video:
         _fail("feature_cache.clips_per_video",

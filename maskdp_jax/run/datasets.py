@@ -72,7 +72,7 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
     """:class:`~maskdp_jax.data.video_dataset.VideoOptions` from ``config.input``; refuses
     augmentation outside ``nonprivate``."""
     augment = bool(config.augment)
-    if augment and mode is not None and Mode(mode).is_private:
+    if augment and mode is not None and Mode(mode) is not Mode.NONPRIVATE:
         raise ValueError(
             f"input.augment=True is for mode 'nonprivate' only; mode {mode!r} trains without "
             "augmentation (the papers' choice under DP)."
