@@ -156,7 +156,7 @@ def test_subjects_paint_only_the_background_and_leave_other_data_unchanged():
 
 def _tiny_config():
     config = audit_feature_masking.get_config()
-    config.input.update(num_train=16, num_test=8, num_aux=16, num_subjects=4)
+    config.input.update(num_train=16, num_test=8, num_aux=8, num_subjects=4)
     config.fit.num_epochs = 2.0
     config.modes = ("nonprivate",)
     config.seeds = (0,)
@@ -169,7 +169,7 @@ def _tiny_config():
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # ~1 min of explainer evaluations and compiles: .ci/run runs it with the suite
+@pytest.mark.heavy  # ~1 min of explainer evaluations and compiles (two aux videos per subject)
 def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     config = _tiny_config()
     report = runs.run(config, str(tmp_path))
