@@ -12,7 +12,6 @@ from maskdp_jax import sweep
 from maskdp_jax.configs import sweep_synthetic
 from maskdp_jax.reporting import results
 
-
 NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the modes without noise
 
 

@@ -504,22 +504,53 @@ def view_table(table_rows: list[dict[str, Any]]) -> str:
 
 
 def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]]) -> str:
-    """One row per sweep variant (``{name: {"dotted.key": value}}`` of a sweep config): its
-    changes, test top-1 in percent as median, range and ``mean ± std`` over its runs (matched by
-    the run name's suffix ``_<name>``)."""
-    lines = ["| variant | changes | runs | median | range | mean ± std |",
-             "|---|---|---|---|---|---|"]
-    for name, overrides in variants.items():
-        v = [r["top1"] for r in table_rows if r["run"].endswith(f"_{name}")]
-        if not v:
-            continue
-        changes = ", ".join(f"`{k}` = {val:g}" if isinstance(val, float | int) else f"`{k}` = {val}"
-                            for k, val in dict(overrides).items()) or "none"
-        std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
-        lines.append(f"| {name} | {changes} | {len(v)} | {100 * float(np.median(v)):.1f} | "
-                     f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
-                     f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
+    """One row per sweep variant (``{name: {"dotted.key": value}}`` of a sweep config), and per
+    mode when the runs have several: its changes, top-1 in percent as median, range and
+    ``mean ± std`` over its runs (matched by the run name's suffix ``_<name>``)."""
+    modes = [m for m in MODE_ORDER if any(r["mode"] == m for r in table_rows)]
+    by_mode = len(modes) > 1
+    lines = ["| " + ("mode | " if by_mode else "") + "variant | changes | runs | median | range | "
+             "mean ± std |", "|---" * (6 + by_mode) + "|"]
+    for mode in modes if by_mode else [None]:
+        for name, overrides in variants.items():
+            v = [r["top1"] for r in table_rows if r["run"].endswith(f"_{name}")
+                 and mode in (None, r["mode"])]
+            if not v:
+                continue
+            changes = ", ".join(f"`{k}` = {val:g}" if isinstance(val, float | int)
+                                else f"`{k}` = {val}" for k, val in dict(overrides).items())
+            std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+            lines.append("| " + (f"{mode} | " if by_mode else "") + f"{name} | "
+                         f"{changes or 'none'} | {len(v)} | {100 * float(np.median(v)):.1f} | "
+                         f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
+                         f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
     return "\n".join(lines)
+
+
+def best_variants(table_rows: list[dict[str, Any]],
+                  variants: dict[str, dict[str, Any]]) -> dict[str, tuple[str, float, int]]:
+    """Per mode, the variant with the highest mean top-1 over its runs: ``{mode: (variant,
+    mean, runs)}`` (ties: the first variant listed). What a tuning sweep on the validation split
+    hands to the runs that read the test split.
+
+    >>> rows = [{"mode": "dp", "run": f"dp_eps1_k1_seed{s}_{v}", "top1": t}
+    ...         for s, (v, t) in enumerate([("a", .3), ("b", .4), ("a", .35), ("b", .38)])]
+    >>> best_variants(rows, {"a": {}, "b": {}})
+    {'dp': ('b', 0.39, 2)}
+    """
+    best = {}
+    for mode in MODE_ORDER:
+        means = []
+        for name in variants:
+            v = [r["top1"] for r in table_rows if r["mode"] == mode
+                 and r["run"].endswith(f"_{name}")]
+            if v:
+                means.append((float(np.mean(v)), name, len(v)))
+        if means:
+            top = max(m for m, _, _ in means)
+            mean, name, n = next(t for t in means if t[0] == top)
+            best[mode] = (name, round(mean, 10), n)
+    return best
 
 
 def paired_table(reports: list[dict[str, Any]], *, variants: tuple[str, str]) -> str:
