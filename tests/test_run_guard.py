@@ -561,3 +561,36 @@ def test_a_banded_resume_with_another_strategy_is_refused():
     meta["sampler"]["strategy"] = [c * 1.001 for c in meta["sampler"]["strategy"]]
     with pytest.raises(ValueError, match="sampler .* differs"):
         validate(meta, config)
+
+
+def test_a_banded_runs_guard_samples_cyclically_and_journals_its_noise(tmp_path, no_model):
+    """The trainer's route for a banded plan (the guard's sampler and journal): the private
+    stream draws each video only at the steps of its cyclic group (the b-min-separation the
+    amplified BandMF ε assumes), and the journal records the noise and its bands, so that ε
+    recomputed from the journal alone is the banded one, not an independent-noise reading."""
+    import dataclasses
+
+    config = tiny_config({"privacy.noise": "banded", "privacy.bands": 2,
+                          "privacy.randomness": "seeded"})
+    g = _guard(config, tmp_path)
+    try:
+        sampler, plan = g.sampler(), g.plan
+        groups: dict[int, set[int]] = {}
+        for step in range(plan.steps):
+            for i in sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling).private:
+                groups.setdefault(int(i), set()).add(step % plan.bands)
+        assert len(groups) > plan.bands and all(len(g) == 1 for g in groups.values()), groups
+        for _ in range(plan.steps):
+            g.record()
+        g.release()
+        with open(tmp_path / journal.JOURNAL) as f:
+            recorded = json.load(f)["privacy"]
+        assert (recorded["noise"], recorded["bands"]) == ("banded", 2)
+        from_journal = dataclasses.replace(plan, noise=recorded.get("noise", "independent"),
+                                           bands=recorded.get("bands", 1))
+        ledger = journal.read_ledger_journal(str(tmp_path))
+        assert from_journal.epsilon(ledger) == g.epsilon_spent()
+        independent = dataclasses.replace(plan, noise="independent", bands=1)
+        assert independent.epsilon(ledger) != pytest.approx(g.epsilon_spent(), rel=1e-3)
+    finally:
+        g.close()
