@@ -113,6 +113,10 @@ class Mechanism:
                             "mode='secret', seed=0, secret=draw_secret())); got "
                             f"{type(self.randomness).__name__}.")
         object.__setattr__(self, "history", tuple(accounting.Ledger(self.history).segments))
+        # Steps whose noise an eager gradient call has released: a second call with the same
+        # state would add the same noise to another gradient, and the difference of the two
+        # releases would carry none (the ledger charges the step once).
+        object.__setattr__(self, "_released", set())
         if self.plan.banded and self.history:
             raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
                              "follow a history of other steps (plan all the steps at the start).")
@@ -194,9 +198,19 @@ class Mechanism:
 
         Raises:
           PlanExhausted: (eagerly) the state's step is past the plan.
+          ValueError: (eagerly) a state whose step's noise this mechanism already released: a
+            retry or a loop that does not rebind ``state`` would add the same noise twice.
         """
-        if not isinstance(state.step, jax.core.Tracer):
-            self._check_step(state)
+        eager = not isinstance(state.step, jax.core.Tracer)
+        if eager:
+            step = self._check_step(state)
+            if step in self._released and self.plan.mode.is_private:
+                raise ValueError(
+                    f"the noise of step {step} was already used by an earlier gradient call: "
+                    "pass the state that call returned (grad, state, stats = mech.gradient(..., "
+                    "state, ...)). Reusing a state adds the same noise to a second gradient, and "
+                    "the difference of the two carries none.")
+            self._released.add(step)
         public_sum, private_sum, stats = gradient.masked_sums(
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
             axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)

@@ -91,6 +91,27 @@ def test_fold_in_that_returns_its_key_is_caught(monkeypatch):
     assert np.allclose(grads[0], grads[1])
 
 
+@pytest.mark.parametrize("mode", ["maskdp", "dp"])
+def test_a_state_whose_noise_was_released_is_refused_the_second_time(mode):
+    """Eagerly, a second gradient with the same state (a retry with another batch, a loop that
+    does not rebind ``state``) would add the same noise again; it is refused, and the state the
+    first call returned goes on. A non-private mechanism adds no noise and is not concerned."""
+    mech = mechanism(mode)
+    state = mech.init()
+    drawn = mech.batch(state)
+    kwargs = dict(public=rows(drawn.public), private=rows(drawn.private), tokens=TOKENS)
+    _, after, _ = mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, **kwargs)
+    with pytest.raises(ValueError, match="noise of step 0 was already used"):
+        mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, **kwargs)
+    _, later, _ = mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), after, **kwargs)
+    assert int(later.step) == 2
+    free = mechanism("nonprivate")
+    state = free.init()
+    public = rows(free.batch(state).public)
+    for _ in range(2):
+        free.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, public=public, tokens=TOKENS)
+
+
 def test_epsilon_stops_at_the_plan_and_a_step_past_it_is_refused():
     mech = mechanism(steps=2)
     grads, state = run(mech, 2)
