@@ -24,6 +24,7 @@ guessing a threshold could turn private pixels public.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import warnings
 import zipfile
@@ -71,6 +72,15 @@ def _av():
             "PyAV is needed to read mask videos: pip install -r requirements.txt"
         ) from e
     return av
+
+
+def file_sha256(path: str) -> str:
+    """Hex SHA-256 of a file's bytes, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def probe_video(path: str, *, decoder: str = "decord") -> VideoInfo:

@@ -111,6 +111,46 @@ def find_mask(mask_dir: str, key: str) -> str:
     )
 
 
+def check_mask_pairing(video_path: str, mask_path: str) -> None:
+    """Refuse an anonymiser's mask beside a video it was not made for.
+
+    The anonymiser (:mod:`maskdp_jax.anonymize`) writes a sidecar ``<mask stem>.json`` beside
+    each mask, recording the SHA-256 of the source video (``source.sha256``) and of the
+    anonymised video it wrote (``video_sha256``). The avatar region of its mask is public only in
+    that anonymised video: in the source video the same pixels are the real person, who would
+    train as the unprotected public part. A mask without such a sidecar (the user's own, the
+    anonymiser's person masks) is not checked. The check reads each such video once more.
+
+    Raises:
+      ValueError: the video is the mask's source, or another file than the one it was made for
+        (re-encoded, replaced): one line naming both files.
+    """
+    sidecar = os.path.splitext(mask_path)[0] + ".json"
+    if not os.path.isfile(sidecar):
+        return
+    try:
+        with open(sidecar) as f:
+            meta = json.load(f)
+        source = (meta.get("source") or {}).get("sha256")
+        made = meta.get("video_sha256")
+    except (ValueError, AttributeError):  # not the anonymiser's sidecar
+        return
+    if source is None and made is None:
+        return
+    digest = decode.file_sha256(video_path)
+    if digest == source:
+        raise ValueError(
+            f"{video_path} is the un-anonymised source video of the mask {mask_path} (its sidecar "
+            f"{sidecar} says so): the mask's public region would be the real person, trained "
+            "without protection. Train on the anonymiser's output videos (its --dst folder).")
+    if made is not None and digest != made:
+        raise ValueError(
+            f"the mask {mask_path} was made for another file than {video_path} (the SHA-256 in "
+            f"{sidecar} differs: re-encoded or replaced?); its public region is exact only in "
+            "the video the anonymiser wrote. Pair the masks with that output, or anonymise "
+            "this video.")
+
+
 class VideoDataset:
     """One split of a folder-layout video dataset (see the module docstring).
 
@@ -233,6 +273,7 @@ class VideoDataset:
             mask_path = None
             if o.mask_dir:
                 mask_path = find_mask(o.mask_dir, record.key)
+                check_mask_pairing(record.path, mask_path)
                 minfo = decode.probe_mask(mask_path)
                 _check_mask_shape(mask_path, minfo, info)
                 if o.validate == "full":

@@ -16,7 +16,7 @@ import pytest
 
 from maskdp_jax.anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
 from maskdp_jax.anonymize import pose as pose_lib
-from maskdp_jax.data import decode
+from maskdp_jax.data import decode, video_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -403,6 +403,12 @@ def test_folder_outputs_train_layout_and_resumes(tmp_path, carphone):
         video = pipeline.read_video(os.path.join(dst, key))
         mask, _ = decode.load_mask(os.path.join(masks, os.path.splitext(key)[0] + ".npz"))
         assert mask.shape == video.shape[:3] and 0 < mask.mean() < 1
+        with open(os.path.join(masks, os.path.splitext(key)[0] + ".json")) as f:
+            sidecar = json.load(f)  # what the trainer pairs the mask with
+        assert sidecar["video_sha256"] == decode.file_sha256(os.path.join(dst, key))
+        with pytest.raises(ValueError, match="un-anonymised source video"):
+            video_dataset.check_mask_pairing(
+                os.path.join(src, key), os.path.join(masks, os.path.splitext(key)[0] + ".npz"))
     before = os.path.getmtime(os.path.join(dst, "talk/a.avi"))
     again = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
     assert os.path.getmtime(os.path.join(dst, "talk/a.avi")) == before  # resumed, not redone

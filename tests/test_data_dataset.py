@@ -44,6 +44,39 @@ def test_synthetic_is_a_dataset_and_get_masks_is_its_centre_view():
     np.testing.assert_array_equal(np.concatenate(chunks), train.get_masks(np.arange(8)))
 
 
+@pytest.mark.parametrize("recorded, refused", [
+    ("source", "un-anonymised source video"),  # the raw video beside the anonymiser's mask
+    ("other", "made for another file"),         # re-encoded or replaced
+    ("output", None), ("none", None)])          # the anonymiser's own output; a user's sidecar
+def test_an_anonymisers_mask_is_refused_beside_another_video_than_its_own(tmp_path, recorded,
+                                                                         refused):
+    """The anonymiser's mask sidecar records the SHA-256 of the source video and of the video it
+    wrote: a split whose video is the source (its person would train as the public part) or
+    another file is refused when it is made, naming both; its own output trains."""
+    import json
+    import os
+
+    from maskdp_jax.data import decode
+
+    paths = testing.make_ucf101_folder(str(tmp_path), train_per_class=1)
+    layout = layouts.ucf101(video_dir=paths["video_dir"], split_dir=paths["split_dir"],
+                            split=1, subset="train")
+    record = layout.records[0]
+    digest = decode.file_sha256(record.path)
+    sidecar = os.path.splitext(os.path.join(paths["mask_dir"], record.key))[0] + ".json"
+    content = {"source": {"sha256": digest if recorded == "source" else "0" * 64},
+               "video_sha256": {"source": "1" * 64, "other": "2" * 64, "output": digest}.get(
+                   recorded)}
+    with open(sidecar, "w") as f:
+        json.dump(content if recorded != "none" else {"note": "the user's"}, f)
+    if refused is None:
+        VideoDataset(layout, _options(mask_dir=paths["mask_dir"]), name="ucf101/train").close()
+        return
+    with pytest.raises(ValueError, match=refused) as caught:
+        VideoDataset(layout, _options(mask_dir=paths["mask_dir"]), name="ucf101/train")
+    assert record.path in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_video_dataset_is_a_dataset_and_get_masks_is_its_centre_view(tmp_path):
     paths = testing.make_ucf101_folder(str(tmp_path), train_per_class=1)
     layout = layouts.ucf101(video_dir=paths["video_dir"], split_dir=paths["split_dir"],
