@@ -140,6 +140,7 @@ def test_accounting_example_agrees_with_the_command_line(installed, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # trains the example's shadow models (25 s): in .ci/run, out of the suite
 def test_audit_example_runs_lira_on_the_users_model(installed, tmp_path):
     out = run(installed, tmp_path, os.path.join(EXAMPLES, "audit_own_model.py"),
               "--models", "6", "--steps", "3", "--examples", "24")

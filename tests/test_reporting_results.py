@@ -243,6 +243,7 @@ def test_worker_count_must_fit_the_cpus():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # two worker processes, each starting JAX (25 s): in .ci/run, out of the suite
 def test_worker_processes_train_every_run(tmp_path):
     """--workers: runs trained in pinned worker processes, each writing its report and its log."""
     workers = min(2, len(os.sched_getaffinity(0)))
