@@ -1,16 +1,20 @@
-r"""Every mode tuned with one budget on the validation split: the fine-tuning strategy and the
-learning rate, at ε = 1 (the headline's ε) in the default run's setting.
+r"""Every mode tuned with one budget on the validation split, in two stages, in the default run's
+setting (configs/default.py: 16 epochs, C = 0.1, Adam with 1 warm-up epoch, ε = 1).
 
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py --workdir=docs/results/tuning
+    python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:maskdp \
+        --workdir=docs/results/tuning_maskdp          # and :dp, :public_only, :nonprivate
 
-Each of ``public_only``, ``dp``, ``maskdp`` and ``nonprivate`` runs the same 12 variants (4
-strategies × 3 learning rates) on the same 2 seeds; everything else is the default run's
-(configs/default.py: 16 epochs, C = 0.1, Adam with 1 warm-up epoch). Evaluated on
-``input.eval_split = "validation"`` (a fifth of the training split, class-stratified, held out
-from training), never on the test split: results.md names each mode's best variant, which the
-headline runs use. A mode's best is chosen by its mean validation top-1 over the two seeds, so
-with twelve variants the winner's figure is biased upwards (the maximum of noisy means); the test
-split, read once by the headline, is not.
+Stage one (``:person``, the default): ``nonprivate``, ``public_only``, ``dp`` and ``maskdp`` run
+the same 12 variants (4 fine-tuning strategies × 3 learning rates) on the same 2 seeds at ε = 1.
+Stage two (``:<mode>``): from that mode's best variant (:data:`STAGE_ONE`), the clip norm C (the
+private modes: it sets how loud the clipped private sum and its noise are next to the public
+gradient) × the epochs; the modes without a private pass have no C and run the epochs alone.
+
+Evaluated on ``input.eval_split = "validation"`` (a fifth of the training split, class-stratified,
+held out from training), never on the test split; results.md names each mode's best variant. A
+best is chosen by its mean validation top-1 over two seeds, so the winner's figure is biased
+upwards (the largest of noisy means); the test split, read once by the headline, is not.
 """
 
 import ml_collections
@@ -19,18 +23,50 @@ from maskdp_jax.configs import sweep_headline
 
 FINETUNES = ("linear", "selective", "norms", "full")
 LEARNING_RATES = (1e-3, 3e-3, 1e-2)
+MODES = ("nonprivate", "public_only", "dp", "maskdp")
+#: Each mode's best (fine-tuning strategy, learning rate) of stage one
+#: (docs/results/tuning/results.md; tests/test_reporting_committed_results.py checks this
+#: against its reports).
+STAGE_ONE: dict[str, tuple[str, float]] = {
+    "nonprivate": ("full", 1e-2), "public_only": ("full", 1e-3), "dp": ("selective", 1e-2),
+    "maskdp": ("selective", 3e-3)}
+CLIP_NORMS = (0.03, 0.1, 0.3, 1.0)
+EPOCHS = (16.0, 32.0)
 
 
-def get_config(setting: str = "person") -> ml_collections.ConfigDict:
-    config = sweep_headline.get_config(setting)
-    config.title = f"Every mode's strategy and learning rate on the validation split ({setting})"
+def get_config(arg: str = "person") -> ml_collections.ConfigDict:
+    if arg in MODES:
+        return _stage_two(arg)
+    config = sweep_headline.get_config(arg)
+    config.title = f"Every mode's strategy and learning rate on the validation split ({arg})"
     config.base.input.eval_split = "validation"
-    config.sweep.modes = ("nonprivate", "public_only", "dp", "maskdp")
+    config.sweep.modes = MODES
     config.sweep.epsilons = (1.0,)
     config.sweep.seeds = (0, 1)
     config.sweep.variants = tuple(
         (f"{finetune}_lr{lr:g}", (("model.finetune", finetune),
                                   ("optimizer.learning_rate", lr)))
         for finetune in FINETUNES for lr in LEARNING_RATES)
-    config.config_path = f"configs/sweep_tuning.py:{setting}"
+    config.config_path = f"configs/sweep_tuning.py:{arg}"
+    return config
+
+
+def _stage_two(mode: str) -> ml_collections.ConfigDict:
+    if mode not in STAGE_ONE:
+        raise ValueError(f"stage two of {mode!r} starts from its stage-one best, which "
+                         "STAGE_ONE does not hold yet: run stage one first "
+                         "(configs/sweep_tuning.py's docstring).")
+    finetune, lr = STAGE_ONE[mode]
+    config = get_config("person")
+    config.title = (f"{mode}: clip norm and epochs from its best strategy and learning rate "
+                    f"({finetune}, {lr:g}) on the validation split")
+    config.base.model.finetune, config.base.optimizer.learning_rate = finetune, lr
+    config.sweep.modes = (mode,)
+    if mode in ("dp", "maskdp"):
+        config.sweep.variants = tuple(
+            (f"C{c:g}_ep{e:g}", (("privacy.l2_clip_norm", c), ("num_epochs", e)))
+            for c in CLIP_NORMS for e in EPOCHS)
+    else:
+        config.sweep.variants = tuple((f"ep{e:g}", (("num_epochs", e),)) for e in EPOCHS)
+    config.config_path = f"configs/sweep_tuning.py:{mode}"
     return config

@@ -213,6 +213,28 @@ def test_the_fill_was_chosen_on_the_validation_split():
         assert table in _read(path), path
 
 
+def test_every_mode_was_tuned_with_one_budget_on_the_validation_split():
+    """docs/results/tuning: the four modes ran the same 12 variants (strategy × learning rate) on
+    the same seeds at ε = 1, evaluated on the validation split; STAGE_ONE is each mode's best by
+    its mean, and the variant table in results.md and the guide is the reports'."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_tuning
+
+    root = os.path.join(ROOT, "docs", "results", "tuning")
+    found = _load(root)
+    config = sweep_tuning.get_config()
+    assert {r["run"] for r in found} == {n for n, _ in sweep.grid(config)}
+    assert all(r["config"]["input"]["eval_split"] == "validation" for r in found)
+    rows = results.rows(found)
+    named = {n: dict(o) for n, o in config.sweep.variants}
+    best = results.best_variants(rows, named)
+    assert {mode: (named[v]["model.finetune"], named[v]["optimizer.learning_rate"])
+            for mode, (v, _, _) in best.items()} == sweep_tuning.STAGE_ONE
+    table = results.variant_table(rows, named)
+    for path in (os.path.join(root, "results.md"), guide("training")):
+        assert table in _read(path), path
+
+
 SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
 
 
