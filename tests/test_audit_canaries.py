@@ -138,7 +138,7 @@ def test_canary_audit_writes_its_table_and_plot(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the default operating point's audit end to end (25 s): in .ci/run, out of the suite
+@pytest.mark.heavy  # the default operating point's audit end to end (25 s): in .ci/run only
 def test_the_default_operating_point_audit_runs_small(tmp_path):
     """configs/audit_canaries_default.py (the shipped pretrained mvit_cpu on the person videos,
     private region only) at a tiny size: one row per seed, the report says what the model was

@@ -72,7 +72,7 @@ def test_sweep_grid_is_the_tables_and_the_estimate_counts_its_runs(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the whole paper-table path from raw videos (30 s): in .ci/run, out of the suite
+@pytest.mark.heavy  # the paper-table path from raw videos (30 s): in .ci/run only
 def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     """docs/guides/reproduce.md at a tiny size: generated UCF-101-layout videos with person masks
     -> python -m maskdp_jax.anonymize's pipeline (masks from files; background and person outputs)
