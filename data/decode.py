@@ -75,12 +75,9 @@ def _av():
 
 
 def file_sha256(path: str) -> str:
-    """Hex SHA-256 of a file's bytes, read a MiB at a time."""
-    digest = hashlib.sha256()
+    """Hex SHA-256 of a file's bytes."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def probe_video(path: str, *, decoder: str = "decord") -> VideoInfo:

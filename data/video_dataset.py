@@ -112,18 +112,17 @@ def find_mask(mask_dir: str, key: str) -> str:
 
 
 def check_mask_pairing(video_path: str, mask_path: str) -> None:
-    """Refuse an anonymiser's mask beside a video it was not made for.
+    """Refuse an anonymiser's mask beside the un-anonymised video it was made from.
 
-    The anonymiser (:mod:`maskdp_jax.anonymize`) writes a sidecar ``<mask stem>.json`` beside
-    each mask, recording the SHA-256 of the source video (``source.sha256``) and of the
-    anonymised video it wrote (``video_sha256``). The avatar region of its mask is public only in
-    that anonymised video: in the source video the same pixels are the real person, who would
-    train as the unprotected public part. A mask without such a sidecar (the user's own, the
-    anonymiser's person masks) is not checked. The check reads each such video once more.
+    The anonymiser (:mod:`maskdp_jax.anonymize`) writes a summary ``<mask stem>.json`` beside
+    each mask, recording the source video's SHA-256 (``source.sha256``). The avatar region of the
+    mask is public only in the anonymised video: in the source video the same pixels are the real
+    person, who would train as the unprotected public part. A mask without such a summary (the
+    user's own, the anonymiser's person masks over the source videos, the papers' "MaskDP on
+    non-anonymised data") is not checked. The check reads each such video once more.
 
     Raises:
-      ValueError: the video is the mask's source, or another file than the one it was made for
-        (re-encoded, replaced): one line naming both files.
+      ValueError: the video is the mask's source: one line naming both files.
     """
     sidecar = os.path.splitext(mask_path)[0] + ".json"
     if not os.path.isfile(sidecar):
@@ -132,23 +131,13 @@ def check_mask_pairing(video_path: str, mask_path: str) -> None:
         with open(sidecar) as f:
             meta = json.load(f)
         source = (meta.get("source") or {}).get("sha256")
-        made = meta.get("video_sha256")
-    except (ValueError, AttributeError):  # not the anonymiser's sidecar
+    except (ValueError, AttributeError):  # not the anonymiser's summary
         return
-    if source is None and made is None:
-        return
-    digest = decode.file_sha256(video_path)
-    if digest == source:
+    if source is not None and decode.file_sha256(video_path) == source:
         raise ValueError(
             f"{video_path} is the un-anonymised source video of the mask {mask_path} (its sidecar "
             f"{sidecar} says so): the mask's public region would be the real person, trained "
             "without protection. Train on the anonymiser's output videos (its --dst folder).")
-    if made is not None and digest != made:
-        raise ValueError(
-            f"the mask {mask_path} was made for another file than {video_path} (the SHA-256 in "
-            f"{sidecar} differs: re-encoded or replaced?); its public region is exact only in "
-            "the video the anonymiser wrote. Pair the masks with that output, or anonymise "
-            "this video.")
 
 
 class VideoDataset:

@@ -46,13 +46,11 @@ def test_synthetic_is_a_dataset_and_get_masks_is_its_centre_view():
 
 @pytest.mark.parametrize("recorded, refused", [
     ("source", "un-anonymised source video"),  # the raw video beside the anonymiser's mask
-    ("other", "made for another file"),         # re-encoded or replaced
-    ("output", None), ("none", None)])          # the anonymiser's own output; a user's sidecar
-def test_an_anonymisers_mask_is_refused_beside_another_video_than_its_own(tmp_path, recorded,
-                                                                         refused):
-    """The anonymiser's mask sidecar records the SHA-256 of the source video and of the video it
-    wrote: a split whose video is the source (its person would train as the public part) or
-    another file is refused when it is made, naming both; its own output trains."""
+    ("output", None), ("none", None)])          # the anonymiser's own output; a user's json
+def test_an_anonymisers_mask_is_refused_beside_its_source_video(tmp_path, recorded, refused):
+    """The anonymiser's mask summary records the source video's SHA-256: a split whose video is
+    that source (its person would train as the public part) is refused when it is made, naming
+    both files; the anonymised output trains."""
     import json
     import os
 
@@ -64,9 +62,7 @@ def test_an_anonymisers_mask_is_refused_beside_another_video_than_its_own(tmp_pa
     record = layout.records[0]
     digest = decode.file_sha256(record.path)
     sidecar = os.path.splitext(os.path.join(paths["mask_dir"], record.key))[0] + ".json"
-    content = {"source": {"sha256": digest if recorded == "source" else "0" * 64},
-               "video_sha256": {"source": "1" * 64, "other": "2" * 64, "output": digest}.get(
-                   recorded)}
+    content = {"source": {"sha256": digest if recorded == "source" else "0" * 64}}
     with open(sidecar, "w") as f:
         json.dump(content if recorded != "none" else {"note": "the user's"}, f)
     if refused is None:

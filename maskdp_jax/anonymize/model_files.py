@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 
 from maskdp_jax.anonymize.stages import InputError
-from maskdp_jax.data import decode
 
 #: The folder the files are in.
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
@@ -71,7 +71,13 @@ MODELS = {m.name: m for m in (
 )}
 
 
-sha256 = decode.file_sha256  # hex SHA-256 of a file's bytes
+def sha256(path: str) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @functools.cache

@@ -565,9 +565,6 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         result.summary["settings"] = settings
         result.summary["source"] = signature
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
-        # What the mask is paired with: the trainer refuses the mask beside any other file
-        # (data/video_dataset.py, check_mask_pairing), the source video above all.
-        result.summary["video_sha256"] = decode.file_sha256(out_path)
         _save(stem + ".npz", _npz(result.public))
         if "background" in extra:
             write_video(extra["background"], result.background, store=options.store,
