@@ -235,6 +235,30 @@ def test_every_mode_was_tuned_with_one_budget_on_the_validation_split():
         assert table in _read(path), path
 
 
+@pytest.mark.parametrize("mode", ["nonprivate", "public_only", "dp", "maskdp"])
+def test_stage_two_tuned_each_mode_from_its_stage_one_best(mode):
+    """docs/results/tuning_<mode>: from the mode's stage-one best, C × epochs (the modes without
+    a private pass: epochs), on the validation split; the guide quotes each mode's best."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_tuning
+
+    root = os.path.join(ROOT, "docs", "results", f"tuning_{mode}")
+    found = _load(root)
+    config = sweep_tuning.get_config(mode)
+    assert {r["run"] for r in found} == {n for n, _ in sweep.grid(config)}
+    finetune, lr = sweep_tuning.STAGE_ONE[mode]
+    for r in found:
+        c = r["config"]
+        assert c["input"]["eval_split"] == "validation"
+        assert (c["model"]["finetune"], c["optimizer"]["learning_rate"]) == (finetune, lr)
+    rows = results.rows(found)
+    named = {n: dict(o) for n, o in config.sweep.variants}
+    name, mean, n = results.best_variants(rows, named)[mode]
+    assert (f"| {mode} | {name} | {finetune}, {lr:g} | {100 * mean:.1f} | {n} |"
+            in _read(guide("training"))), (mode, name)
+    assert results.variant_table(rows, named) in _read(os.path.join(root, "results.md"))
+
+
 SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
 
 
