@@ -1,4 +1,5 @@
-r"""The Table-1-style headline: non-private, DP and MaskDP at ε ∈ {0.5, 1, 2, 4, 8}, 5 seeds each,
+r"""The Table-1-style headline: non-private, public-only (MaskDP's public pass alone, ε = 0: what
+the private pass adds is MaskDP minus it), DP and MaskDP at ε ∈ {0.5, 1, 2, 4, 8}, 5 seeds each,
 in one of two settings of the embedded dataset (data/synthetic.py, "Settings").
 
     python -m maskdp_jax.sweep --config=configs/sweep_headline.py:person \
@@ -34,6 +35,7 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     config.base.input.prefetch = 1
     config.base.privacy.randomness = "seeded"
     config.base.checkpoint.every_steps = 0
+    config.sweep.modes = ("nonprivate", "public_only", "dp", "maskdp")
     config.sweep.epsilons = (0.5, 1.0, 2.0, 4.0, 8.0)
     config.sweep.seeds = (0, 1, 2, 3, 4)
     config.config_path = f"configs/sweep_headline.py:{setting}"

@@ -52,9 +52,12 @@ def _at(reports, mode: str, epsilon: float | None = None) -> list[dict]:
 
 
 def _assert_calibrated(report: dict) -> None:
-    """A private run's spent ε is its target, from just below (σ calibrated to it)."""
+    """A private run's spent ε is its target, from just below (σ calibrated to it); a
+    public-only run's is 0."""
     c = report["config"]
-    if c["mode"] != "nonprivate":
+    if c["mode"] == "public_only":
+        assert report["privacy"]["epsilon_pld"] == 0.0, report["run"]
+    elif c["mode"] != "nonprivate":
         target = c["privacy"]["target_epsilon"]
         assert 0.9 * target < report["privacy"]["epsilon_pld"] <= target + 1e-6, report["run"]
 
