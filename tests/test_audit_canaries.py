@@ -116,6 +116,7 @@ def _tiny_run(config, workdir, *, batch: int, delta: float) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the canary audit end to end (24 s): in .ci/run only
 def test_canary_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_canaries.py at a tiny size: one row per (mode, ε, region, seed), σ
     calibrated under replace adjacency, the report and the plot."""

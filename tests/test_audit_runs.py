@@ -38,6 +38,7 @@ def test_unknown_audit_is_refused(tmp_path):
     assert audit_coupled.get_config().audit == "coupled"
 
 
+@pytest.mark.heavy  # LiRA's shadow models end to end (45 s): in .ci/run only
 def test_lira_audit_writes_its_table_and_plot(tmp_path):
     """configs/audit_synthetic.py at a tiny size: one row per (mode, ε, seed), the table's mean ±
     std over seeds, the report and the ASR^M plot."""

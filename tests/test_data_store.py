@@ -192,6 +192,7 @@ def test_worker_processes_write_the_same_store(ucf, stored, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # two trainings, from the store and from the videos (33 s): in .ci/run only
 def test_training_from_the_store_equals_training_from_the_videos(ucf, stored, tmp_path,
                                                                 monkeypatch):
     """The same seeded maskdp run (tiny model, three steps) from the videos, and from the store

@@ -119,6 +119,7 @@ def test_own_model_example_trains_and_reports_epsilon(installed, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the digits example's three modes (17 s): in .ci/run only
 def test_digits_example_compares_the_modes_at_one_epsilon(installed, tmp_path):
     """The library guide's example on data a package ships, at a reduced budget (one seed, two
     epochs): every mode trains, the private ones at the ε asked for, and each is tested on whole

@@ -96,6 +96,7 @@ def test_seeded_split_moves_at_most_one_video_when_one_is_added():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a folder run end to end (25 s): in .ci/run only
 def test_folder_config_needs_only_the_data_and_mask_dirs(tmp_path):
     """configs/folder_maskdp.py with --config.input.data_dir and mask_dir (and, for a test this
     small, a batch below N and one step) trains, and its report names the split."""
