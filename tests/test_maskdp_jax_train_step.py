@@ -64,14 +64,20 @@ def _leaves_norm(tree):
     return float(optax.tree.norm(tree))
 
 
-@pytest.mark.parametrize("trial", range(3))
-def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model, trial):
-    _, params, apply_fn = tiny_model
+def _with_other_private_pixels(trial: int) -> tuple[dict, dict]:
+    """A batch of 6 videos × 2 clips, and the same batch with every private pixel redrawn."""
     rng = np.random.default_rng(trial)
     batch = random_batch(rng, size=6, clips=2)
     other = {k: v.copy() for k, v in batch.items()}
     private = other["mask"] == 0
     other["video"][private] = rng.normal(size=(private.sum(), 3)) * 50
+    return batch, other
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model, trial):
+    _, params, apply_fn = tiny_model
+    batch, other = _with_other_private_pixels(trial)
     state = _state(params, optax.sgd(1.0))
     a = _public(state, batch, apply_fn, _cfg())
     b = _public(state, other, apply_fn, _cfg())
@@ -89,12 +95,8 @@ def test_public_only_step_is_bit_identical_when_private_pixels_change(tiny_model
     in one clip: a private pixel that entered any sum would make it NaN) changes nothing, while
     the same change does move a ``maskdp`` step (so the comparison can fail)."""
     _, params, apply_fn = tiny_model
-    rng = np.random.default_rng(trial)
-    batch = random_batch(rng, size=6, clips=2)
-    other = {k: v.copy() for k, v in batch.items()}
-    private = other["mask"] == 0
-    other["video"][private] = rng.normal(size=(private.sum(), 3)) * 50
-    other["video"][0, 1][private[0, 1]] = np.nan
+    batch, other = _with_other_private_pixels(trial)
+    other["video"][0, 1][other["mask"][0, 1] == 0] = np.nan
     tx = optax.sgd(1.0)
     state = _state(params, tx)
     step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("public_only", b=6))
