@@ -119,7 +119,8 @@ def check_mask_pairing(video_path: str, mask_path: str) -> None:
     mask is public only in the anonymised video: in the source video the same pixels are the real
     person, who would train as the unprotected public part. A mask without such a summary (the
     user's own, the anonymiser's person masks over the source videos, the papers' "MaskDP on
-    non-anonymised data") is not checked. The check reads each such video once more.
+    non-anonymised data") is not checked. A video is read for its digest only when its size is
+    the source's (``source.bytes``): an anonymised video's size differs.
 
     Raises:
       ValueError: the video is the mask's source: one line naming both files.
@@ -130,10 +131,13 @@ def check_mask_pairing(video_path: str, mask_path: str) -> None:
     try:
         with open(sidecar) as f:
             meta = json.load(f)
-        source = (meta.get("source") or {}).get("sha256")
+        source = meta.get("source") or {}
+        digest, size = source.get("sha256"), source.get("bytes")
     except (ValueError, AttributeError):  # not the anonymiser's summary
         return
-    if source is not None and decode.file_sha256(video_path) == source:
+    if digest is None or (size is not None and os.path.getsize(video_path) != size):
+        return
+    if decode.file_sha256(video_path) == digest:
         raise ValueError(
             f"{video_path} is the un-anonymised source video of the mask {mask_path} (its sidecar "
             f"{sidecar} says so): the mask's public region would be the real person, trained "

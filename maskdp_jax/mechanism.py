@@ -201,8 +201,7 @@ class Mechanism:
           ValueError: (eagerly) a state whose step's noise this mechanism already released: a
             retry or a loop that does not rebind ``state`` would add the same noise twice.
         """
-        eager = not isinstance(state.step, jax.core.Tracer)
-        if eager:
+        if not isinstance(state.step, jax.core.Tracer):
             step = self._check_step(state)
             if step in self._released and self.plan.mode.is_private:
                 raise ValueError(

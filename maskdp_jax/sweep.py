@@ -206,15 +206,10 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                     f"{split} top-1 in % (input.eval_split = {split}).\n\n")
             named = {n: dict(o) for n, o in s.variants}
             f.write(results.variant_table(table_rows, named) + "\n\n")
-            best = results.best_variants(table_rows, named)
-            if len(best) > 1:
+            best = results.best_variant_table(table_rows, named, split=split)
+            if best:
                 f.write(f"The best variant of each mode by its mean {split} top-1 (each mode had "
-                        "the same variants, seeds and ε):\n\n| mode | variant | changes | "
-                        f"mean {split} top-1 | runs |\n|---|---|---|---|---|\n")
-                for mode, (name, mean, n) in best.items():
-                    changes = ", ".join(f"`{k}` = {v}" for k, v in named[name].items())
-                    f.write(f"| {mode} | {name} | {changes} | {100 * mean:.1f} | {n} |\n")
-                f.write("\n")
+                        f"the same variants, seeds and ε):\n\n{best}\n\n")
         if any(r["view"] != "full" for r in table_rows):
             f.write("Context ablation (Schneider et al. 2024a Table 3): non-private training and "
                     "testing on one view of every video (`--config.view`, "

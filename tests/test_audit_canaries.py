@@ -102,6 +102,9 @@ def test_what_each_mode_promises_each_region():
     assert math.isinf(canaries.upper_bound("maskdp", "public", 4.0))
     assert canaries.upper_bound("dp", "public", 4.0) == 4.0
     assert math.isinf(canaries.upper_bound("nonprivate", "private", math.inf))
+    assert math.isinf(canaries.upper_bound("nonprivate", "public", math.inf))
+    assert canaries.upper_bound("public_only", "private", 4.0) == 0.0  # never read
+    assert math.isinf(canaries.upper_bound("public_only", "public", 4.0))
 
 
 def _tiny_run(config, workdir, *, batch: int, delta: float) -> dict:

@@ -62,7 +62,8 @@ def test_an_anonymisers_mask_is_refused_beside_its_source_video(tmp_path, record
     record = layout.records[0]
     digest = decode.file_sha256(record.path)
     sidecar = os.path.splitext(os.path.join(paths["mask_dir"], record.key))[0] + ".json"
-    content = {"source": {"sha256": digest if recorded == "source" else "0" * 64}}
+    content = {"source": {"sha256": digest if recorded == "source" else "0" * 64,
+                          "bytes": os.path.getsize(record.path)}}
     with open(sidecar, "w") as f:
         json.dump(content if recorded != "none" else {"note": "the user's"}, f)
     if refused is None:

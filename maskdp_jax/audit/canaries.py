@@ -178,11 +178,10 @@ def one_run_metrics(score: np.ndarray, coin: np.ndarray, *, delta: float) -> dic
 
 def upper_bound(mode: str, region: str, epsilon: float) -> float:
     """The ε the accountant promises for a change of one canary's ``region`` pixels."""
-    if mode == "nonprivate" or (Mode(mode).uses_views and region == "public"):
+    m = Mode(mode)
+    if m.uses_views and region == "public":  # public pixels are not protected
         return math.inf
-    if mode == "public_only":  # it never reads a private pixel
-        return 0.0
-    return epsilon
+    return epsilon if m.is_private else m.fixed_epsilon
 
 
 def audit(config) -> dict[str, Any]:

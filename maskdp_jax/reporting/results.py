@@ -513,18 +513,28 @@ def variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str
              "mean ± std |", "|---" * (6 + by_mode) + "|"]
     for mode in modes if by_mode else [None]:
         for name, overrides in variants.items():
-            v = [r["top1"] for r in table_rows if r["run"].endswith(f"_{name}")
-                 and mode in (None, r["mode"])]
+            v = _variant_values(table_rows, name, mode)
             if not v:
                 continue
-            changes = ", ".join(f"`{k}` = {val:g}" if isinstance(val, float | int)
-                                else f"`{k}` = {val}" for k, val in dict(overrides).items())
             std = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
             lines.append("| " + (f"{mode} | " if by_mode else "") + f"{name} | "
-                         f"{changes or 'none'} | {len(v)} | {100 * float(np.median(v)):.1f} | "
+                         f"{_changes(overrides)} | {len(v)} | {100 * float(np.median(v)):.1f} | "
                          f"{100 * min(v):.1f}–{100 * max(v):.1f} | "
                          f"{100 * float(np.mean(v)):.1f} ± {100 * std:.1f} |")
     return "\n".join(lines)
+
+
+def _variant_values(table_rows: list[dict[str, Any]], name: str, mode: str | None) -> list[float]:
+    """Top-1 of the runs of variant ``name`` (run names ending ``_<name>``), of ``mode`` unless
+    None."""
+    return [r["top1"] for r in table_rows
+            if r["run"].endswith(f"_{name}") and mode in (None, r["mode"])]
+
+
+def _changes(overrides: dict[str, Any]) -> str:
+    """A variant's overrides as ```key` = value`` pairs, ``none`` without any."""
+    return ", ".join(f"`{k}` = {v:g}" if isinstance(v, float | int) else f"`{k}` = {v}"
+                     for k, v in dict(overrides).items()) or "none"
 
 
 def best_variants(table_rows: list[dict[str, Any]],
@@ -540,17 +550,24 @@ def best_variants(table_rows: list[dict[str, Any]],
     """
     best = {}
     for mode in MODE_ORDER:
-        means = []
-        for name in variants:
-            v = [r["top1"] for r in table_rows if r["mode"] == mode
-                 and r["run"].endswith(f"_{name}")]
-            if v:
-                means.append((float(np.mean(v)), name, len(v)))
-        if means:
-            top = max(m for m, _, _ in means)
-            mean, name, n = next(t for t in means if t[0] == top)
-            best[mode] = (name, round(mean, 10), n)
+        means = [(name, float(np.mean(v)), len(v)) for name in variants
+                 if (v := _variant_values(table_rows, name, mode))]
+        if means:  # max keeps the first of equal means
+            best[mode] = max(means, key=lambda t: t[1])
     return best
+
+
+def best_variant_table(table_rows: list[dict[str, Any]], variants: dict[str, dict[str, Any]], *,
+                       split: str) -> str:
+    """:func:`best_variants` as a table (each mode's best, its changes and mean ``split``
+    top-1); "" with fewer than two modes."""
+    best = best_variants(table_rows, variants)
+    if len(best) < 2:
+        return ""
+    return "\n".join([f"| mode | variant | changes | mean {split} top-1 | runs |",
+                      "|---|---|---|---|---|",
+                      *(f"| {mode} | {name} | {_changes(variants[name])} | {100 * mean:.1f} | "
+                        f"{n} |" for mode, (name, mean, n) in best.items())])
 
 
 def paired_table(reports: list[dict[str, Any]], *, variants: tuple[str, str]) -> str:
