@@ -1190,8 +1190,6 @@ def test_the_bandmf_guide_quotes_the_noise_benchmark():
 NOT_YET_REMADE = {
     "default": "python -m maskdp_jax.sweep --config=configs/sweep_headline.py:person "
                "--workdir=docs/results/default",
-    "bandmf": "python -m maskdp_jax.sweep --config=configs/sweep_bandmf.py "
-              "--workdir=docs/results/bandmf",
 }
 
 
