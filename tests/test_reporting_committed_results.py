@@ -1184,21 +1184,12 @@ def test_the_bandmf_guide_quotes_the_noise_benchmark():
             f"noise state holds {mib:.0f} MiB") in flat
 
 
-#: Committed studies whose recorded commit still had uncommitted changes, each with the command
-#: that makes it again from committed code. The set only shrinks: a study named here whose record
-#: is clean fails the test, so that it leaves the set.
-NOT_YET_REMADE = {
-    "default": "python -m maskdp_jax.sweep --config=configs/sweep_headline.py:person "
-               "--workdir=docs/results/default",
-}
-
-
 def test_every_committed_study_names_a_clean_commit():
     """A study's recorded commit is the code that made it: no sweep record says "with
     uncommitted changes", no benchmark JSON records ``"uncommitted": true``, and no study carries
     the diff of an ``--allow_uncommitted`` run (results.check_committed)."""
     root = os.path.join(ROOT, "docs", "results")
-    dirty, clean = set(), set()
+    dirty = set()
     for study in sorted(os.listdir(root)):
         for directory, _, files in os.walk(os.path.join(root, study)):
             assert results.UNCOMMITTED_DIFF not in files, directory
@@ -1211,10 +1202,9 @@ def test_every_committed_study_names_a_clean_commit():
                     continue
                 if name == results.COMMAND_FILE:
                     commits = [record["commit"], *record.get("commits", [])]
-                    (dirty if any("uncommitted" in c for c in commits) else clean).add(study)
+                    if any("uncommitted" in c for c in commits):
+                        dirty.add(study)
                 assert record.get("uncommitted", False) is False, os.path.join(directory, name)
-    assert dirty <= set(NOT_YET_REMADE), (
-        f"{sorted(dirty - set(NOT_YET_REMADE))} name a commit with uncommitted changes: make "
-        "them again from a clean tree (the sweep refuses a dirty one under docs/results/)")
-    assert not clean & set(NOT_YET_REMADE), (
-        f"{sorted(clean & set(NOT_YET_REMADE))} are clean now: take them out of NOT_YET_REMADE")
+    assert not dirty, (
+        f"{sorted(dirty)} name a commit with uncommitted changes: make them again from a clean "
+        "tree (the sweep refuses a dirty one under docs/results/)")
