@@ -36,7 +36,6 @@ def worker(args) -> dict:
     import optax
 
     from benchmarks import opacus_maskdp as om
-    from maskdp_jax.train_step import TrainState
 
     jax.config.update("jax_compilation_cache_dir", args.cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -50,12 +49,11 @@ def worker(args) -> dict:
     step = om.make_jax_step(args.mode, apply_fn=apply_fn, tx=tx, cfg=cfg)
     data = om.make_data(n=args.batch, input_size=model.input_size, classes=args.classes, seed=1)
     batches = om.jax_batches(data, args.physical)
-    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
-    key = jax.random.key(0)
+    state = om.jax_state(trainable, frozen, tx)
     times = []
     for _ in range(2):
         t = time.perf_counter()
-        state, _ = step(state, batches, key)
+        state, _ = step(state, batches)
         jax.block_until_ready(state)
         times.append(time.perf_counter() - t)
     return dict(first_s=times[0], second_s=times[1], compile_s=times[0] - times[1])

@@ -28,31 +28,36 @@ import tempfile
 import time
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
 
 from maskdp_jax import models, partition
 from maskdp_jax.data import synthetic
+from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.models import finetune
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import features
 from maskdp_jax.run import model as run_model
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 
 
-def _epochs(step, state, batch_at, *, steps: int, epochs: int, key) -> tuple[float, float]:
-    """``(first step seconds, median epoch seconds)``; the first step compiles."""
+def _epochs(step, state, batch_at, *, steps: int, epochs: int) -> tuple[float, float]:
+    """``(first step seconds, median epoch seconds)``; the first step compiles. ``state`` is
+    copied (a step consumes the state it is given)."""
+    state = jax.tree.map(jnp.copy, state)
     t = time.perf_counter()
-    state, _ = step(state, batch_at(0), key)
+    state, _ = step(state, batch_at(0))
     jax.block_until_ready(state)
     first = time.perf_counter() - t
     times = []
     for e in range(epochs):
         t = time.perf_counter()
         for s in range(steps):
-            state, _ = step(state, batch_at(1 + e * steps + s), key)
+            state, _ = step(state, batch_at(1 + e * steps + s))
         jax.block_until_ready(state)
         times.append(time.perf_counter() - t)
     return first, float(np.median(times))
@@ -93,13 +98,13 @@ def main() -> None:
                                    num_last_blocks=args.last_blocks)
     trainable, frozen = partition.split(params, mask)
     tokens = Tokenizer(patch_stride=tuple(model.patch_stride))
-    plan = PrivacyPlan(mode=args.mode, num_examples=args.videos, batch_size=args.batch, steps=1,
-                       l2_clip_norm=1.0, noise_multiplier=0.0 if args.mode == "nonprivate"
-                       else 1.0, delta=1e-5)
-    tx = optax.sgd(1e-3)
-    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
     steps = args.videos // args.batch
-    key = jax.random.key(1)
+    plan = PrivacyPlan(mode=args.mode, num_examples=args.videos, batch_size=args.batch,
+                       steps=1 + args.epochs * steps, l2_clip_norm=1.0,
+                       noise_multiplier=0.0 if args.mode == "nonprivate" else 1.0, delta=1e-5)
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=1))
+    tx = optax.sgd(1e-3)
+    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx, mechanism=mechanism)
 
     def logical(batch):
         batch = {**batch, "weight": np.ones(args.batch, np.float32)}
@@ -110,12 +115,12 @@ def main() -> None:
         return (np.arange(args.batch) + step * args.batch) % args.videos
 
     pixel_step = make_train_step(apply_fn=lambda p, x: model.apply({"params": p}, x), tx=tx,
-                                 plan=plan, views=PixelViews(tokens),
+                                 mechanism=mechanism, views=PixelViews(tokens),
                                  pixel_norm=train_ds.pixel_norm)
     first, epoch = _epochs(
         pixel_step, state,
         lambda s: logical(train_ds.get_batch(rows(s), seed=[s], normalize=False)),
-        steps=steps, epochs=args.epochs, key=key)
+        steps=steps, epochs=args.epochs)
     print(f"| no cache | first step (compiles) {first:.1f} s | epoch {epoch:.2f} s |", flush=True)
 
     with tempfile.TemporaryDirectory() as root:
@@ -130,10 +135,10 @@ def main() -> None:
         build = time.perf_counter() - t
         cache_step = make_train_step(
             apply_fn=lambda p, h: model.apply({"params": p}, h, start_block=cut), tx=tx,
-            plan=plan, views=features.cached_views)
+            mechanism=mechanism, views=features.cached_views)
         first_c, epoch_c = _epochs(
             cache_step, state, lambda s: logical(cache.get_batch(rows(s), seed=[s])),
-            steps=steps, epochs=args.epochs, key=key)
+            steps=steps, epochs=args.epochs)
         layout = cache.layout
         print(f"| cache (blocks {cut}.. of {len(model.blocks)} train) | first step (compiles) "
               f"{first_c:.1f} s | epoch {epoch_c:.2f} s |")

@@ -165,8 +165,9 @@ def gradient_capture():
 
 
 def make_jax_step(mode: str, *, apply_fn, tx, cfg):
-    """``step(state, batches, key)`` for one of :data:`MODES`. ``nonprivate2`` is built from the
-    same pieces as ``make_train_step``: per physical batch, two ordinary (public-pass)
+    """``step(state, batches)`` for one of :data:`MODES` (a state of :func:`jax_state`).
+    ``nonprivate2`` is built from the same pieces as ``make_train_step``: per physical batch, two
+    ordinary (public-pass)
     accumulations, on the public and on the private view, each its own program as the public and
     the private pass of ``maskdp`` are (both views in one program measured 1.14x slower in one
     process on this CPU; why was not profiled). Like ``make_train_step``'s passes,
@@ -177,9 +178,9 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
 
     if mode != "nonprivate2":
         step = ts.make_train_step(apply_fn=apply_fn, tx=tx, **step_args(cfg, mode))
-        return lambda state, batches, key: step(
+        return lambda state, batches: step(
             state, ts.LogicalBatchData(public=batches if mode != "dp" else [],
-                                       private=batches if mode != "nonprivate" else []), key)
+                                       private=batches if mode != "nonprivate" else []))
 
     plain = step_args(cfg, "nonprivate")
 
@@ -187,22 +188,23 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
         def accumulate(acc, trainable, frozen, batch):
             video, weight = gradient.pass_view(ts.PixelViews(cfg.tokens)(batch),
                                                batch["weight"], public=public)
-            return ts.accumulate_public(acc, trainable, frozen,
-                                        {**batch, "video": video, "weight": weight},
-                                        apply_fn=apply_fn, plan=plain["plan"],
-                                        views=ts.PixelViews(cfg.tokens))
+            return ts.accumulate(acc, trainable, frozen,
+                                 {**batch, "video": video, "weight": weight}, public=True,
+                                 apply_fn=apply_fn, mechanism=plain["mechanism"],
+                                 views=ts.PixelViews(cfg.tokens))
 
         return compilation.jit(accumulate, donate_argnums=0)
 
     passes = (one_view(public=True), one_view(public=False))
-    final = compilation.jit(lambda s, a, k: ts.finalize(s, a, k, tx=tx, plan=plain["plan"]))
+    final = compilation.jit(lambda s, a: ts.finalize(s, a, tx=tx,
+                                                     mechanism=plain["mechanism"]))
 
-    def step(state, batches, key):
+    def step(state, batches):
         acc = ts.zeros_accumulator(state.trainable)
         for b in batches:
             for accumulate in passes:
                 acc = accumulate(acc, state.trainable, state.frozen, b)
-        return final(state, acc, key)
+        return final(state, acc)
 
     return step
 
@@ -234,19 +236,37 @@ def step_plan(cfg: StepSettings, mode: str):
     from maskdp_jax.plan import Mode, PrivacyPlan
 
     private = Mode(mode).is_private
-    return PrivacyPlan(mode=mode, num_examples=10**6, batch_size=cfg.batch, steps=1,
+    return PrivacyPlan(mode=mode, num_examples=10**6, batch_size=cfg.batch, steps=10**6,
                        l2_clip_norm=cfg.clip, noise_multiplier=cfg.sigma if private else 0.0,
                        delta=1e-7)
 
 
 def step_args(cfg: StepSettings, mode: str) -> dict:
     """Keyword arguments of ``make_train_step`` (less apply_fn, tx) for ``mode``."""
+    from maskdp_jax.mechanism import Mechanism
+    from maskdp_jax.randomness import Randomness
     from maskdp_jax.run import model as run_model
     from maskdp_jax.train_step import PixelViews
 
-    return {"plan": step_plan(cfg, mode), "views": PixelViews(cfg.tokens),
+    return {"mechanism": Mechanism(plan=step_plan(cfg, mode),
+                                   randomness=Randomness(mode="seeded", seed=0)),
+            "views": PixelViews(cfg.tokens),
             "microbatch_size": cfg.microbatch,
             "ghost_rules": run_model.ghost_rules() if cfg.ghost else None}
+
+
+def jax_state(trainable, frozen, tx):
+    """The JAX step's state before its first step (seeded noise: a benchmark is never
+    released)."""
+    from maskdp_jax.mechanism import Mechanism
+    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.randomness import Randomness
+    from maskdp_jax.train_step import TrainState
+
+    plan = PrivacyPlan(mode="nonprivate", num_examples=2, batch_size=1, steps=1,
+                       l2_clip_norm=1.0, noise_multiplier=0.0, delta=0.1)
+    return TrainState.create(trainable=trainable, frozen=frozen, tx=tx, mechanism=Mechanism(
+        plan=plan, randomness=Randomness(mode="seeded", seed=0)))
 
 
 def relative_error(ours: dict, ref: dict) -> float:
@@ -278,7 +298,6 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
 
     from benchmarks import opacus_torch_step as ots
     from maskdp_jax import models, partition
-    from maskdp_jax.train_step import TrainState
 
     torch.manual_seed(seed)
     model = torch_setup(size, strategy, seed=seed).train()
@@ -287,15 +306,13 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
     data = make_data(n=size["batch"], input_size=jmodel.input_size, classes=size["classes"],
                      seed=seed + 1)
     tx = gradient_capture()
-    key = jax.random.key(0)
     # The hidden cells' fill of our views, handed to the PyTorch side so both see the same pixels.
     fill = dp_config(size, jmodel, sigma=0.0, clip=1.0).tokens.fill((*jmodel.input_size, 3))
 
     def ours(mode, c):
         cfg = dp_config(size, jmodel, sigma=0.0, clip=c, microbatch=microbatch)
         step = make_jax_step(mode, apply_fn=apply_fn, tx=tx, cfg=cfg)
-        new, metrics = step(TrainState.create(trainable=trainable, frozen=frozen, tx=tx),
-                            jax_batches(data, size["physical"]), key)
+        new, metrics = step(jax_state(trainable, frozen, tx), jax_batches(data, size["physical"]))
         flat = traverse_util.flatten_dict(jax.device_get(new.opt_state))
         return {"/".join(k): v for k, v in flat.items()}, metrics
 
@@ -404,7 +421,6 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
     else:
         import jax
 
-        from maskdp_jax.train_step import TrainState
 
         del model
         jmodel, trainable, frozen, apply_fn = jax_setup(size, strategy, state,
@@ -415,11 +431,10 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
         cfg = dp_config(size, jmodel, sigma=sigma, clip=clip, microbatch=microbatch, ghost=ghost)
         fn = make_jax_step(mode, apply_fn=apply_fn, tx=tx, cfg=cfg)
         batches = jax_batches(data, size["physical"])
-        key = jax.random.key(0)
-        holder = [TrainState.create(trainable=trainable, frozen=frozen, tx=tx)]
+        holder = [jax_state(trainable, frozen, tx)]
 
         def run():
-            holder[0], _ = fn(holder[0], batches, key)
+            holder[0], _ = fn(holder[0], batches)
             jax.block_until_ready(holder[0])
 
     rss_before = _rss_mib()

@@ -142,15 +142,14 @@ def main() -> None:
                                    batch["video"][:, 0], repeats=args.repeats)
         else:
             kind, mode, *engine = part.split("-")
-            piece = ts.accumulate_private if kind == "private" else ts.accumulate_public
-            extra = {}
+            extra = {"microbatch_size": None, "ghost_rules": None}
             if engine:
-                extra = {"ghost_rules": run_model.ghost_rules()}
+                extra["ghost_rules"] = run_model.ghost_rules()
             elif kind == "private":
-                extra = {"microbatch_size": cfg.microbatch}
+                extra["microbatch_size"] = cfg.microbatch
             fn = compilation.jit(functools.partial(
-                piece, apply_fn=apply_fn, plan=bench.step_plan(cfg, mode),
-                views=ts.PixelViews(cfg.tokens), **extra))
+                ts.accumulate, public=kind != "private", apply_fn=apply_fn,
+                **bench.step_args(cfg, mode) | extra))
             row = compile_and_time(fn, acc, trainable, frozen, batch, repeats=args.repeats)
         median = "-" if args.repeats == 0 else f"{row['median_ms']:.1f}"
         print(f"  {part:22s} {row['lower_s']:9.1f} {row['compile_s']:11.1f} {row['fusions']:7d} "

@@ -16,12 +16,11 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from maskdp_jax import (
-    sampling,  # noqa: E402
-    train,  # noqa: E402
-)
+from maskdp_jax import train  # noqa: E402
 from maskdp_jax.configs import default  # noqa: E402
+from maskdp_jax.mechanism import Mechanism  # noqa: E402
 from maskdp_jax.plan import PrivacyPlan  # noqa: E402
+from maskdp_jax.randomness import Randomness  # noqa: E402
 from maskdp_jax.run import datasets as run_datasets  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
 from maskdp_jax.train_step import PixelViews, TrainState, make_train_step  # noqa: E402
@@ -40,23 +39,21 @@ def main(argv):
     trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn
     n = len(train_ds)
     tx = train.build_optimizer(config, steps=256, steps_per_epoch=n / config.batch_size)
-    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
     plan = PrivacyPlan.calibrate(
         mode=mode, num_examples=n, batch_size=config.batch_size, epochs=config.num_epochs,
         l2_clip_norm=config.privacy.l2_clip_norm, delta=config.privacy.delta,
-        noise_multiplier=None if mode == "nonprivate" else 3.0)
+        noise_multiplier=None if mode == "nonprivate" else 3.0, sampling=config.sampling)
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=0))
+    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx, mechanism=mechanism)
     tokens = built.tokenizer(fill_value=config.fill_value)
-    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan, views=PixelViews(tokens),
-                              pixel_norm=train_ds.pixel_norm)
-    sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
-                                      seed=0)
+    step_fn = make_train_step(apply_fn=apply_fn, tx=tx, mechanism=mechanism,
+                              views=PixelViews(tokens), pixel_norm=train_ds.pixel_norm)
 
     def batch_at(step):
-        logical = sampler.logical_batch(step, mode=mode, sampling=config.sampling)
-        return train.load_logical_batch(train_ds, logical, config=config, step=step)
+        return train.load_logical_batch(train_ds, mechanism.batch_at(step), config=config,
+                                        step=step)
 
-    key = jax.random.key(1)
-    state, _ = step_fn(state, batch_at(0), key)  # compiles
+    state, _ = step_fn(state, batch_at(0))  # compiles
     jax.block_until_ready(state)
     host, times = [], []
     for step in range(1, flags.FLAGS.steps + 1):
@@ -64,7 +61,7 @@ def main(argv):
         batch = batch_at(step)
         host.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        state, _ = step_fn(state, batch, key)
+        state, _ = step_fn(state, batch)
         jax.block_until_ready(state)
         times.append(time.perf_counter() - t0)
     print(f"{mode}: {len(os.sched_getaffinity(0))} CPU(s), median step "

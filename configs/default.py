@@ -260,5 +260,10 @@ def video_input(*, dataset: str, split: int = 1, protocol: str = "") -> ml_colle
         augment=False,          # nonprivate only: random crop position + horizontal flip
         validate="metadata",    # metadata | full
         skip_bad_videos=False,
+        # What the masks' public region shows: anonymised (the anonymiser's output videos: the
+        # avatar; a mask paired with its own source video is refused) | source (the papers'
+        # "MaskDP on non-anonymised data": the real person, trained without protection; the
+        # report says so).
+        public_part="anonymised",
         **{**clip_keys(), "eval_clips": 5, "prefetch": 2},
     ))

@@ -67,6 +67,12 @@ class VideoOptions:
       augment: random crop position and horizontal flip per training clip (``nonprivate`` only).
       validate: ``"metadata"`` or ``"full"``.
       skip_bad_videos: leave bad videos out (reported) instead of failing.
+      public_part: what the masks' public region shows. ``"anonymised"`` (default): the videos
+        are the anonymiser's output, so the public region is the avatar; a mask whose recorded
+        source is the video it is paired with is refused (:func:`check_mask_pairing`).
+        ``"source"``: the papers' "MaskDP on non-anonymised data", chosen explicitly: the videos
+        are the originals, so the public region is the real person, trained without protection
+        (the run report says so).
     """
 
     clip: clips.ClipSpec
@@ -79,6 +85,7 @@ class VideoOptions:
     augment: bool = False
     validate: str = "metadata"
     skip_bad_videos: bool = False
+    public_part: str = "anonymised"
 
     def __post_init__(self):
         if self.decoder not in decode.DECODERS:
@@ -87,6 +94,9 @@ class VideoOptions:
             raise ValueError(f"validate must be one of {VALIDATE_LEVELS}; got {self.validate!r}.")
         if self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1; got {self.num_workers}.")
+        if self.public_part not in PUBLIC_PARTS:
+            raise ValueError(f"public_part must be one of {PUBLIC_PARTS}; got "
+                             f"{self.public_part!r}.")
         clips.spatial_positions(self.eval_crops)
         clips.PixelNorm(self.mean, self.std)  # refuses a zero std now, not at the first batch
 
@@ -94,7 +104,8 @@ class VideoOptions:
         """The options that decide a clip's pixels (not where the files are, nor how many
         threads read them): what a feature cache's fingerprint records."""
         return {k: v for k, v in dataclasses.asdict(self).items()
-                if k not in ("num_workers", "validate", "skip_bad_videos", "mask_dir")}
+                if k not in ("num_workers", "validate", "skip_bad_videos", "mask_dir",
+                             "public_part")}
 
 
 def find_mask(mask_dir: str, key: str) -> str:
@@ -111,15 +122,19 @@ def find_mask(mask_dir: str, key: str) -> str:
     )
 
 
+#: What a mask's public region shows (:attr:`VideoOptions.public_part`).
+PUBLIC_PARTS = ("anonymised", "source")
+
+
 def check_mask_pairing(video_path: str, mask_path: str) -> None:
     """Refuse an anonymiser's mask beside the un-anonymised video it was made from.
 
     The anonymiser (:mod:`maskdp_jax.anonymize`) writes a summary ``<mask stem>.json`` beside
     each mask, recording the source video's SHA-256 (``source.sha256``). The avatar region of the
     mask is public only in the anonymised video: in the source video the same pixels are the real
-    person, who would train as the unprotected public part. A mask without such a summary (the
-    user's own, the anonymiser's person masks over the source videos, the papers' "MaskDP on
-    non-anonymised data") is not checked. A video is read for its digest only when its size is
+    person, who would train as the unprotected public part. Training the source videos on purpose
+    (the papers' "MaskDP on non-anonymised data") is ``public_part="source"``, which skips this
+    check. A mask without such a summary (the user's own) is not checked. A video is read for its digest only when its size is
     the source's (``source.bytes``): an anonymised video's size differs.
 
     Raises:
@@ -141,7 +156,9 @@ def check_mask_pairing(video_path: str, mask_path: str) -> None:
         raise ValueError(
             f"{video_path} is the un-anonymised source video of the mask {mask_path} (its sidecar "
             f"{sidecar} says so): the mask's public region would be the real person, trained "
-            "without protection. Train on the anonymiser's output videos (its --dst folder).")
+            "without protection. Train on the anonymiser's output videos (its --dst folder), or "
+            "set --config.input.public_part=source to train the source videos on purpose (the "
+            "papers' 'MaskDP on non-anonymised data').")
 
 
 class VideoDataset:
@@ -266,7 +283,8 @@ class VideoDataset:
             mask_path = None
             if o.mask_dir:
                 mask_path = find_mask(o.mask_dir, record.key)
-                check_mask_pairing(record.path, mask_path)
+                if o.public_part == "anonymised":
+                    check_mask_pairing(record.path, mask_path)
                 minfo = decode.probe_mask(mask_path)
                 _check_mask_shape(mask_path, minfo, info)
                 if o.validate == "full":

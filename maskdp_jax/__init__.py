@@ -70,8 +70,9 @@ the reporting layer.
   (Gaussian noise on the clipped sum), :mod:`maskdp_jax.bandmf` (banded correlated noise and
   its accounting; not yet a plan option), :mod:`maskdp_jax.sampling` (Poisson sampler, physical
   batches), :mod:`maskdp_jax.randomness` (the secret or seeded noise key and batch seeds).
-* :mod:`maskdp_jax.train_step`: ``train_step(state, batch, key) -> (state, metrics)``, one code
-  path for ``maskdp``, ``dp`` and ``nonprivate``.
+* :mod:`maskdp_jax.train_step`: ``train_step(state, batch) -> (state, metrics)`` on a
+  :class:`Mechanism` (its ``accumulate`` per physical batch, its ``finish`` per logical step; the
+  state carries the mechanism's state), one code path for every mode.
 * :mod:`maskdp_jax.partition` (trainable / frozen split), :mod:`maskdp_jax.parallel` (data
   parallelism over a device mesh, several hosts).
 * :mod:`maskdp_jax.compilation`: the XLA compile options of the step's programs and the ``jit``

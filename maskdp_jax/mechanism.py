@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from maskdp_jax import accounting, bandmf, gradient, noise
+from maskdp_jax import accounting, bandmf, clipping, gradient, noise
 from maskdp_jax.accounting import events
 from maskdp_jax.gradient import ExampleLoss, Examples, GradStats
 from maskdp_jax.plan import PrivacyPlan
@@ -63,7 +63,7 @@ from maskdp_jax.tokenizer import Tokenizer
 
 PyTree = Any
 
-__all__ = ["Examples", "Mechanism", "MechanismState", "PlanExhausted"]
+__all__ = ["Examples", "Mechanism", "MechanismState", "PlanExhausted", "Sums"]
 
 
 class PlanExhausted(ValueError):
@@ -74,9 +74,13 @@ class MechanismState(NamedTuple):
     """What a :class:`Mechanism` carries from step to step (a pytree: pass it through ``jit``,
     save it with the model).
 
+    Its ``repr`` shows the step alone: the key and the past noise are secret, and a state that
+    reaches a log line, a traceback or a report must not carry them there.
+
     Attributes:
       step: int32 scalar, the logical steps charged so far (under this plan and earlier ones);
-        the next step's noise key and batches are those of this step.
+        the next step's noise key and batches are those of this step. The run's one step
+        counter: the ledger is this many steps (:meth:`Mechanism.ledger`).
       key: the run's base noise key. **Secret**: whoever holds it can recompute every noise
         vector; keep the state, like the secret it comes from, out of anything published.
       noise: banded noise's :class:`~maskdp_jax.bandmf.NoiseState` (past noise: secret too),
@@ -86,6 +90,34 @@ class MechanismState(NamedTuple):
     step: jnp.ndarray
     key: jax.Array
     noise: Any = None
+
+    def __repr__(self) -> str:
+        return f"MechanismState(step={self.step!r}, key=<secret>, noise=<secret>)"
+
+
+class Sums(NamedTuple):
+    """One logical step's two sums over its physical batches, before any noise
+    (:meth:`Mechanism.accumulate` adds a pass over one physical batch, :meth:`Mechanism.finish`
+    noises them once).
+
+    Attributes:
+      public: ``sum_i w_i grad L(public view_i)`` (trainable structure; public data).
+      private: ``sum_i w_i clip_C(grad L(private view_i))``: clipped, **not private yet**, it
+        must go through :meth:`Mechanism.finish` before it leaves.
+      stats: the passes' :class:`~maskdp_jax.gradient.GradStats` (``stats.clip`` is private data).
+    """
+
+    public: PyTree
+    private: PyTree
+    stats: GradStats
+
+    @classmethod
+    def zeros(cls, params: PyTree) -> Sums:
+        """Sums of zeros in the structure of ``params``, each leaf its own buffer (donatable)."""
+        zero = jnp.zeros((), jnp.float32)
+        return cls(public=jax.tree.map(jnp.zeros_like, params),
+                   private=jax.tree.map(jnp.zeros_like, params),
+                   stats=GradStats(zero, zero, clipping.ClipStats.zeros(), zero))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,29 +185,45 @@ class Mechanism:
                               key=self.randomness.noise_key(),
                               noise=bandmf.initial_state(self.plan, params))
 
-    def _check_step(self, state: MechanismState) -> int:
-        step = int(state.step)
-        if not self.first_step <= step < self.end_step:
+    def check_step(self, step: int, *, taken: bool = False) -> int:
+        """``step`` if the plan covers it: the budget rule, the one place it is written.
+
+        Args:
+          step: the step about to run; with ``taken``, the number of steps already run (a
+            state's counter, a checkpoint's step), which may be the plan's end.
+
+        Raises:
+          PlanExhausted: ``step`` is past the plan (or before its first step): its ε would
+            exceed what the plan promised.
+        """
+        step = int(step)
+        if not self.first_step <= step < self.end_step + int(taken):
             raise PlanExhausted(
                 f"step {step} is past the plan (steps {self.first_step} to {self.end_step - 1} "
                 f"of {self.end_step}): its ε would exceed what the plan promised. Re-plan "
                 "explicitly, mech = mech.replan(state, plan=PrivacyPlan.calibrate(...)), whose "
-                "ledger keeps the steps already taken.")
+                "ledger keeps the steps already taken; a training run starts a new run with a "
+                "new budget (new --workdir).")
         return step
 
     # ------------------------------------------------------------------------------------------
     def batch(self, state: MechanismState) -> LogicalBatch:
-        """The Poisson draws of the state's step, by the plan's scheme (host side).
+        """The Poisson draws of the state's step, by the plan's scheme (host side):
+        :meth:`batch_at` of ``state.step``."""
+        return self.batch_at(int(state.step))
+
+    def batch_at(self, step: int) -> LogicalBatch:
+        """The Poisson draws of ``step``, by the plan's scheme (host side; a pure function of the
+        step, so a loader may draw steps ahead).
 
         ``public`` is None in ``dp`` and ``private`` None in ``nonprivate`` (give that pass as
         None to :meth:`gradient`). Neither is ever truncated: pad them with
         :func:`~maskdp_jax.sampling.padded_indices`.
 
         Raises:
-          PlanExhausted: the state's step is past the plan.
+          PlanExhausted: ``step`` is past the plan.
         """
-        step = self._check_step(state)
-        return self.sampler.logical_batch(step, mode=self.plan.mode,
+        return self.sampler.logical_batch(self.check_step(step), mode=self.plan.mode,
                                           sampling=self.plan.sampling)
 
     def gradient(
@@ -201,24 +249,83 @@ class Mechanism:
           ValueError: (eagerly) a state whose step's noise this mechanism already released: a
             retry or a loop that does not rebind ``state`` would add the same noise twice.
         """
+        public_sum, private_sum, stats = gradient.masked_sums(
+            loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
+            axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        grad, state = self.finish(Sums(public_sum, private_sum, stats), state)
+        return grad, state, stats
+
+    def accumulate(
+        self, sums: Sums, loss_fn: Any, params: PyTree, examples: Any, weights: jnp.ndarray, *,
+        public: bool, microbatch_size: int | None = None, ghost_rules: Any = None,
+    ) -> Sums:
+        """``sums`` plus one pass over one physical batch (what a step with several physical
+        batches per logical batch calls once per batch and pass, then :meth:`finish` once).
+
+        ``public=True`` adds the unclipped gradient sum (public views only, or whole videos in
+        ``nonprivate``); ``public=False`` the per-example clipped sum at the plan's C (private
+        views, or whole videos in ``dp``): :func:`~maskdp_jax.gradient.pass_gradient`.
+
+        Args:
+          sums: the step's :class:`Sums` so far (:meth:`Sums.zeros` before the first batch).
+          loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
+          params: the trainable parameters.
+          examples: pytree of ``[P, ...]``: what this pass may see.
+          weights: ``[P]`` in {0, 1} (0: padding, or no cell of this pass's part).
+          public: which pass.
+          microbatch_size / ghost_rules: how the private pass gets per-example norms (same sum).
+
+        Raises:
+          ValueError: a pass the plan's mode does not have.
+        """
+        has = self.plan.mode.has_public_pass if public else self.plan.mode.has_private_pass
+        if not has:
+            raise ValueError(f"mode {self.plan.mode.value!r} has no "
+                             f"{'public' if public else 'private'} pass.")
+        grads, stats = gradient.pass_gradient(
+            loss_fn, params, examples, weights, public=public, plan=self.plan,
+            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        field = "public" if public else "private"
+        return sums._replace(**{field: jax.tree.map(jnp.add, getattr(sums, field), grads)},
+                             stats=jax.tree.map(jnp.add, sums.stats, stats))
+
+    def finish(self, sums: Sums, state: MechanismState) -> tuple[PyTree, MechanismState]:
+        """The noisy gradient of the state's step from its sums, and the state that charges it.
+
+        Noise ``N(0, σ²C²)`` (or the banded noise) drawn once from this step's key
+        (:func:`maskdp_jax.noise.step_key` of the state's base key and counter: the only place
+        a step's key is derived), added to the private sum, the public sum added, the whole
+        divided by the expected batch size B. The returned state's counter is one higher, so
+        the next call adds fresh noise and :meth:`epsilon` counts this step. Eagerly and inside
+        ``jit`` (and ``shard_map``, with the sums already all-reduced and the state replicated).
+
+        Returns:
+          ``(grad, state)``. Inside ``jit``, ``grad`` is NaN for a step past the plan (a traced
+          counter cannot raise; :meth:`batch_at` refuses that step on the host, and a NaN
+          update cannot go unnoticed).
+
+        Raises:
+          PlanExhausted: (eagerly) the state's step is past the plan.
+          ValueError: (eagerly) a state whose step's noise this mechanism already released: a
+            retry or a loop that does not rebind ``state`` would add the same noise twice.
+        """
+        mode = self.plan.mode
         if not isinstance(state.step, jax.core.Tracer):
-            step = self._check_step(state)
-            if step in self._released and self.plan.mode.is_private:
+            step = self.check_step(state.step)
+            if step in self._released and mode.is_private:
                 raise ValueError(
                     f"the noise of step {step} was already used by an earlier gradient call: "
                     "pass the state that call returned (grad, state, stats = mech.gradient(..., "
                     "state, ...)). Reusing a state adds the same noise to a second gradient, and "
                     "the difference of the two carries none.")
             self._released.add(step)
-        public_sum, private_sum, stats = gradient.masked_sums(
-            loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
-            axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
         grad, noise_state = gradient.noisy_update(
-            public_sum, private_sum, noise.step_key(state.key, state.step), state.noise,
-            plan=self.plan)
+            sums.public if mode.has_public_pass else None,
+            sums.private if mode.has_private_pass else None,
+            noise.step_key(state.key, state.step), state.noise, plan=self.plan)
         planned = (state.step >= self.first_step) & (state.step < self.end_step)
         grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
-        return grad, state._replace(step=state.step + 1, noise=noise_state), stats
+        return grad, state._replace(step=state.step + 1, noise=noise_state)
 
     # ------------------------------------------------------------------------------------------
     def ledger(self, state: MechanismState) -> accounting.Ledger:
@@ -228,7 +335,7 @@ class Mechanism:
         if taken < 0:
             raise PlanExhausted(f"state at step {int(state.step)} is before this plan's first "
                                 f"step {self.first_step}: it belongs to another mechanism.")
-        if taken:
+        if taken:  # every step taken, past the plan too (a NaN step in jit): never under-count
             self.plan.record_step(ledger, steps=taken)
         return ledger
 

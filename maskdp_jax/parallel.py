@@ -65,14 +65,24 @@ def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
     sharding = NamedSharding(mesh, P())
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
-    return jax.tree.map(
-        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree
-    )
+
+    def one(x):
+        if _is_key(x):  # a typed key (the mechanism's noise key): replicate its data, re-wrap
+            return jax.random.wrap_key_data(one(jax.random.key_data(x)))
+        return jax.make_array_from_process_local_data(sharding, np.asarray(x))
+
+    return jax.tree.map(one, tree)
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def to_host(tree: PyTree) -> PyTree:
     """NumPy copy of a tree of replicated (or single-device) arrays, valid on every process."""
     def one(x):
+        if _is_key(x):  # a typed key (the mechanism's noise key) has no NumPy dtype; its data has
+            return jax.random.wrap_key_data(one(jax.random.key_data(x)))
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             return np.asarray(x.addressable_data(0))
         return np.asarray(x)

@@ -17,6 +17,7 @@ the privacy statement.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -257,8 +258,10 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                train_step, batch_at, workdir: str, stop: list, mesh=None):
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
 
-    Every step passes the guard (budget, then counted once executed); every metric row and
-    checkpoint leaves through it (journal first). On SIGTERM (preemption; ``stop`` is the flag of
+    Every step runs on the guard's mechanism (its batches drawn by ``batch_at`` from
+    :meth:`~maskdp_jax.mechanism.Mechanism.batch_at`, which refuses a step past the plan; its
+    counter, ``state.privacy.step``, is the ledger); every metric row and checkpoint leaves
+    through the guard (journal first). On SIGTERM (preemption; ``stop`` is the flag of
     :func:`sigterm_flag`) the current step is finished and checkpointed, and the loop returns
     with ``preempted=True``; a SIGTERM that came before the first step stops before it.
     """
@@ -286,12 +289,10 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                   "resume.")
             return state, history, True
         for step in range(start, plan.steps):
-            guard.before_step()
-            state, metrics = train_step(state, batches(step), guard.noise_key)
-            guard.record()
+            state, metrics = train_step(state, batches(step))
             if (step + 1) % config.log_every_steps == 0 or step + 1 == plan.steps:
                 row = public_metrics(jax.device_get(metrics), config)
-                row["epsilon"] = guard.epsilon_spent()
+                row["epsilon"] = guard.epsilon_spent(state)
                 row["steps_per_second"] = bar.format_dict["rate"] or 0.0
                 history.append({"step": step + 1, **row})
 
@@ -302,7 +303,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                         k: privacy_lib.format_epsilon(v, plan.accountant) if k == "epsilon"
                         else f"{v:.3g}" for k, v in row.items()})
 
-                guard.release(emit)
+                guard.release(state, emit)
             bar.update(1)
             if step == start:  # compiled now: the rate and estimate start from here
                 restart_clock(bar, done=step + 1)
@@ -361,13 +362,23 @@ def evaluate(config: ml_collections.ConfigDict, *, apply_fn, params, test_ds, pl
     return metrics, view_metrics
 
 
-def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, train_ds, test_ds,
-                 metrics, view_metrics, history, timing, parameters,
-                 split: str | None = None) -> run_report.RunReport:
-    """The run report: the accuracy, the privacy statement of the guard's ledger and plan."""
+#: What a run on the source videos says (``input.public_part = "source"``).
+SOURCE_VIDEOS = (
+    "WARNING: trained on the source videos, not anonymised ones (input.public_part = 'source', "
+    "the papers' 'MaskDP on non-anonymised data'): the masks' public region is the real person, "
+    "trained without protection; only the private region is covered by this guarantee.")
+
+
+def build_report(config: ml_collections.ConfigDict, *, guard: PrivacyGuard,
+                 ledger: mdp.Ledger, train_ds, test_ds, metrics, view_metrics, history, timing,
+                 parameters, split: str | None = None) -> run_report.RunReport:
+    """The run report: the accuracy, the privacy statement of the ``ledger`` (the steps the
+    mechanism charged) under the guard's plan."""
     plan = guard.plan
-    privacy = privacy_lib.privacy_report(plan=plan, ledger=guard.ledger,
+    privacy = privacy_lib.privacy_report(plan=plan, ledger=ledger,
                                          randomness=guard.randomness.mode)
+    if config.input.get("public_part") == "source":
+        privacy = dataclasses.replace(privacy, statement=f"{privacy.statement} {SOURCE_VIDEOS}")
     counts = None  # labels are private in dp mode: exact class counts are not DP
     if plan.mode is not mdp.Mode.DP:
         counts = np.bincount(train_ds.labels, minlength=train_ds.num_classes).tolist()
@@ -423,44 +434,44 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
         mesh = data_parallel_mesh(config)
+        mechanism = guard.mechanism
         train_step = mdp.make_train_step(
-            apply_fn=step_apply, views=step_views, tx=tx, plan=plan, mesh=mesh,
+            apply_fn=step_apply, views=step_views, tx=tx, mechanism=mechanism, mesh=mesh,
             microbatch_size=config.compute.microbatch_size or None,
             pixel_norm=step_ds.pixel_norm,
             ghost_rules=run_model.per_example_rules(config.compute, config.model))
         state, resumed = guard.resume(
             mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx,
-                                  plan=plan))
+                                  mechanism=mechanism))
         if resumed:
             print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
                   f"{plan.steps}.")
 
         # --- Train ---------------------------------------------------------------------------
-        sampler = guard.sampler()
-
         def batch_at(step):  # a pure function of the step, so it can be prepared ahead
-            logical = sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling)
-            return load_logical_batch(step_ds, logical, config=config, step=step, mesh=mesh)
+            return load_logical_batch(step_ds, mechanism.batch_at(step), config=config,
+                                      step=step, mesh=mesh)
 
         t_train = time.time()
         state, history, preempted = train_loop(config, guard=guard, state=state, mesh=mesh,
                                                train_step=train_step, batch_at=batch_at,
                                                workdir=workdir, stop=stop)
         if preempted:
-            raise Preempted(guard.ledger.steps)
+            raise Preempted(int(state.step))
         train_seconds = time.time() - t_train
 
         # --- Evaluate and report -------------------------------------------------------------
         metrics, view_metrics = evaluate(config, apply_fn=built.apply_fn, params=state.params,
                                          test_ds=test_ds, plan=plan, tokens=tokens)
-        run = build_report(config, guard=guard, train_ds=train_ds, test_ds=test_ds,
+        run = build_report(config, guard=guard, ledger=guard.ledger(state), train_ds=train_ds,
+                           test_ds=test_ds,
                            metrics=metrics, view_metrics=view_metrics, history=history,
                            parameters=built.counts(), split=split,
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
                                    "total_seconds": time.time() - t_start})
         # The trained model, the report and the curve leave only once the journal covers the
         # last step (the guard's rule).
-        guard.release(lambda: write_outputs(
+        guard.release(state, lambda: write_outputs(
             run, workdir, config, params=state.params, class_names=list(test_ds.class_names),
             pixel_norm=test_ds.pixel_norm))
     eps = run.privacy[f"epsilon_{plan.accountant}"]

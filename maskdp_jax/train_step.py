@@ -34,9 +34,13 @@ passes a function that reads them, and its batches need no ``video`` or ``mask``
 public view must be a function of public pixels only; the step does not look inside.
 
 A video's loss is the mean over its K clips (multi-clip, Luo et al. 2024), so the clipped unit is
-the video. The step is split into jitted pieces (accumulate a public physical batch, accumulate a
-private physical batch, finalise) because a Poisson logical batch has a random number of physical
-batches; :func:`make_train_step` composes them into ``train_step(state, batch, key)``.
+the video. The step is split into jitted pieces (accumulate one pass over a physical batch,
+finalise) because a Poisson logical batch has a random number of physical batches;
+:func:`make_train_step` composes them into ``train_step(state, batch)``. Its private part is the
+run's :class:`~maskdp_jax.mechanism.Mechanism`, the same object the library trains with
+(:meth:`~maskdp_jax.mechanism.Mechanism.accumulate` per pass and physical batch,
+:meth:`~maskdp_jax.mechanism.Mechanism.finish` once per logical step): the noise key, the step
+counter and banded noise's state are ``state.privacy``.
 """
 
 from __future__ import annotations
@@ -44,24 +48,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import (
-    bandmf,
-    clipping,
-    compilation,
-    ghost,
-    gradient,
-    noise,
-    parallel,
-    partition,
-    tokenizer,
-)
+from maskdp_jax import compilation, ghost, gradient, parallel, partition, tokenizer
+from maskdp_jax import mechanism as mechanism_lib
 from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
@@ -77,70 +72,45 @@ class TrainState(struct.PyTreeNode):
     """Everything that changes during training (collaborators are bound by closure instead).
 
     Attributes:
-      step: number of logical steps taken (int32 scalar).
       trainable: trainable parameters (the only ones released with noise).
       frozen: frozen parameters (closed over by the loss; never updated).
       opt_state: optax state of the optimiser over ``trainable``.
-      noise_state: banded noise's :class:`~maskdp_jax.bandmf.NoiseState` (past noise: secret,
-        checkpointed with the rest so that a resumed run adds the same noise), or None for
-        independent noise.
+      privacy: the :class:`~maskdp_jax.mechanism.MechanismState` of the run's
+        :class:`~maskdp_jax.mechanism.Mechanism`: the step counter (the run's one counter, which
+        is the ledger), the secret base noise key and banded noise's past noise. Checkpointed
+        with the rest (checkpoints are private), never logged (its ``repr`` hides the secret).
     """
 
-    step: jnp.ndarray
     trainable: PyTree
     frozen: PyTree
     opt_state: optax.OptState
-    noise_state: Any = None
+    privacy: mechanism_lib.MechanismState
 
     @classmethod
     def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation,
-               plan: PrivacyPlan | None = None):
-        """The state before step 0; ``plan`` (banded noise) adds the noise state."""
-        return cls(
-            step=jnp.zeros((), jnp.int32),
-            trainable=trainable,
-            frozen=frozen,
-            opt_state=tx.init(trainable),
-            noise_state=None if plan is None else bandmf.initial_state(plan, trainable),
-        )
+               mechanism: mechanism_lib.Mechanism):
+        """The state before the mechanism's first step. ``trainable`` is copied: a step
+        consumes its state (:func:`make_train_step`), and the caller's arrays stay usable."""
+        trainable = jax.tree.map(jnp.copy, trainable)
+        return cls(trainable=trainable, frozen=frozen, opt_state=tx.init(trainable),
+                   privacy=mechanism.init(trainable))
+
+    @property
+    def step(self) -> jnp.ndarray:
+        """Logical steps taken: the mechanism's counter (int32 scalar)."""
+        return self.privacy.step
 
     @property
     def params(self) -> dict:
         return partition.merge(self.trainable, self.frozen)
 
 
-class Accumulator(NamedTuple):
-    """Sums over the physical batches of one logical batch.
-
-    Attributes:
-      public_sum: sum of weighted public gradients (trainable structure).
-      private_sum: sum of weighted, clipped private gradients (trainable structure).
-      public_loss_sum / public_count: for the public training loss (not private data).
-      clip: private-pass :class:`~maskdp_jax.clipping.ClipStats` (private data: not DP).
-      public_nonfinite: public examples dropped for a NaN or inf input
-        (:func:`maskdp_jax.gradient.public_grad_sum`).
-    """
-
-    public_sum: PyTree
-    private_sum: PyTree
-    public_loss_sum: jnp.ndarray
-    public_count: jnp.ndarray
-    clip: clipping.ClipStats
-    public_nonfinite: jnp.ndarray
-
-
 @jax.jit
-def zeros_accumulator(trainable: PyTree) -> Accumulator:
-    """An accumulator of zeros for ``trainable``, made by one program (one leaf at a time, the
-    host spent 3-10 ms a step on it); its leaves are distinct buffers, as donation needs."""
-    return Accumulator(
-        public_sum=jax.tree.map(jnp.zeros_like, trainable),
-        private_sum=jax.tree.map(jnp.zeros_like, trainable),
-        public_loss_sum=jnp.zeros((), jnp.float32),
-        public_count=jnp.zeros((), jnp.float32),
-        clip=clipping.ClipStats.zeros(),
-        public_nonfinite=jnp.zeros((), jnp.float32),
-    )
+def zeros_accumulator(trainable: PyTree) -> mechanism_lib.Sums:
+    """The step's :class:`~maskdp_jax.mechanism.Sums` of zeros for ``trainable``, made by one
+    program (one leaf at a time, the host spent 3-10 ms a step on it); its leaves are distinct
+    buffers, as donation needs."""
+    return mechanism_lib.Sums.zeros(trainable)
 
 
 def video_losses(apply_fn: ApplyFn, params: PyTree, video: jnp.ndarray,
@@ -218,88 +188,58 @@ def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
     return gradient.pass_view(views(batch), batch["weight"], public=public)
 
 
-def accumulate_public(
-    acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, plan: PrivacyPlan, views: ViewFn, pixel_norm: PixelNorm | None = None,
-) -> Accumulator:
-    """Add one physical batch's public gradient ``sum_i w_i grad L(view_pu_i)`` (no clipping).
-
-    The gradient depends only on public pixels, the masks and the labels (normalisation is per
-    pixel, so it moves no private pixel into the public view). ``views``, ``pixel_norm``: see
-    :func:`pass_input`.
-    """
-    video, weights = pass_input(batch, public=True, plan=plan, views=views,
-                                pixel_norm=pixel_norm)
-    grads, stats = gradient.pass_gradient(
-        functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
-        weights, public=True, plan=plan)
-    return acc._replace(
-        public_sum=jax.tree.map(jnp.add, acc.public_sum, grads),
-        public_loss_sum=acc.public_loss_sum + stats.public_loss_sum,
-        public_count=acc.public_count + stats.public_count,
-        public_nonfinite=acc.public_nonfinite + stats.public_nonfinite,
-    )
-
-
-def accumulate_private(
-    acc: Accumulator, trainable: PyTree, frozen: PyTree, batch: Batch, *,
-    apply_fn: ApplyFn, plan: PrivacyPlan, views: ViewFn,
+def accumulate(
+    acc: mechanism_lib.Sums, trainable: PyTree, frozen: PyTree, batch: Batch, *, public: bool,
+    apply_fn: ApplyFn, mechanism: mechanism_lib.Mechanism, views: ViewFn,
     microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,
-) -> Accumulator:
-    """Add one physical batch's ``sum_i w_i clip_C(grad L(view_pr_i))``.
+) -> mechanism_lib.Sums:
+    """Add one pass over one physical batch (:meth:`~maskdp_jax.mechanism.Mechanism.accumulate`).
 
-    ``microbatch_size``: per-example gradients are computed ``m`` at a time (None: the whole
-    physical batch at once); bounds memory for full fine-tuning, same sum
-    (:func:`maskdp_jax.clipping.clipped_grad_sum`). ``ghost_rules``: None computes per-example
+    ``public=True``: ``sum_i w_i grad L(view_pu_i)``, no clipping; it depends only on public
+    pixels, the masks and the labels (normalisation is per pixel, so it moves no private pixel
+    into the public view). ``public=False``: ``sum_i w_i clip_C(grad L(view_pr_i))``.
+    ``microbatch_size``: per-example gradients ``m`` at a time (None: the whole physical batch
+    at once), the same sum in bounded memory. ``ghost_rules``: None computes per-example
     gradients by ``vmap``; the model's layer rules compute the norms and the clipped sum without
-    them (:mod:`maskdp_jax.ghost`), same sum. ``views``, ``pixel_norm``: see
+    them (:mod:`maskdp_jax.ghost`), the same sum. ``views``, ``pixel_norm``: see
     :func:`pass_input`.
     """
-    video, weights = pass_input(batch, public=False, plan=plan, views=views,
+    video, weights = pass_input(batch, public=public, plan=mechanism.plan, views=views,
                                 pixel_norm=pixel_norm)
-
-    grads, stats = gradient.pass_gradient(
-        functools.partial(one_video_loss, apply_fn, frozen), trainable, (video, batch["label"]),
-        weights, public=False, plan=plan, microbatch_size=microbatch_size,
+    return mechanism.accumulate(
+        acc, functools.partial(one_video_loss, apply_fn, frozen), trainable,
+        (video, batch["label"]), weights, public=public, microbatch_size=microbatch_size,
         ghost_rules=ghost_rules)
-    return acc._replace(
-        private_sum=jax.tree.map(jnp.add, acc.private_sum, grads),
-        clip=jax.tree.map(jnp.add, acc.clip, stats.clip),
-    )
 
 
 def finalize(
-    state: TrainState, acc: Accumulator, key: jax.Array, *,
-    tx: optax.GradientTransformation, plan: PrivacyPlan,
+    state: TrainState, acc: mechanism_lib.Sums, *, tx: optax.GradientTransformation,
+    mechanism: mechanism_lib.Mechanism,
 ) -> tuple[TrainState, dict[str, jnp.ndarray]]:
-    """Noise the private sum once, divide by the expected batch size, apply the optimiser.
+    """Noise the private sum once, divide by the expected batch size, apply the optimiser
+    (:meth:`~maskdp_jax.mechanism.Mechanism.finish`: the state's key folded with its step).
 
     Args:
-      state: state before the step; ``state.step`` is folded into ``key``.
+      state: state before the step.
       acc: sums over every physical batch of this logical step.
-      key: base PRNG key of the run, identical on every replica.
     """
-    grad, noise_state = gradient.noisy_update(
-        acc.public_sum if plan.mode.has_public_pass else None,
-        acc.private_sum if plan.mode.has_private_pass else None,
-        noise.step_key(key, state.step), state.noise_state, plan=plan)
+    grad, privacy = mechanism.finish(acc, state.privacy)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
     trainable = optax.apply_updates(state.trainable, updates)
+    stats, clip = acc.stats, acc.stats.clip
     metrics = {
-        "public/loss": acc.public_loss_sum / jnp.maximum(acc.public_count, 1.0),
-        "public/batch_size": acc.public_count,
+        "public/loss": stats.public_loss_sum / jnp.maximum(stats.public_count, 1.0),
+        "public/batch_size": stats.public_count,
         "grad_norm": optax.tree.norm(grad),
-        "public/num_nonfinite": acc.public_nonfinite,
-        "private/num_nonfinite": acc.clip.num_nonfinite,
-        "private/clipped_fraction": acc.clip.num_clipped / jnp.maximum(acc.clip.count, 1.0),
-        "private/mean_grad_norm": acc.clip.norm_sum / jnp.maximum(acc.clip.count, 1.0),
-        "private/loss": acc.clip.loss_sum / jnp.maximum(acc.clip.count, 1.0),
-        "private/batch_size": acc.clip.count,
+        "public/num_nonfinite": stats.public_nonfinite,
+        "private/num_nonfinite": clip.num_nonfinite,
+        "private/clipped_fraction": clip.num_clipped / jnp.maximum(clip.count, 1.0),
+        "private/mean_grad_norm": clip.norm_sum / jnp.maximum(clip.count, 1.0),
+        "private/loss": clip.loss_sum / jnp.maximum(clip.count, 1.0),
+        "private/batch_size": clip.count,
     }
-    new_state = state.replace(step=state.step + 1, trainable=trainable, opt_state=opt_state,
-                              noise_state=noise_state)
-    return new_state, metrics
+    return state.replace(trainable=trainable, opt_state=opt_state, privacy=privacy), metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,18 +251,21 @@ class LogicalBatchData:
 
 
 def make_train_step(
-    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, plan: PrivacyPlan,
+    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, mechanism: mechanism_lib.Mechanism,
     views: ViewFn, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,
-) -> Callable[[TrainState, LogicalBatchData, jax.Array], tuple[TrainState, dict]]:
-    """Build ``train_step(state, batch, key) -> (state, metrics)``.
+) -> Callable[[TrainState, LogicalBatchData], tuple[TrainState, dict]]:
+    """Build ``train_step(state, batch) -> (state, metrics)`` on ``mechanism``.
 
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
       tx: optax optimiser over the trainable subtree.
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`; the step reads the mode, C, σ and
-        the expected batch size B from it.
+      mechanism: the run's :class:`~maskdp_jax.mechanism.Mechanism`: its plan sets the mode, C,
+        σ and the expected batch size B, its :meth:`~maskdp_jax.mechanism.Mechanism.accumulate`
+        and :meth:`~maskdp_jax.mechanism.Mechanism.finish` are the step's private part (the
+        library's :meth:`~maskdp_jax.mechanism.Mechanism.gradient` is the same two), and the
+        noise comes from ``state.privacy`` (its key folded with its step).
       views: how the ``maskdp`` views of a physical batch are made (:data:`.ViewFn`): for pixel
         batches ``PixelViews(tokens)`` with the model's tokeniser; unused by ``dp`` and
         ``nonprivate``.
@@ -331,9 +274,9 @@ def make_train_step(
       mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.parallel.make_mesh`):
         physical batches are split over its devices, each device clips the per-example gradients
         of its own examples, the sums are all-reduced, and the replicated finalisation adds one
-        noise draw (same update as one device for the same key and batch). ``state`` must then be
-        replicated on the mesh (:func:`maskdp_jax.parallel.replicate`) and the physical batch size
-        a multiple of the number of devices.
+        noise draw (same update as one device for the same state and batch). ``state`` must then
+        be replicated on the mesh (:func:`maskdp_jax.parallel.replicate`) and the physical batch
+        size a multiple of the number of devices.
       pixel_norm: the training split's ``data.clips.PixelNorm``: uint8 batches are normalised
         inside the jitted accumulation (None: batches must arrive normalised, float32).
       ghost_rules: how the private pass gets per-example norms (``config.compute.per_example``):
@@ -342,28 +285,30 @@ def make_train_step(
         of one backward (:mod:`maskdp_jax.ghost`). Same update to float rounding.
 
     Returns:
-      A function of ``(state, batch: LogicalBatchData, key)``; it runs one jitted accumulation
-      per physical batch and one jitted finalisation (noise + update) per logical batch. It is
-      pure: the same inputs give the same outputs.
+      A function of ``(state, batch: LogicalBatchData)``; it runs one jitted accumulation per
+      physical batch and one jitted finalisation (noise + update) per logical batch. The
+      finalisation consumes ``state`` (its buffers are donated): a state can be stepped once,
+      so no two updates ever carry the same noise; copy a state to step it twice on purpose
+      (``jax.tree.map(jnp.copy, state)``). The same inputs give the same outputs.
     """
 
     if microbatch_size is not None and microbatch_size <= 0:
         raise ValueError(f"microbatch_size must be > 0 or None; got {microbatch_size}.")
 
-    def build(fn):
+    def build(public: bool):
+        fn = functools.partial(accumulate, public=public, apply_fn=apply_fn,
+                               mechanism=mechanism, views=views, pixel_norm=pixel_norm,
+                               microbatch_size=microbatch_size, ghost_rules=ghost_rules)
         if mesh is not None:
             fn = parallel.shard_accumulation(fn, zeros_accumulator, mesh)
         return compilation.jit(fn, donate_argnums=0)
 
-    public = build(functools.partial(accumulate_public, apply_fn=apply_fn, plan=plan,
-                                     views=views, pixel_norm=pixel_norm))
-    private = build(functools.partial(accumulate_private, apply_fn=apply_fn, plan=plan,
-                                      views=views, microbatch_size=microbatch_size,
-                                      pixel_norm=pixel_norm, ghost_rules=ghost_rules))
-    final = compilation.jit(lambda s, a, k: finalize(s, a, k, tx=tx, plan=plan))
-    mode = plan.mode
+    public, private = build(True), build(False)
+    final = compilation.jit(lambda s, a: finalize(s, a, tx=tx, mechanism=mechanism),
+                            donate_argnums=0)
+    mode = mechanism.plan.mode
 
-    def train_step(state: TrainState, batch: LogicalBatchData, key: jax.Array):
+    def train_step(state: TrainState, batch: LogicalBatchData):
         if batch.public and not mode.has_public_pass:
             raise ValueError(f"mode {mode.value!r} has no public pass; got public batches.")
         if batch.private and not mode.has_private_pass:
@@ -373,6 +318,9 @@ def make_train_step(
             acc = public(acc, state.trainable, state.frozen, b)
         for b in batch.private:
             acc = private(acc, state.trainable, state.frozen, b)
-        return final(state, acc, key)
+        # The frozen parameters pass through unchanged, so they are not the finalisation's to
+        # consume; everything else of the state is (its noise key above all).
+        new, metrics = final(state.replace(frozen=None), acc)
+        return new.replace(frozen=state.frozen), metrics
 
     return train_step

@@ -34,7 +34,9 @@ def setup(mode: str, microbatch_size: int | None = None):
     import optax
     from conftest import PATCH_STRIDE, TinyVideoNet
 
+    from maskdp_jax.mechanism import Mechanism
     from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.randomness import Randomness
     from maskdp_jax.tokenizer import Tokenizer
     from maskdp_jax.train_step import PixelViews, TrainState
 
@@ -46,9 +48,10 @@ def setup(mode: str, microbatch_size: int | None = None):
     plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=12, steps=STEPS,
                        l2_clip_norm=0.05, noise_multiplier=0.7 if mode != "nonprivate" else 0.0,
                        delta=1e-7)
-    cfg = {"plan": plan, "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE)),
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=3))
+    cfg = {"mechanism": mechanism, "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE)),
            "microbatch_size": microbatch_size}
-    state = TrainState.create(trainable=params, frozen={}, tx=tx)
+    state = TrainState.create(trainable=params, frozen={}, tx=tx, mechanism=mechanism)
     return (lambda p, x: model.apply({"params": p}, x)), tx, cfg, state
 
 
@@ -72,7 +75,6 @@ def logical_batches(mode: str, physical: int = PHYSICAL):
 def run(mode: str, mesh=None, *, batch_fn=lambda b: b, physical: int = PHYSICAL,
         microbatch_size: int | None = None):
     """Final trainable parameters (numpy) after ``STEPS`` steps, on ``mesh`` or one device."""
-    import jax
 
     from maskdp_jax import parallel
     from maskdp_jax.train_step import LogicalBatchData, make_train_step
@@ -81,11 +83,10 @@ def run(mode: str, mesh=None, *, batch_fn=lambda b: b, physical: int = PHYSICAL,
     step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg, mesh=mesh)
     if mesh is not None:
         state = parallel.replicate(state, mesh)
-    key = jax.random.key(3)
     for lb in logical_batches(mode, physical):
         lb = LogicalBatchData(public=[batch_fn(b) for b in lb.public],
                               private=[batch_fn(b) for b in lb.private])
-        state, _ = step(state, lb, key)
+        state, _ = step(state, lb)
     return parallel.to_host(state.trainable)
 
 
@@ -106,11 +107,11 @@ def private_sum_trap(mesh):
     import jax
 
     from maskdp_jax import parallel
-    from maskdp_jax.train_step import accumulate_private, zeros_accumulator
+    from maskdp_jax.train_step import accumulate, zeros_accumulator
 
     apply_fn, _, cfg, state = setup("maskdp")
     batch = logical_batches("maskdp")[0].private[0]
-    fn = functools.partial(accumulate_private, apply_fn=apply_fn, **cfg)
+    fn = functools.partial(accumulate, public=False, apply_fn=apply_fn, **cfg)
     ref = jax.jit(fn)(zeros_accumulator(state.trainable), state.trainable, state.frozen, batch)
     out = {}
     for cast in (True, False):
@@ -118,7 +119,7 @@ def private_sum_trap(mesh):
             fn, zeros_accumulator, mesh, cast_to_varying=cast))
         acc = sharded(zeros_accumulator(state.trainable), state.trainable, state.frozen, batch)
         out["pcast" if cast else "invariant"] = rel_diff(
-            parallel.to_host(acc.private_sum), parallel.to_host(ref.private_sum))
+            parallel.to_host(acc.private), parallel.to_host(ref.private))
     return out
 
 

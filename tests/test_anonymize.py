@@ -16,7 +16,7 @@ import pytest
 
 from maskdp_jax.anonymize import avatar, cleanup, compose, inpaint, pipeline, segment, stages
 from maskdp_jax.anonymize import pose as pose_lib
-from maskdp_jax.data import decode, video_dataset
+from maskdp_jax.data import clips, decode, layouts, video_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -406,6 +406,23 @@ def test_folder_outputs_train_layout_and_resumes(tmp_path, carphone):
         with pytest.raises(ValueError, match="un-anonymised source video"):
             video_dataset.check_mask_pairing(
                 os.path.join(src, key), os.path.join(masks, os.path.splitext(key)[0] + ".npz"))
+    # The trainer's dataset: the source videos beside these masks are refused unless the run
+    # says it trains them on purpose (the papers' "MaskDP on non-anonymised data").
+    layout = layouts.folder(video_dir=src, split_dir="", subset="train", test_fraction=0.5)
+    spec = clips.ClipSpec(num_frames=4, stride=1, resize_size=32, crop_size=32)
+
+    def dataset(video_dir, public_part):
+        return video_dataset.VideoDataset(
+            layouts.folder(video_dir=video_dir, split_dir="", subset="train", test_fraction=0.5),
+            video_dataset.VideoOptions(clip=spec, mean=(0.5,) * 3, std=(0.25,) * 3,
+                                       mask_dir=masks, num_workers=1, public_part=public_part),
+            name="talk/train")
+
+    with pytest.raises(ValueError, match=r"un-anonymised source video.*public_part=source"):
+        dataset(src, "anonymised")
+    assert len(dataset(src, "source")) == len(dataset(dst, "anonymised")) == len(layout.records)
+    with pytest.raises(ValueError, match="public_part must be one of"):
+        dataset(dst, "raw")
     before = os.path.getmtime(os.path.join(dst, "talk/a.avi"))
     again = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
     assert os.path.getmtime(os.path.join(dst, "talk/a.avi")) == before  # resumed, not redone
@@ -562,6 +579,13 @@ def test_train_runs_maskdp_on_the_pipeline_output(tmp_path):
     out = train.train_and_evaluate(config, str(tmp_path / "run"))
     assert out["timing"]["steps"] >= 1 and np.isfinite(out["privacy"]["epsilon_pld"])
     assert out["config"]["mode"] == "maskdp"
+    assert "source videos" not in out["privacy"]["statement"]
+    # The papers' "MaskDP on non-anonymised data": the source videos with the same masks, on
+    # purpose; the report says the person trained unprotected.
+    config.input.data_dir, config.input.public_part = src, "source"
+    raw = train.train_and_evaluate(config, str(tmp_path / "raw"))
+    assert train.SOURCE_VIDEOS in raw["privacy"]["statement"]
+    assert train.SOURCE_VIDEOS in (tmp_path / "raw" / "report.md").read_text()
 
 
 # --- the neural default: CenterFace faces -> BlazePose person masks and poses ------------------

@@ -121,12 +121,16 @@ def test_vmapped_shadows_equal_the_training_step_one_at_a_time_bit_for_bit(tiny)
 @pytest.mark.slow
 def test_lockstep_counters_are_shared_by_the_chunk(tiny):
     """The step and optax's integer counters carry no model axis (the scalar bias correction of
-    the one-model step); parameters and moments do."""
+    the one-model step); parameters, moments and each model's noise key do."""
     _, common, _, _ = tiny
-    state = shadows.step_lib.TrainState.create(trainable=common["trainable"],
-                                               frozen=common["frozen"], tx=common["tx"])
+    setup = shadows.ShadowSetup(plan=PrivacyPlan(
+        mode="maskdp", num_examples=8, batch_size=2, steps=2, l2_clip_norm=1.0,
+        noise_multiplier=1.0, delta=1e-3), physical_batch_size=4)
+    state = shadows._initial_state(setup, 0, trainable=common["trainable"],
+                                   frozen=common["frozen"], tx=common["tx"])
     axes = shadows._model_axes(state)
     assert axes.step is None and axes.frozen is None and axes.trainable == 0
+    assert axes.privacy.key == 0
     leaves = jax.tree.leaves(axes.opt_state, is_leaf=lambda x: x is None)
     states = jax.tree.leaves(state.opt_state)
     assert [a is None for a in leaves] == [np.ndim(x) == 0 for x in states]

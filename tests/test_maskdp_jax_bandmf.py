@@ -112,19 +112,22 @@ def _steps(tiny_model, plan, batches, *, microbatch_size=None):
     import optax
     from conftest import PATCH_STRIDE
 
+    from maskdp_jax.mechanism import Mechanism
+    from maskdp_jax.randomness import Randomness
     from maskdp_jax.tokenizer import Tokenizer
     from maskdp_jax.train_step import PixelViews, TrainState, make_train_step
 
     _, params, apply_fn = tiny_model
     tx = optax.sgd(0.1)
-    step = make_train_step(apply_fn=apply_fn, tx=tx, plan=plan,
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=3))
+    step = make_train_step(apply_fn=apply_fn, tx=tx, mechanism=mechanism,
                            views=PixelViews(Tokenizer(patch_stride=PATCH_STRIDE)),
                            microbatch_size=microbatch_size)
-    state = TrainState.create(trainable=params, frozen={}, tx=tx, plan=plan)
+    state = TrainState.create(trainable=params, frozen={}, tx=tx, mechanism=mechanism)
     states = []
     for batch in batches:
-        state, _ = step(state, batch, jax.random.key(3))
-        states.append(state)
+        state, _ = step(state, batch)
+        states.append(jax.tree.map(jnp.copy, state))  # the next step consumes `state`
     return states
 
 
@@ -159,7 +162,7 @@ def test_dp_with_banded_noise_equals_maskdp_with_all_private_masks(tiny_model):
     dp = _steps(tiny_model, _banded_plan("dp"), _batches("dp"))[-1]
     mask = _steps(tiny_model, _banded_plan("maskdp"), _batches("maskdp"))[-1]
     jax.tree.map(np.testing.assert_array_equal, dp.trainable, mask.trainable)
-    jax.tree.map(np.testing.assert_array_equal, dp.noise_state, mask.noise_state)
+    jax.tree.map(np.testing.assert_array_equal, dp.privacy.noise, mask.privacy.noise)
 
 
 def test_banded_noise_is_added_once_per_step_with_microbatching(tiny_model):
@@ -170,7 +173,7 @@ def test_banded_noise_is_added_once_per_step_with_microbatching(tiny_model):
     for a, b in zip(whole, micro, strict=True):
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6),
                      a.trainable, b.trainable)
-    assert [int(s.noise_state.index) for s in whole] == [1, 2, 3]
+    assert [int(s.privacy.noise.index) for s in whole] == [1, 2, 3]
 
 
 def test_the_banded_noise_is_correlated_across_train_steps(tiny_model):

@@ -95,7 +95,7 @@ def test_secret_is_restored_from_the_checkpoint(tmp_path):
             "step": 2, "ledger": ledger.to_dict(), "config": config.to_dict(),
             "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
             "sampler": sampler, "randomness": rand.to_meta(),
-            "topology": identity.current_topology()})
+            "topology": identity.current_topology(), "state_format": guard.STATE_FORMAT})
     finally:
         ckpt.close()
     meta = checkpoint.read_latest_meta(str(tmp_path))

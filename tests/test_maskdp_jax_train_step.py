@@ -8,52 +8,63 @@ import optax
 import pytest
 from conftest import PATCH_STRIDE, random_batch
 
+import maskdp_jax as mdp
 from maskdp_jax import partition
 from maskdp_jax.data import clips
+from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.plan import Mode, PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import model as run_model
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import (
     LogicalBatchData,
     PixelViews,
     TrainState,
-    accumulate_private,
-    accumulate_public,
+    accumulate,
     make_train_step,
     zeros_accumulator,
 )
 
-KEY = jax.random.key(42)
+SEEDED = Randomness(mode="seeded", seed=42)
 # The private pass' two ways to per-example norms (config.compute.per_example): the tests marked
 # with ENGINES hold on both.
 ENGINES = {"vmap": None, "ghost": run_model.ghost_rules()}
 
 
 def _cfg(mode="maskdp", sigma=0.0, b=8, c=0.5):
-    """The step's collaborators: a privacy plan (mode, C, σ, expected B) and the pixel views."""
-    plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=b, steps=1, l2_clip_norm=c,
+    """The step's collaborators: a mechanism (its plan: mode, C, σ, expected B; seeded noise)
+    and the pixel views."""
+    plan = PrivacyPlan(mode=mode, num_examples=10**6, batch_size=b, steps=8, l2_clip_norm=c,
                        noise_multiplier=sigma, delta=1e-7)
-    return {"plan": plan, "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE))}
+    return {"mechanism": Mechanism(plan=plan, randomness=SEEDED),
+            "views": PixelViews(Tokenizer(patch_stride=PATCH_STRIDE))}
 
 
 def _state(params, tx, trainable_names=None):
+    """The state before step 0 (the noise key is SEEDED's, whatever the plan)."""
     mask = jax.tree_util.tree_map_with_path(
         lambda path, _: trainable_names is None or path[0].key in trainable_names, params
     )
     trainable, frozen = partition.split(params, mask)
-    return TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+    return TrainState.create(trainable=trainable, frozen=frozen, tx=tx,
+                             mechanism=_cfg()["mechanism"])
+
+
+def _copy(state):
+    """A copy of ``state`` to step (a step consumes the state it is given)."""
+    return jax.tree.map(jnp.copy, state)
 
 
 def _public(state, batch, apply_fn, cfg):
     acc = zeros_accumulator(state.trainable)
-    return jax.jit(lambda a, t, f, b: accumulate_public(a, t, f, b, apply_fn=apply_fn, **cfg))(
-        acc, state.trainable, state.frozen, batch)
+    return jax.jit(lambda a, t, f, b: accumulate(a, t, f, b, public=True, apply_fn=apply_fn,
+                                                 **cfg))(acc, state.trainable, state.frozen, batch)
 
 
 def _private(state, batch, apply_fn, cfg, acc=None):
     acc = zeros_accumulator(state.trainable) if acc is None else acc
-    return jax.jit(lambda a, t, f, b: accumulate_private(a, t, f, b, apply_fn=apply_fn, **cfg))(
-        acc, state.trainable, state.frozen, batch)
+    return jax.jit(lambda a, t, f, b: accumulate(a, t, f, b, public=False, apply_fn=apply_fn,
+                                                 **cfg))(acc, state.trainable, state.frozen, batch)
 
 
 def _assert_tree_equal(a, b):
@@ -81,11 +92,11 @@ def test_public_gradient_is_bit_identical_when_private_pixels_change(tiny_model,
     state = _state(params, optax.sgd(1.0))
     a = _public(state, batch, apply_fn, _cfg())
     b = _public(state, other, apply_fn, _cfg())
-    _assert_tree_equal(a.public_sum, b.public_sum)
-    assert _leaves_norm(a.public_sum) > 0
+    _assert_tree_equal(a.public, b.public)
+    assert _leaves_norm(a.public) > 0
     # The private gradient does see the change (so the test above is not vacuous).
     pa, pb = _private(state, batch, apply_fn, _cfg()), _private(state, other, apply_fn, _cfg())
-    assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
+    assert not np.allclose(pa.private["head"]["kernel"], pb.private["head"]["kernel"])
 
 
 @pytest.mark.parametrize("trial", range(2))
@@ -100,27 +111,27 @@ def test_public_only_step_is_bit_identical_when_private_pixels_change(tiny_model
     tx = optax.sgd(1.0)
     state = _state(params, tx)
     step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("public_only", b=6))
-    a, metrics_a = step(state, LogicalBatchData(public=[batch], private=[]), KEY)
-    b, metrics_b = step(state, LogicalBatchData(public=[other], private=[]), KEY)
+    a, metrics_a = step(_copy(state), LogicalBatchData(public=[batch], private=[]))
+    b, metrics_b = step(_copy(state), LogicalBatchData(public=[other], private=[]))
     _assert_tree_equal(a.trainable, b.trainable)
     _assert_tree_equal(metrics_a, metrics_b)
     assert _leaves_norm(jax.tree.map(jnp.subtract, a.trainable, state.trainable)) > 0
     assert float(metrics_a["private/batch_size"]) == 0  # no private pass ran
     with pytest.raises(ValueError, match="mode 'public_only' has no private pass"):
-        step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+        step(_copy(state), LogicalBatchData(public=[batch], private=[batch]))
     maskdp = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("maskdp", b=6))
-    c, _ = maskdp(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
-    d, _ = maskdp(state, LogicalBatchData(public=[other], private=[other]), KEY)
+    c, _ = maskdp(_copy(state), LogicalBatchData(public=[batch], private=[batch]))
+    d, _ = maskdp(_copy(state), LogicalBatchData(public=[other], private=[other]))
     assert not np.allclose(c.trainable["head"]["kernel"], d.trainable["head"]["kernel"],
                            equal_nan=True)
     # Its update is maskdp's public half: the same step with the private batch left empty.
-    e, _ = maskdp(state, LogicalBatchData(public=[batch], private=[]), KEY)
+    e, _ = maskdp(_copy(state), LogicalBatchData(public=[batch], private=[]))
     _assert_tree_equal(a.trainable, e.trainable)
 
 
 def test_public_sum_is_untouched_by_the_private_pass(tiny_model):
     """On the vmap path only: the engine (``ghost_rules``) is a choice inside
-    ``clipping.clipped_grad_sum``, which never sees the accumulator; ``accumulate_private`` adds
+    ``clipping.clipped_grad_sum``, which never sees the accumulator; ``accumulate`` adds
     what it returns to the private sum the same way for both."""
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(0)
@@ -129,7 +140,7 @@ def test_public_sum_is_untouched_by_the_private_pass(tiny_model):
     for seed in (1, 2):
         after = _private(state, random_batch(np.random.default_rng(seed), size=4), apply_fn,
                          _cfg(), acc=jax.tree.map(jnp.copy, acc))
-        _assert_tree_equal(after.public_sum, acc.public_sum)
+        _assert_tree_equal(after.public, acc.public)
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
@@ -147,7 +158,7 @@ def test_dp_mode_equals_maskdp_with_all_private_masks(tiny_model, engine):
                                ghost_rules=ENGINES[engine])
         batch = LogicalBatchData(public=[public_batch] if mode == "maskdp" else [],
                                  private=[private_batch])
-        results[mode], _ = step(_state(params, tx), batch, KEY)
+        results[mode], _ = step(_state(params, tx), batch)
     _assert_tree_equal(results["dp"].trainable, results["maskdp"].trainable)
     assert not np.array_equal(results["dp"].trainable["head"]["kernel"], params["head"]["kernel"])
 
@@ -161,19 +172,19 @@ def test_no_private_cells_means_zero_private_gradient_and_vice_versa(tiny_model,
     all_public = dict(batch, mask=np.ones_like(batch["mask"]))
     private_cfg = {**_cfg(), "ghost_rules": ENGINES[engine]}
     acc = _private(state, all_public, apply_fn, private_cfg)
-    assert _leaves_norm(acc.private_sum) == 0.0
-    assert float(acc.clip.count) == 0
+    assert _leaves_norm(acc.private) == 0.0
+    assert float(acc.stats.clip.count) == 0
     all_private = dict(batch, mask=np.zeros_like(batch["mask"]))
     acc = _public(state, all_private, apply_fn, _cfg())
-    assert _leaves_norm(acc.public_sum) == 0.0
+    assert _leaves_norm(acc.public) == 0.0
     # Mixed: only the video with a private cell contributes to the private sum.
     mixed = dict(all_public, mask=all_public["mask"].copy())
     mixed["mask"][2, 0, :2, :4, :4] = 0
     only = jax.tree.map(lambda v: v[2:3], batch | {"mask": mixed["mask"]})
     # Equal up to float rounding: batch 4 and batch 1 compile to different vectorised kernels.
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-8),
-                 _private(state, mixed, apply_fn, private_cfg).private_sum,
-                 _private(state, only, apply_fn, private_cfg).private_sum)
+                 _private(state, mixed, apply_fn, private_cfg).private,
+                 _private(state, only, apply_fn, private_cfg).private)
 
 
 def test_multi_clip_averages_before_clipping(tiny_model):
@@ -184,7 +195,7 @@ def test_multi_clip_averages_before_clipping(tiny_model):
     c = 0.05
     cfg = _cfg("dp", c=c)
     state = _state(params, optax.sgd(1.0))
-    got = _private(state, batch, apply_fn, cfg).private_sum
+    got = _private(state, batch, apply_fn, cfg).private
 
     def clip_loss(p, clip):
         logits = apply_fn(p, clip[None])
@@ -213,7 +224,8 @@ def test_noise_is_added_once_per_logical_batch_and_divided_by_expected_batch_siz
     updates = []
     for num_physical in (1, 3):
         state = _state(params, tx)
-        new, _ = step(state, LogicalBatchData(public=[], private=[padding] * num_physical), KEY)
+        new, _ = step(_copy(state),
+                      LogicalBatchData(public=[], private=[padding] * num_physical))
         updates.append(jax.tree.map(jnp.subtract, new.trainable, state.trainable))
     _assert_tree_equal(updates[0], updates[1])
     values = np.concatenate([np.ravel(v) for v in jax.tree.leaves(updates[0])])
@@ -236,7 +248,7 @@ def test_consecutive_steps_from_one_base_key_add_independent_noise(tiny_model):
     batch = LogicalBatchData(public=[], private=[padding])
 
     def noise_of(state):
-        new, _ = step(state, batch, KEY)
+        new, _ = step(_copy(state), batch)
         diff = jax.tree.map(jnp.subtract, new.trainable, state.trainable)
         return new, np.concatenate([np.ravel(v) for v in jax.tree.leaves(diff)])
 
@@ -260,12 +272,12 @@ def test_update_divides_by_expected_batch_size_not_sampled_size(tiny_model):
     for b in (4, 12):
         step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("maskdp", b=b))
         state = _state(params, tx)
-        new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+        new, _ = step(_copy(state), LogicalBatchData(public=[batch], private=[batch]))
         grads[b] = jax.tree.map(lambda o, n: o - n, state.trainable, new.trainable)
     state = _state(params, tx)
     cfg = _cfg("maskdp")
     acc = _private(state, batch, apply_fn, cfg, acc=_public(state, batch, apply_fn, cfg))
-    total = jax.tree.map(jnp.add, acc.public_sum, acc.private_sum)
+    total = jax.tree.map(jnp.add, acc.public, acc.private)
     for b, g in grads.items():
         jax.tree.map(lambda x, t, b=b: np.testing.assert_allclose(x, t / b, rtol=1e-5,
                                                                   atol=1e-7), g, total)
@@ -278,10 +290,10 @@ def test_frozen_parameters_never_change_and_gradients_hold_only_trainable_leaves
     state = _state(params, tx, trainable_names={"head"})
     assert set(state.trainable) == {"head"} and "head" not in state.frozen
     acc = _private(state, random_batch(rng, size=4), apply_fn, _cfg())
-    assert jax.tree.structure(acc.private_sum) == jax.tree.structure(state.trainable)
+    assert jax.tree.structure(acc.private) == jax.tree.structure(state.trainable)
     step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0))
     batch = random_batch(rng, size=4)
-    new, _ = step(state, LogicalBatchData(public=[batch], private=[batch]), KEY)
+    new, _ = step(_copy(state), LogicalBatchData(public=[batch], private=[batch]))
     _assert_tree_equal(new.frozen, state.frozen)
     assert not np.array_equal(new.trainable["head"]["kernel"], state.trainable["head"]["kernel"])
     _assert_tree_equal(new.params["patch_embed"], params["patch_embed"])
@@ -293,7 +305,7 @@ def test_mode_without_a_pass_refuses_its_batches(tiny_model):
     tx = optax.sgd(1.0)
     step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("nonprivate"))
     with pytest.raises(ValueError, match="no private pass"):
-        step(_state(params, tx), LogicalBatchData(public=[batch], private=[batch]), KEY)
+        step(_state(params, tx), LogicalBatchData(public=[batch], private=[batch]))
     with pytest.raises(ValueError, match="mode must be one of"):
         _cfg("secret")
 
@@ -313,7 +325,7 @@ def test_microbatched_private_pass_gives_the_same_accumulator(tiny_model):
                        {**cfg, "microbatch_size": 2, "ghost_rules": ENGINES["ghost"]})
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
                  chunked, whole)
-    assert int(whole.clip.num_clipped) > 0
+    assert int(whole.stats.clip.num_clipped) > 0
     with pytest.raises(ValueError, match="microbatch_size must be > 0"):
         make_train_step(apply_fn=apply_fn, tx=optax.sgd(1.0), **_cfg(), microbatch_size=0)
 
@@ -334,11 +346,11 @@ def test_public_pass_ignores_non_finite_padding_rows(tiny_model, mode):
     clean["video"][-1] = 0.0
     state = _state(params, optax.sgd(1.0))
     got, want = (_public(state, b, apply_fn, _cfg(mode)) for b in (bad, clean))
-    assert np.isfinite(float(got.public_loss_sum)) and _leaves_norm(got.public_sum) > 0
-    _assert_tree_equal(got.public_sum, want.public_sum)
-    _assert_tree_equal(got.public_loss_sum, want.public_loss_sum)
+    assert np.isfinite(float(got.stats.public_loss_sum)) and _leaves_norm(got.public) > 0
+    _assert_tree_equal(got.public, want.public)
+    _assert_tree_equal(got.stats.public_loss_sum, want.stats.public_loss_sum)
     step = make_train_step(apply_fn=apply_fn, tx=optax.sgd(0.1), **_cfg(mode))
-    new_state, _ = step(state, LogicalBatchData(public=[bad], private=[]), KEY)
+    new_state, _ = step(_copy(state), LogicalBatchData(public=[bad], private=[]))
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(new_state.trainable))
 
 
@@ -361,13 +373,13 @@ def test_uint8_pixels_are_normalised_inside_the_step_as_on_the_host(tiny_model):
     batches = [LogicalBatchData(public=[b], private=[b]) for b in (raw, host)]
     step_raw = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0), pixel_norm=norm)
     step_host = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg(sigma=1.0))
-    (got, got_m), (want, want_m) = step_raw(state, batches[0], KEY), step_host(state, batches[1],
-                                                                               KEY)
+    (got, got_m), (want, want_m) = (step_raw(_copy(state), batches[0]),
+                                    step_host(_copy(state), batches[1]))
     _assert_tree_equal(got.trainable, want.trainable)
     _assert_tree_equal(got_m, want_m)
     assert float(got_m["private/batch_size"]) > 0 and float(got_m["public/batch_size"]) > 0
     with pytest.raises(TypeError, match="uint8 pixels but the step has no pixel_norm"):
-        step_host(state, batches[0], KEY)
+        step_host(_copy(state), batches[0])
 
 
 @pytest.mark.parametrize("public_fill", [False, True])
@@ -387,48 +399,87 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
     cfg = dict(_cfg(), pixel_norm=clips.PixelNorm((0.45,), (0.225,)))
     state = _state(params, optax.sgd(1.0))
     a, b = (_public(state, x, apply_fn, cfg) for x in (batch, other))
-    _assert_tree_equal(a.public_sum, b.public_sum)
-    assert _leaves_norm(a.public_sum) > 0
+    _assert_tree_equal(a.public, b.public)
+    assert _leaves_norm(a.public) > 0
     pa, pb = (_private(state, x, apply_fn, cfg) for x in (batch, other))
-    assert not np.allclose(pa.private_sum["head"]["kernel"], pb.private_sum["head"]["kernel"])
+    assert not np.allclose(pa.private["head"]["kernel"], pb.private["head"]["kernel"])
     if public_fill:  # the fill is used: the equality is not that of a pass ignoring hidden cells
         refilled = dict(batch, fill=rng.integers(0, 256, batch["video"].shape, dtype=np.uint8))
         c = _public(state, refilled, apply_fn, cfg)
-        assert not np.allclose(a.public_sum["head"]["kernel"], c.public_sum["head"]["kernel"])
+        assert not np.allclose(a.public["head"]["kernel"], c.public["head"]["kernel"])
 
 
-@pytest.mark.parametrize("mode", ["maskdp", "dp", "public_only", "nonprivate"])
-def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode):
-    """``make_train_step`` (what train.py runs) and ``masked_gradient`` (the library call) are
-    built from one pass function: one logical step of each, from the same batches and key, gives
-    the same update (σ > 0: the noise too)."""
-    from maskdp_jax import gradient, train_step
+@pytest.mark.parametrize("mode,noise_kind", [
+    ("maskdp", "independent"), ("dp", "independent"), ("public_only", "independent"),
+    ("nonprivate", "independent"), ("maskdp", "banded"), ("dp", "banded")])
+def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind):
+    """``make_train_step`` (what train.py runs) and ``Mechanism.gradient`` (the library's call)
+    are one private step: two logical steps of each, from one mechanism state, the trainer's
+    with each pass split into two physical batches and the library's with each pass in one
+    batch, give the same updates (σ > 0: the noise too; banded: its state too), to float
+    rounding (sums over other batch shapes)."""
+    from maskdp_jax import train_step
 
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(11)
-    public, private = random_batch(rng, size=4), random_batch(rng, size=4)
-    private["weight"][-1] = 0.0  # a padding row
     cfg = _cfg(mode, sigma=0.7 if Mode(mode).is_private else 0.0, b=4, c=0.5)
+    if noise_kind == "banded":
+        plan = PrivacyPlan(mode=mode, num_examples=1000, batch_size=4, steps=4, l2_clip_norm=0.5,
+                           noise_multiplier=0.7, delta=1e-5, noise="banded", bands=2)
+        cfg["mechanism"] = Mechanism(plan=plan, randomness=SEEDED)
+    mech = cfg["mechanism"]
+    plan = mech.plan
     tx = optax.sgd(1.0)
     state = _state(params, tx, trainable_names=("norm", "head"))
-    has_public, has_private = cfg["plan"].mode.has_public_pass, cfg["plan"].mode.has_private_pass
+    state = state.replace(privacy=mech.init(state.trainable))
+    library_params, library_state = _copy((state.trainable, state.privacy))
     step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg)
-    stepped, _ = step(state, LogicalBatchData(public=[public] if has_public else [],
-                                              private=[private] if has_private else []), KEY)
 
     def loss(trainable, clip_batch, label):  # one video: [K, T, H, W, C], label []
         return train_step.one_video_loss(apply_fn, state.frozen, trainable, (clip_batch, label))
 
     def examples(b):
-        return gradient.Examples(inputs=jnp.asarray(b["video"]), targets=jnp.asarray(b["label"]),
-                                 masks=jnp.asarray(b["mask"]), weights=jnp.asarray(b["weight"]))
+        return mdp.Examples(inputs=jnp.asarray(b["video"]), targets=jnp.asarray(b["label"]),
+                            masks=jnp.asarray(b["mask"]), weights=jnp.asarray(b["weight"]))
 
-    grad, _ = jax.jit(lambda t: gradient.masked_gradient(
-        loss, t, plan=cfg["plan"], key=jax.random.fold_in(KEY, 0),
-        public=examples(public) if has_public else None,
-        private=examples(private) if has_private else None,
-        tokens=cfg["views"].tokens))(state.trainable)
-    expected = jax.tree.map(lambda p, g: p - g, state.trainable, grad)
-    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7),
-                 stepped.trainable, expected)
-    assert _leaves_norm(jax.tree.map(jnp.subtract, stepped.trainable, state.trainable)) > 0
+    gradient_step = jax.jit(lambda t, s, pu, pr: mech.gradient(loss, t, s, public=pu, private=pr,
+                                                               tokens=cfg["views"].tokens))
+    for _ in range(2):
+        public, private = random_batch(rng, size=4), random_batch(rng, size=4)
+        private["weight"][-1] = 0.0  # a padding row
+        halves = [lambda b: {k: v[:2] for k, v in b.items()},
+                  lambda b: {k: v[2:] for k, v in b.items()}]
+        state, _ = step(state, LogicalBatchData(
+            public=[h(public) for h in halves] if plan.mode.has_public_pass else [],
+            private=[h(private) for h in halves] if plan.mode.has_private_pass else []))
+        grad, library_state, _ = gradient_step(
+            library_params, library_state,
+            examples(public) if plan.mode.has_public_pass else None,
+            examples(private) if plan.mode.has_private_pass else None)
+        library_params = jax.tree.map(lambda p, g: p - g, library_params, grad)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
+                 state.trainable, library_params)
+    assert int(state.privacy.step) == int(library_state.step) == 2
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
+                 state.privacy.noise, library_state.noise)
+    assert _leaves_norm(jax.tree.map(jnp.subtract, state.trainable,
+                                     _state(params, tx, ("norm", "head")).trainable)) > 0
+
+
+def test_a_step_consumes_its_state(tiny_model):
+    """A state can be stepped once: the finalisation takes its buffers (donation), so a loop
+    that forgets to rebind ``state``, or retries a step with another batch, fails instead of
+    releasing a second update with the same noise (the difference of the two would carry
+    none). A copy can be stepped on purpose."""
+    _, params, apply_fn = tiny_model
+    tx = optax.sgd(1.0)
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("dp", sigma=1.0, b=4))
+    batch = random_batch(np.random.default_rng(13), size=4)
+    state = _state(params, tx)
+    kept = _copy(state)
+    new, _ = step(state, LogicalBatchData(public=[], private=[batch]))
+    assert int(new.step) == 1
+    with pytest.raises((RuntimeError, ValueError), match="deleted|donated"):
+        step(state, LogicalBatchData(public=[], private=[batch]))
+    again, _ = step(kept, LogicalBatchData(public=[], private=[batch]))
+    _assert_tree_equal(again.trainable, new.trainable)

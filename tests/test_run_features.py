@@ -8,14 +8,17 @@ import os
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 from maskdp_jax import models, partition
 from maskdp_jax.data import feature_cache, synthetic
+from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.models import finetune
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import features
 from maskdp_jax.tokenizer import Tokenizer
 from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
@@ -76,16 +79,17 @@ def test_a_step_from_the_cache_equals_the_step_from_the_pixels(setup, tmp_path, 
     assert cut == (len(model.blocks) - 1 if strategy == "selective" else len(model.blocks))
     trainable, frozen = partition.split(params, mask)
     tx = optax.sgd(1.0)  # the update is the gradient (Adam would magnify float-level zeros)
-    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
     plan = PrivacyPlan(mode=mode, num_examples=N, batch_size=6, steps=1, l2_clip_norm=0.1,
                        noise_multiplier=0.0 if mode == "nonprivate" else 1.0, delta=1e-3)
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=7))
+    state = TrainState.create(trainable=trainable, frozen=frozen, tx=tx, mechanism=mechanism)
     steps = {
         "pixels": make_train_step(
-            apply_fn=lambda p, x: model.apply({"params": p}, x), tx=tx, plan=plan,
+            apply_fn=lambda p, x: model.apply({"params": p}, x), tx=tx, mechanism=mechanism,
             views=PixelViews(tokens), pixel_norm=train.pixel_norm),
         "cache": make_train_step(
             apply_fn=lambda p, h: model.apply({"params": p}, h, start_block=cut), tx=tx,
-            plan=plan, views=features.cached_views),
+            mechanism=mechanism, views=features.cached_views),
     }
     indices, seed, weight = np.array([3, 0, 7, 11, 5, 2]), [4, 1, 0, 0], np.ones(6, np.float32)
     weight[-1] = 0.0  # a padding row
@@ -96,7 +100,7 @@ def test_a_step_from_the_cache_equals_the_step_from_the_pixels(setup, tmp_path, 
         batch = {**batch, "weight": weight}
         logical = LogicalBatchData(public=[batch] if plan.mode.has_public_pass else [],
                                    private=[batch] if plan.mode.has_private_pass else [])
-        out[name] = steps[name](state, logical, jax.random.key(7))
+        out[name] = steps[name](jax.tree.map(jnp.copy, state), logical)
     (got, got_metrics), (want, want_metrics) = out["cache"], out["pixels"]
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6),
                  got.trainable, want.trainable)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import jax
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 from malformed import BATCH, N_TRAIN, STEPS, Q, tiny_config
 
 from maskdp_jax import accounting, randomness, train
+from maskdp_jax.mechanism import Mechanism, MechanismState, PlanExhausted
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.run import checkpoint, guard, identity, journal
 from maskdp_jax.run import config as run_config
@@ -39,6 +41,11 @@ def for_run(config, restored=None) -> randomness.Randomness:
 def sampler_meta(config) -> dict:
     return guard.sampler_meta(run_config.privacy_plan(config, num_examples=N_TRAIN),
                               seed=config.seed)
+
+
+def _at(steps: int):
+    """A state as the guard reads it (``state.privacy``): ``steps`` steps taken."""
+    return types.SimpleNamespace(privacy=MechanismState(step=np.int32(steps), key=None))
 
 
 def ledger_of(steps: int, sigma: float = 1.0) -> accounting.Ledger:
@@ -97,7 +104,8 @@ def checkpoint_meta(config, ledger: dict, *, step: int = 3, topology=None) -> di
     meta = {"step": step, "ledger": ledger, "config": config.to_dict(),
             "noise_key": np.asarray(jax.random.key_data(rand.noise_key())).tolist(),
             "sampler": sampler_meta(config),
-            "randomness": rand.to_meta(), "topology": topology or identity.current_topology()}
+            "randomness": rand.to_meta(), "topology": topology or identity.current_topology(),
+            "state_format": guard.STATE_FORMAT}
     return json.loads(json.dumps(meta))
 
 
@@ -224,9 +232,18 @@ def test_journal_of_a_secret_run_without_checkpoint_is_refused(tmp_path, no_mode
 def test_resume_past_the_planned_steps_is_refused(tmp_path, no_model):
     workdir = tmp_path / "run"
     write_checkpoint(workdir, tiny_config(), ledger_of(STEPS + 1))
-    with pytest.raises(RuntimeError, match=rf"Refusing to train past the planned {STEPS} steps "
-                                           rf"\({STEPS + 1} done, 0 more requested\)"):
+    with pytest.raises(PlanExhausted, match=rf"step {STEPS + 1} is past the plan \(steps 0 to "
+                                            rf"{STEPS - 1} of {STEPS}\)"):
         train.train_and_evaluate(tiny_config(), str(workdir))
+
+
+def test_a_checkpoint_of_the_earlier_state_format_is_refused_in_one_line():
+    """A checkpoint whose training state predates the mechanism's state (a step counter and no
+    noise key in the state) cannot be restored into today's: refused, saying what to do."""
+    meta = checkpoint_meta(tiny_config(), ledger_of(3).to_dict())
+    del meta["state_format"]
+    with pytest.raises(ValueError, match=r"written by an earlier maskdp_jax .* fresh --workdir"):
+        validate(meta, tiny_config())
 
 
 def test_resume_past_the_target_epsilon_is_refused(tmp_path, no_model):
@@ -243,15 +260,18 @@ def test_resume_past_the_target_epsilon_is_refused(tmp_path, no_model):
 
 
 def test_budget_checks_pass_within_the_plan_and_refuse_beyond():
-    guard.check_budget(steps_done=STEPS - 1, planned_steps=STEPS)
-    guard.check_budget(steps_done=STEPS, planned_steps=STEPS, next_steps=0)  # finished run
-    with pytest.raises(RuntimeError, match=r"Refusing to train past the planned 6 steps \(6 done, "
-                                           r"1 more requested\).*Start a new run"):
-        guard.check_budget(steps_done=STEPS, planned_steps=STEPS)
-
     plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=N_TRAIN, batch_size=BATCH,
                                  epochs=STEPS * BATCH / N_TRAIN, l2_clip_norm=0.1, delta=1e-3,
                                  accountant="rdp", target_epsilon=2.0)
+    mech = Mechanism(plan=plan, randomness=randomness.Randomness(mode="seeded", seed=0))
+    mech.check_step(STEPS - 1)
+    mech.check_step(STEPS, taken=True)  # a finished run
+    with pytest.raises(PlanExhausted, match=r"step 6 is past the plan \(steps 0 to 5 of 6\).*"
+                                            r"new budget"):
+        mech.check_step(STEPS)
+    with pytest.raises(PlanExhausted, match="step 7 is past the plan"):
+        mech.check_step(STEPS + 1, taken=True)
+
     sigma = plan.noise_multiplier
     assert (plan.q, plan.steps) == (Q, STEPS)
     for done in (0, 3, STEPS):  # a ledger on the plan: every prefix is within the target
@@ -371,7 +391,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_one(damage,
                                          r"unreadable \(.+\); moved to .*private/corrupt/3-"):
         g = _guard(config, tmp_path)
     try:
-        assert g.ledger.steps == 2  # resumes at step 2; steps 3.. are re-executed, counted once
+        assert g.resume_step == 2  # resumes at step 2; steps 3.. are re-executed, counted once
         assert journal.read_ledger_journal(str(tmp_path)).steps == 3  # the journal keeps 3
         assert os.listdir(tmp_path / "private" / "corrupt")[0].startswith("3-")
         assert g._checkpoints.latest_step() == 2
@@ -391,12 +411,11 @@ def test_a_fall_back_resume_keeps_the_longer_journal_history(tmp_path):
     said = " ".join(str(w.message) for w in caught)
     try:
         assert "checkpoint step 3" in said and "newest intact checkpoint, step 2" in said
-        assert g.ledger.steps == 2
-        for steps in (3, 3, 4):
-            g.release()  # what a metric row or a checkpoint goes through
+        assert g.resume_step == 2
+        for done, steps in ((2, 3), (3, 3), (4, 4)):
+            g.release(_at(done))  # what a metric row or a checkpoint goes through
             assert journal.read_ledger_journal(str(tmp_path)).to_dict() == \
                 ledger_of(steps).to_dict()
-            g.record()
     finally:
         g.close()
 
@@ -414,24 +433,26 @@ def test_every_step_after_a_resume_is_charged_to_the_ledger_the_first_one_too(tm
     config = tiny_config({**SEEDED, "privacy.accountant": "rdp", "log_every_steps": STEPS,
                           "checkpoint.every_steps": 1})
     tx = optax.sgd(1.0)
-    fresh = TrainState.create(trainable={"w": np.zeros(2, np.float32)}, frozen={}, tx=tx)
     charged = []  # (step about to run, steps the ledger counts then)
 
     def run(stop_after=None):
         g, stop = _guard(config, tmp_path), []
         try:
+            fresh = TrainState.create(trainable={"w": np.zeros(2, np.float32)}, frozen={}, tx=tx,
+                                      mechanism=g.mechanism)
             state, resumed = g.resume(fresh)
 
-            def step(state, batch, key):
-                charged.append((int(state.step), g.ledger.steps))
+            def step(state, batch):
+                charged.append((int(state.step), g.ledger(state).steps))
                 if stop_after is not None and len(charged) == stop_after:
                     stop.append(True)  # what SIGTERM does
-                return state.replace(step=state.step + 1), {"public/loss": np.float32(0.0)}
+                privacy = state.privacy._replace(step=state.privacy.step + 1)
+                return state.replace(privacy=privacy), {"public/loss": np.float32(0.0)}
 
             state, _, preempted = train.train_loop(
                 config, guard=g, state=state, train_step=step, batch_at=lambda s: None,
                 workdir=str(tmp_path), stop=stop)
-            return resumed, int(state.step), preempted, g.ledger.steps
+            return resumed, int(state.step), preempted, g.ledger(state).steps
         finally:
             g.close()
 
@@ -495,8 +516,8 @@ def test_a_deleted_journal_is_rebuilt_from_the_checkpoint_ledger(tmp_path, no_mo
     assert journal.read_ledger_journal(str(tmp_path)) is None
     g = _guard(config, tmp_path)
     try:
-        assert g.ledger.steps == 3
-        g.release()
+        assert g.resume_step == 3
+        g.release(_at(3))
         assert journal.read_ledger_journal(str(tmp_path)).steps == 3
     finally:
         g.close()
@@ -574,23 +595,22 @@ def test_a_banded_runs_guard_samples_cyclically_and_journals_its_noise(tmp_path,
                           "privacy.randomness": "seeded"})
     g = _guard(config, tmp_path)
     try:
-        sampler, plan = g.sampler(), g.plan
+        plan = g.plan
         groups: dict[int, set[int]] = {}
         for step in range(plan.steps):
-            for i in sampler.logical_batch(step, mode=plan.mode, sampling=plan.sampling).private:
+            for i in g.mechanism.batch_at(step).private:
                 groups.setdefault(int(i), set()).add(step % plan.bands)
         assert len(groups) > plan.bands and all(len(g) == 1 for g in groups.values()), groups
-        for _ in range(plan.steps):
-            g.record()
-        g.release()
+        done = _at(plan.steps)
+        g.release(done)
         with open(tmp_path / journal.JOURNAL) as f:
             recorded = json.load(f)["privacy"]
         assert (recorded["noise"], recorded["bands"]) == ("banded", 2)
         from_journal = dataclasses.replace(plan, noise=recorded.get("noise", "independent"),
                                            bands=recorded.get("bands", 1))
         ledger = journal.read_ledger_journal(str(tmp_path))
-        assert from_journal.epsilon(ledger) == g.epsilon_spent()
+        assert from_journal.epsilon(ledger) == g.epsilon_spent(done)
         independent = dataclasses.replace(plan, noise="independent", bands=1)
-        assert independent.epsilon(ledger) != pytest.approx(g.epsilon_spent(), rel=1e-3)
+        assert independent.epsilon(ledger) != pytest.approx(g.epsilon_spent(done), rel=1e-3)
     finally:
         g.close()

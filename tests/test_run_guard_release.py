@@ -4,11 +4,15 @@ No model here: the state is a small pytree, the plan a fixed-σ maskdp plan.
 """
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
+from flax import struct
 
+from maskdp_jax.mechanism import MechanismState, PlanExhausted
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import guard as guard_lib
 from maskdp_jax.run import journal
 from maskdp_jax.run.guard import PrivacyGuard
@@ -23,8 +27,18 @@ def _guard(workdir, randomness="seeded"):
                         keep=2)
 
 
+class _State(struct.PyTreeNode):
+    """A training state's shape as the guard sees it: parameters and the mechanism's state."""
+
+    w: Any
+    privacy: MechanismState
+
+
 def _state(step=0):
-    return {"step": np.asarray(step, np.int32), "w": np.arange(3, dtype=np.float32) + step}
+    """The state after ``step`` steps of the seeded run (its noise key is the run's)."""
+    return _State(w=np.arange(3, dtype=np.float32) + step,
+                  privacy=MechanismState(step=np.asarray(step, np.int32),
+                                         key=Randomness(mode="seeded", seed=0).noise_key()))
 
 
 def _journal_steps(workdir):
@@ -35,12 +49,10 @@ def _journal_steps(workdir):
 def test_release_journals_every_executed_step_before_it_emits(tmp_path):
     with _guard(tmp_path) as guard:
         seen = []
-        for _ in range(3):
-            guard.before_step()
-            guard.record()
-            guard.release(lambda: seen.append(_journal_steps(tmp_path)))
+        for step in range(1, 4):
+            guard.release(_state(step), lambda: seen.append(_journal_steps(tmp_path)))
         assert seen == [1, 2, 3]
-        assert guard.release(lambda: "emitted") == "emitted"
+        assert guard.release(_state(3), lambda: "emitted") == "emitted"
 
 
 def test_save_journals_before_the_checkpoint_is_written(tmp_path, monkeypatch):
@@ -53,8 +65,6 @@ def test_save_journals_before_the_checkpoint_is_written(tmp_path, monkeypatch):
 
     monkeypatch.setattr(guard_lib.checkpoint.Checkpointer, "save", save)
     with _guard(tmp_path) as guard:
-        guard.record()
-        guard.record()
         guard.save(_state(2))
     assert seen == [(2, 2)]
 
@@ -76,7 +86,6 @@ def test_a_fresh_secret_run_checkpoints_its_secret_before_any_step(tmp_path):
 
 def test_resume_validates_the_checkpoint_once_and_restores_its_state(tmp_path, monkeypatch):
     with _guard(tmp_path) as guard:
-        guard.record()
         guard.save(_state(1))
     calls = []
     original = guard_lib.validate_meta
@@ -84,18 +93,19 @@ def test_resume_validates_the_checkpoint_once_and_restores_its_state(tmp_path, m
                         lambda meta, **kw: calls.append(meta["step"]) or original(meta, **kw))
     with _guard(tmp_path) as guard:
         state, resumed = guard.resume(_state())
-        assert resumed and guard.ledger.steps == 1
-        np.testing.assert_array_equal(state["w"], _state(1)["w"])
+        assert resumed and guard.ledger(state).steps == 1
+        np.testing.assert_array_equal(state.w, _state(1).w)
     assert calls == [1]
 
 
-def test_the_guard_refuses_steps_past_the_plan(tmp_path):
+def test_the_guards_mechanism_refuses_steps_past_the_plan(tmp_path):
+    """The trainer draws every step's batches from the guard's mechanism: the step after the
+    plan's last is refused there, before anything is computed, and its ledger stops at the plan."""
     with _guard(tmp_path) as guard:
-        for _ in range(PLAN.steps):
-            guard.before_step()
-            guard.record()
-        with pytest.raises(RuntimeError, match=rf"past the planned {PLAN.steps} steps"):
-            guard.before_step()
-        guard.release()
+        for step in range(PLAN.steps):
+            guard.mechanism.batch_at(step)
+        with pytest.raises(PlanExhausted, match=rf"step {PLAN.steps} is past the plan"):
+            guard.mechanism.batch_at(PLAN.steps)
+        guard.release(_state(PLAN.steps))
     payload = json.loads((tmp_path / journal.JOURNAL).read_text())
     assert payload["steps"] == PLAN.steps and payload["privacy"] == PLAN.accounting_meta()

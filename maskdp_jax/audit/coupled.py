@@ -18,9 +18,9 @@ What that reveals about the *private* batch is the point:
   has precision and recall ≈ q, the sampling rate.
 
 The public gradients are computed by the training step's own function
-(:func:`maskdp_jax.train_step.accumulate_public`): g_i is the public sum of the batch with the
-one-hot weight e_i, and g is the sum over the step's physical batches. The attacker needs no
-private pixel: the public pass never reads one (the bit-exact invariant of the step).
+(:func:`maskdp_jax.train_step.accumulate`, its public pass): g_i is the public sum of the batch
+with the one-hot weight e_i, and g is the sum over the step's physical batches. The attacker
+needs no private pixel: the public pass never reads one (the bit-exact invariant of the step).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from maskdp_jax import models, sampling, train_step
+from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.tokenizer import Tokenizer
 
 
@@ -43,10 +45,11 @@ def _flat(tree) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("apply_fn", "plan", "tokens"))
 def _public_sum(trainable, frozen, batch, *, apply_fn, plan, tokens):
-    acc = train_step.zeros_accumulator(trainable)
-    acc = train_step.accumulate_public(acc, trainable, frozen, batch, apply_fn=apply_fn,
-                                       plan=plan, views=train_step.PixelViews(tokens))
-    return _flat(acc.public_sum)
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=0))
+    acc = train_step.accumulate(train_step.zeros_accumulator(trainable), trainable, frozen,
+                                batch, public=True, apply_fn=apply_fn, mechanism=mechanism,
+                                views=train_step.PixelViews(tokens))
+    return _flat(acc.public)
 
 
 def per_example_public_gradients(trainable, frozen, data: dict, *, apply_fn, plan: PrivacyPlan,

@@ -11,11 +11,12 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from maskdp_jax import models, sampling
+from maskdp_jax import models
 from maskdp_jax.accounting import accountant, events
 from maskdp_jax.audit import canaries, coupled, feature_masking, membership, synthetic_release
 from maskdp_jax.data import synthetic
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.reporting import plots
 from maskdp_jax.run import model as run_model
 
@@ -43,8 +44,8 @@ def coupled_audit(config) -> dict[str, Any]:
     common = dict(apply_fn=apply_fn, plan=plan, tokens=built.tokenizer())
     rows = []
     for scheme in ("coupled", "decoupled"):
-        sampler = sampling.PoissonSampler(num_examples=n, expected_batch_size=config.batch_size,
-                                          seed=config.seed)
+        sampler = Randomness(mode="seeded", seed=config.seed).sampler(
+            num_examples=n, expected_batch_size=config.batch_size)
         outcomes = coupled.attack_steps(trainable, frozen, data, sampler,
                                         steps=config.attack_steps, sampling_scheme=scheme,
                                         physical_batch_size=config.physical_batch_size, **common)

@@ -8,8 +8,9 @@ M models, each on half of the N training videos, with the algorithm of the audit
 * **sampler**: one :class:`~maskdp_jax.sampling.PoissonSampler` per model (its own seed) over its
   N/2 videos, public and private streams as in training; logical batches cut by
   :func:`~maskdp_jax.sampling.physical_batches`;
-* **step**: :func:`maskdp_jax.train_step.accumulate_public`, ``accumulate_private`` (the one
-  clipped-gradient function) and ``finalize`` (noise σC once per logical batch, division by B);
+* **step**: :func:`maskdp_jax.train_step.accumulate` (each pass, the one clipped-gradient
+  function) and ``finalize`` (noise σC once per logical batch, division by B), on the model's
+  :class:`~maskdp_jax.mechanism.Mechanism` (:meth:`ShadowSetup.mechanism`);
 * **accountant**: σ is the plan's, calibrated by the caller for the target ε on N/2 examples.
 
 Batching. ``batching="vmap"`` trains ``chunk`` models at once: the step's pieces are
@@ -60,7 +61,9 @@ from jax.sharding import PartitionSpec as P
 from maskdp_jax import compilation, parallel, partition, sampling
 from maskdp_jax import train_step as step_lib
 from maskdp_jax.audit import lira
+from maskdp_jax.mechanism import Mechanism, MechanismState
 from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.randomness import Randomness
 from maskdp_jax.tokenizer import Tokenizer
 
 BATCHINGS = ("vmap", "loop")
@@ -103,13 +106,18 @@ class ShadowSetup:
     def _model_seed(self, model: int) -> int:
         return self.seed * 100_003 + model
 
-    def sampler(self, model: int) -> sampling.PoissonSampler:
-        return sampling.PoissonSampler(num_examples=self.plan.num_examples,
-                                       expected_batch_size=self.plan.batch_size,
-                                       seed=self._model_seed(model))
+    def mechanism(self, model: int) -> Mechanism:
+        """Model ``model``'s :class:`~maskdp_jax.mechanism.Mechanism`: the plan with seeded
+        randomness of the model's own seed (its sampler, its budget rule, its step)."""
+        return Mechanism(plan=self.plan,
+                         randomness=Randomness(mode="seeded", seed=self._model_seed(model)))
 
-    def key(self, model: int) -> jax.Array:
-        return jax.random.key(self._model_seed(model))
+    def state(self, model: int) -> MechanismState:
+        """Model ``model``'s mechanism state before its first step; its base noise key is
+        ``jax.random.key`` of the model's seed (the audits' committed shadow models were trained
+        with it)."""
+        return MechanismState(step=jnp.zeros((), jnp.int32),
+                              key=jax.random.key(self._model_seed(model)))
 
 
 def logical_batches(setup: ShadowSetup, model: int, members: np.ndarray, step: int
@@ -117,8 +125,7 @@ def logical_batches(setup: ShadowSetup, model: int, members: np.ndarray, step: i
     """Model ``model``'s ``(public, private)`` physical batches at ``step``: lists of
     ``(global indices [P], weights [P])`` drawn by its sampler over its ``members`` (sorted global
     indices of its N/2 videos), with the plan's sampling scheme (coupled: one draw for both)."""
-    lb = setup.sampler(model).logical_batch(step, mode=setup.plan.mode,
-                                            sampling=setup.plan.sampling)
+    lb = setup.mechanism(model).batch_at(step)
     out = []
     for positions in (lb.public, lb.private):
         if positions is None:
@@ -176,23 +183,29 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
 
 
 @functools.cache
-def _train_step(apply_fn, tx, plan, tokens):
-    return step_lib.make_train_step(apply_fn=apply_fn, tx=tx, plan=plan,
+def _train_step(apply_fn, tx, mechanism, tokens):
+    return step_lib.make_train_step(apply_fn=apply_fn, tx=tx, mechanism=mechanism,
                                     views=step_lib.PixelViews(tokens))
 
 
+def _initial_state(setup: ShadowSetup, model: int, *, trainable, frozen, tx):
+    return step_lib.TrainState(trainable=trainable, frozen=frozen, opt_state=tx.init(trainable),
+                               privacy=setup.state(model))
+
+
 def _train_loop(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress):
-    # The step does not read plan.steps: one compilation serves any number of steps.
-    step_fn = _train_step(apply_fn, tx, dataclasses.replace(setup.plan, steps=1), tokens)
+    # Every model's step differs only in its state (the key): one compilation serves them all.
+    step_fn = _train_step(apply_fn, tx, setup.mechanism(0), tokens)
     out = []
     for m, rows in enumerate(members):
-        state = step_lib.TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+        state = _initial_state(setup, m, trainable=jax.tree.map(jnp.copy, trainable),
+                               frozen=jax.tree.map(jnp.copy, frozen), tx=tx)
         for t in range(setup.plan.steps):
             public, private = logical_batches(setup, m, rows, t)
             batch = step_lib.LogicalBatchData(
                 public=[_gather(data, i, w) for i, w in public],
                 private=[_gather(data, i, w) for i, w in private])
-            state, _ = step_fn(state, batch, setup.key(m))
+            state, _ = step_fn(state, batch)
         out.append(state.trainable)
         progress(len(out))
     return _stack(out)
@@ -224,16 +237,17 @@ def _over_models(fn, in_axes, out_axes, mesh, **jit_kwargs):
 
 
 @functools.cache
-def _vmapped_accumulations(apply_fn, tokens, plan, mesh):
+def _vmapped_accumulations(apply_fn, tokens, mechanism, mesh):
     """The jitted, model-vmapped public and private accumulations. They read only the plan's mode
-    and C, so the caller passes a plan with σ, steps and ε cleared: one compilation serves every ε
-    and seed of a study."""
-    def vmapped(fn):
-        return _over_models(functools.partial(fn, apply_fn=apply_fn, plan=plan,
+    and C, so the caller passes a mechanism whose plan has σ, steps and ε cleared: one
+    compilation serves every ε and seed of a study."""
+    def vmapped(public):
+        return _over_models(functools.partial(step_lib.accumulate, public=public,
+                                              apply_fn=apply_fn, mechanism=mechanism,
                                               views=step_lib.PixelViews(tokens)),
                             (0, 0, None, 0), 0, mesh, donate_argnums=0)
 
-    return vmapped(step_lib.accumulate_public), vmapped(step_lib.accumulate_private)
+    return vmapped(True), vmapped(False)
 
 
 def _model_axes(state: step_lib.TrainState) -> step_lib.TrainState:
@@ -251,15 +265,16 @@ def _model_axes(state: step_lib.TrainState) -> step_lib.TrainState:
         counter = jnp.ndim(x) == 0 and jnp.issubdtype(jnp.result_type(x), jnp.integer)
         return None if counter else 0
 
-    return step_lib.TrainState(step=None, trainable=0, frozen=None,
-                               opt_state=jax.tree.map(axis, state.opt_state))
+    return step_lib.TrainState(trainable=0, frozen=None,
+                               opt_state=jax.tree.map(axis, state.opt_state),
+                               privacy=MechanismState(step=None, key=0, noise=None))
 
 
 @functools.cache
-def _vmapped_finalize(tx, plan, mesh, axes_leaves, axes_def):
+def _vmapped_finalize(tx, mechanism, mesh, axes_leaves, axes_def):
     model_axis = jax.tree.unflatten(axes_def, axes_leaves)
-    return _over_models(lambda s, a, k: step_lib.finalize(s, a, k, tx=tx, plan=plan),
-                        (model_axis, 0, 0), (model_axis, 0), mesh)
+    return _over_models(lambda s, a: step_lib.finalize(s, a, tx=tx, mechanism=mechanism),
+                        (model_axis, 0), (model_axis, 0), mesh)
 
 
 def device_mesh(batching: str) -> jax.sharding.Mesh | None:
@@ -281,14 +296,14 @@ def _model_sharded(mesh):
 def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens, progress,
                 chunk, mesh):
     plan = setup.plan
-    public, private = _vmapped_accumulations(apply_fn, tokens, dataclasses.replace(
-        plan, noise_multiplier=0.0, target_epsilon=None, steps=1), mesh)
-    single = step_lib.TrainState.create(trainable=trainable, frozen=frozen, tx=tx)
+    public, private = _vmapped_accumulations(apply_fn, tokens, Mechanism(
+        plan=dataclasses.replace(plan, noise_multiplier=0.0, target_epsilon=None, steps=1),
+        randomness=Randomness(mode="seeded", seed=0)), mesh)
+    single = _initial_state(setup, 0, trainable=trainable, frozen=frozen, tx=tx)
     axes = _model_axes(single)
     # None is a leaf here (the axes tree), so flatten keeps the frozen field's position.
     leaves, treedef = jax.tree.flatten(axes, is_leaf=lambda x: x is None)
-    final = _vmapped_finalize(tx, dataclasses.replace(plan, steps=1), mesh, tuple(leaves),
-                              treedef)
+    final = _vmapped_finalize(tx, setup.mechanism(0), mesh, tuple(leaves), treedef)
     p = setup.physical_batch_size
     empty = (np.zeros(p, np.int64), np.zeros(p, np.float32))
     # Every chunk has the same width: the last one is padded with copies of its last model,
@@ -305,8 +320,8 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
         group = real + real[-1:] * (width - len(real))
         state = jax.tree.map(lambda a, x: x if a is None else split(_stack([x] * width)),
                              axes, single, is_leaf=lambda x: x is None)
-        state = state.replace(frozen=frozen)
-        keys = split(jnp.stack([setup.key(m) for m in group]))
+        keys = split(jnp.stack([setup.state(m).key for m in group]))
+        state = state.replace(frozen=frozen, privacy=state.privacy._replace(key=keys))
         for t in range(plan.steps):
             drawn = [logical_batches(setup, m, members[m], t) for m in group]
             acc = split(_stack([step_lib.zeros_accumulator(trainable)] * width))
@@ -317,7 +332,7 @@ def _train_vmap(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
                              for d in drawn]
                     batch = split({k: np.stack([b[k] for b in parts]) for k in parts[0]})
                     acc = fn(acc, state.trainable, frozen, batch)
-            state, _ = final(state, acc, keys)
+            state, _ = final(state, acc)
         done.append(jax.tree.map(operator.itemgetter(slice(len(real))), state.trainable))
         progress(real[-1] + 1)
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *done)

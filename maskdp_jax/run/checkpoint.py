@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
@@ -52,6 +53,16 @@ def _check_no_legacy_checkpoints(workdir: str, directory: str) -> None:
             f"(mkdir -p {os.path.dirname(directory)} && mv {legacy} {directory}), or use a "
             "fresh --workdir."
         )
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _key_data(tree: PyTree) -> PyTree:
+    """``tree`` with every typed PRNG key (the mechanism's base noise key) as its uint32 data:
+    what orbax can write; :meth:`Checkpointer.restore` wraps it back."""
+    return jax.tree.map(lambda x: np.asarray(jax.random.key_data(x)) if _is_key(x) else x, tree)
 
 
 class Checkpointer:
@@ -97,7 +108,7 @@ class Checkpointer:
                 with open(notice, "w") as f:
                     f.write(NOTICE)
             self._manager.save(step, args=ocp.args.Composite(
-                state=ocp.args.StandardSave(serialization.to_state_dict(state)),
+                state=ocp.args.StandardSave(_key_data(serialization.to_state_dict(state))),
                 meta=ocp.args.JsonSave(dict(meta)),
             ), force=True)
             self._manager.wait_until_finished()
@@ -139,11 +150,14 @@ class Checkpointer:
           step: a step with a complete checkpoint.
           like: a state with the run's structure (host arrays), used as the restore target.
         """
+        like_dict = serialization.to_state_dict(like)
         restored = self._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(serialization.to_state_dict(like)),
+            state=ocp.args.StandardRestore(_key_data(like_dict)),
             meta=ocp.args.JsonRestore(),
         ))
-        return serialization.from_state_dict(like, restored["state"]), dict(restored["meta"])
+        state = jax.tree.map(lambda template, x: jax.random.wrap_key_data(x)
+                             if _is_key(template) else x, like_dict, restored["state"])
+        return serialization.from_state_dict(like, state), dict(restored["meta"])
 
     def restore_latest(self, like: PyTree) -> tuple[PyTree, dict] | None:
         """``(state, meta)`` of the newest complete checkpoint, or None if there is none."""

@@ -86,7 +86,7 @@ def video_options(config: ml_collections.ConfigDict, *, mode: str | None = None)
         clip=spec, mean=tuple(config.mean), std=tuple(config.std),
         mask_dir=config.mask_dir, decoder=config.decoder, num_workers=config.num_workers,
         eval_crops=config.eval_crops, augment=augment, validate=config.validate,
-        skip_bad_videos=config.skip_bad_videos,
+        skip_bad_videos=config.skip_bad_videos, public_part=config.public_part,
     )
 
 

@@ -12,13 +12,17 @@ caller can get the order wrong:
   past the planned steps or one that would end above the target ε;
 * :meth:`PrivacyGuard.resume`: restores the validated checkpoint's arrays, or (fresh run, secret
   randomness) writes a step-0 checkpoint so the secret is on disk before anything is released;
-* :meth:`PrivacyGuard.before_step` / :meth:`PrivacyGuard.record`: refuse a step past the plan;
-  count an executed one;
 * :meth:`PrivacyGuard.release` (journal, then emit a log line, the report, ...) and
   :meth:`PrivacyGuard.save` (journal, then checkpoint).
 
+The private step itself, its sampler, its budget rule, its noise key and its step counter, is
+the run's :class:`~maskdp_jax.mechanism.Mechanism` (:attr:`PrivacyGuard.mechanism`), the same
+object a library user trains with: the guard makes it from the plan and the restored
+randomness, and reads the ledger from the state the mechanism charges (``state.privacy``).
+
 What a checkpoint holds (everything needed to continue bit-exactly): the
-:class:`~maskdp_jax.train_step.TrainState` as host arrays, and a JSON ``meta``: the step, the
+:class:`~maskdp_jax.train_step.TrainState` as host arrays (its ``privacy`` the mechanism's
+state: counter, base noise key, banded noise), and a JSON ``meta``: the step, the
 :class:`~maskdp_jax.accounting.Ledger`, the run's config, the base noise key, the sampler's
 parameters, the run's randomness (:mod:`maskdp_jax.randomness`) and the topology. The sampler and
 the per-step noise have no other state: batches are ``default_rng([seed, step, stream])`` and noise
@@ -59,12 +63,17 @@ import numpy as np
 
 from maskdp_jax import accounting
 from maskdp_jax import randomness as randomness_lib
+from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.run import checkpoint, identity, journal
 from maskdp_jax.run.workdir_lock import WorkdirLock
 
 PyTree = Any
 T = TypeVar("T")
+
+
+#: The layout of a checkpoint's state: 2 holds the mechanism's state (``TrainState.privacy``).
+STATE_FORMAT = 2
 
 
 def validate_meta(meta: Mapping[str, Any], *, config: Mapping[str, Any], noise_key_data, sampler,
@@ -83,6 +92,11 @@ def validate_meta(meta: Mapping[str, Any], *, config: Mapping[str, Any], noise_k
       ValueError: different config, topology, randomness, noise key or sampler, or a ledger that
         does not cover the checkpoint's step (a corrupt ledger must never under-count).
     """
+    if meta.get("state_format") != STATE_FORMAT:
+        raise ValueError(
+            f"Checkpoint in {where} was written by an earlier maskdp_jax (its training state has "
+            "no mechanism state): finish that run with the version that wrote it, or start again "
+            "in a fresh --workdir.")
     identity.check_same_run(meta["config"], identity.to_json_config(config), where=where)
     saved_topology = meta.get("topology")
     if saved_topology != dict(topology):
@@ -123,28 +137,6 @@ def validate_meta(meta: Mapping[str, Any], *, config: Mapping[str, Any], noise_k
             f"at step {meta['step']}; refusing to resume with an inconsistent privacy ledger."
         )
     return ledger
-
-
-def check_budget(*, steps_done: int, planned_steps: int, next_steps: int = 1) -> None:
-    """Refuse to run steps beyond the planned number (the privacy budget was set for it).
-
-    Args:
-      steps_done: logical steps the ledger counts.
-      planned_steps: steps the noise was calibrated for
-        (``PrivacyPlan.steps``).
-      next_steps: steps about to run (0: only check that the ledger is within the plan, e.g. on
-        resume).
-
-    Raises:
-      RuntimeError: if ``steps_done + next_steps > planned_steps``.
-    """
-    if steps_done + next_steps > planned_steps:
-        raise RuntimeError(
-            f"Refusing to train past the planned {planned_steps} steps ({steps_done} done, "
-            f"{next_steps} more requested): the noise was calibrated for that many, so more "
-            "steps would exceed the privacy budget. Start a new run (new --workdir) with a new "
-            "budget instead."
-        )
 
 
 def check_epsilon_budget(ledger: accounting.Ledger, plan: PrivacyPlan) -> float:
@@ -198,7 +190,8 @@ def sampler_meta(plan: PrivacyPlan, *, seed: int) -> dict[str, Any]:
 
 
 class PrivacyGuard:
-    """Owns the ledger, journal, checkpoints and identity of one training run (module docstring).
+    """Owns the journal, checkpoints and identity of one training run (module docstring), and
+    makes its :class:`~maskdp_jax.mechanism.Mechanism`.
 
     Constructing it runs every resume check, before the model is built; nothing is written.
 
@@ -212,14 +205,15 @@ class PrivacyGuard:
       keep: checkpoints kept.
 
     Attributes:
-      plan, ledger (steps executed so far), randomness, noise_key (secret in secret mode),
-      checkpoint_dir.
+      mechanism: the run's :class:`~maskdp_jax.mechanism.Mechanism` (the plan with the run's
+        randomness): the trainer's private step, sampler and budget.
+      plan, randomness, checkpoint_dir.
 
     Raises:
       ValueError / RuntimeError: a checkpoint or journal of another run, a corrupt ledger, or a
         ledger past the plan (see :func:`validate_meta`,
-        :func:`maskdp_jax.run.journal.check_journal`, :func:`check_budget`,
-        :func:`check_epsilon_budget`).
+        :func:`maskdp_jax.run.journal.check_journal`, :func:`check_epsilon_budget`).
+      maskdp_jax.mechanism.PlanExhausted: a checkpoint past the planned steps.
       run.workdir_lock.WorkdirBusyError: another live run uses ``workdir``.
     """
 
@@ -248,32 +242,36 @@ class PrivacyGuard:
             warnings.warn(note, stacklevel=2)
         self.randomness = randomness_lib.for_run(
             mode=randomness, seed=seed, restored=(meta or {}).get("randomness"))
-        self.noise_key = self.randomness.noise_key()
+        self.mechanism = Mechanism(plan=plan, randomness=self.randomness)
         self._sampler_meta = sampler_meta(plan, seed=seed)
         self._identity = identity.run_identity(
             self._config, randomness_id=self.randomness.public_id(), topology=self._topology)
-        self.ledger = accounting.Ledger()
+        ledger = accounting.Ledger()
         self._resume_step: int | None = None
         if meta is not None:
-            self.ledger = validate_meta(
+            ledger = validate_meta(
                 meta, config=self._config, noise_key_data=self._noise_key_data(),
                 sampler=self._sampler_meta, randomness=self.randomness.to_meta(),
                 topology=self._topology, where=self.checkpoint_dir)
             self._resume_step = int(meta["step"])
+            self.mechanism.check_step(self._resume_step, taken=True)
         journal.check_journal(workdir, privacy=plan.accounting_meta(), run=self._identity,
                               q=plan.q, noise_multiplier=plan.noise_multiplier)
-        check_budget(steps_done=self.ledger.steps, planned_steps=plan.steps, next_steps=0)
         if plan.target_epsilon is not None:
-            check_epsilon_budget(self.ledger, plan)
+            check_epsilon_budget(ledger, plan)
 
     def _noise_key_data(self) -> np.ndarray:
-        return np.asarray(jax.random.key_data(self.noise_key))
+        return np.asarray(jax.random.key_data(self.randomness.noise_key()))
 
-    def sampler(self):
-        """The run's Poisson sampler (:meth:`maskdp_jax.randomness.Randomness.sampler`)."""
-        return self.randomness.sampler(num_examples=self.plan.num_examples,
-                                       expected_batch_size=self.plan.batch_size,
-                                       cycle_length=self.plan.bands)
+    @property
+    def resume_step(self) -> int:
+        """The step the run goes on from: the validated checkpoint's (0 for a fresh run)."""
+        return self._resume_step or 0
+
+    def ledger(self, state: PyTree) -> accounting.Ledger:
+        """The steps charged up to ``state`` (a :class:`~maskdp_jax.train_step.TrainState`):
+        the mechanism's ledger of ``state.privacy``."""
+        return self.mechanism.ledger(state.privacy)
 
     # ------------------------------------------------------------------------------------------
     def resume(self, state: PyTree) -> tuple[PyTree, bool]:
@@ -284,48 +282,53 @@ class PrivacyGuard:
 
         Args:
           state: the freshly initialised TrainState (host arrays): the restore target.
+
+        Raises:
+          ValueError: the restored state's counter or noise key is not its meta's.
         """
         if self._resume_step is not None:
             state, _ = self._checkpoints.restore(self._resume_step, like=state)
+            restored_key = np.asarray(jax.random.key_data(state.privacy.key))
+            if (int(state.privacy.step) != self._resume_step
+                    or not np.array_equal(restored_key, self._noise_key_data())):
+                raise ValueError(
+                    f"Checkpoint in {self.checkpoint_dir}: its training state (step "
+                    f"{int(state.privacy.step)}) does not match its meta (step "
+                    f"{self._resume_step}, the run's noise key); refusing to resume from an "
+                    "inconsistent checkpoint. Start again in a fresh --workdir.")
             return state, True
         if self.randomness.mode == "secret":
             self.save(state)
         return state, False
 
-    def before_step(self) -> None:
-        """Refuse to run a step past the planned number (:func:`check_budget`)."""
-        check_budget(steps_done=self.ledger.steps, planned_steps=self.plan.steps)
-
-    def record(self) -> None:
-        """Count one executed logical step (call it once the step's update is computed)."""
-        self.plan.record_step(self.ledger)
-
-    def release(self, emit: Callable[[], T] | None = None) -> T | None:
-        """Journal every executed step (process 0), then call ``emit``, the action that makes
-        something computed from them leave the run (a metric row, the report, ...)."""
+    def release(self, state: PyTree, emit: Callable[[], T] | None = None) -> T | None:
+        """Journal every step charged up to ``state`` (process 0), then call ``emit``, the action
+        that makes something computed from them leave the run (a metric row, the report, ...)."""
         if self._primary:
-            journal.write_ledger_journal(self.workdir, self.ledger,
+            journal.write_ledger_journal(self.workdir, self.ledger(state),
                                          privacy=self.plan.accounting_meta(), run=self._identity)
         return None if emit is None else emit()
 
     def save(self, state: PyTree) -> None:
-        """Journal, then checkpoint ``state`` (host arrays) at ``ledger.steps`` (collective: every
+        """Journal, then checkpoint ``state`` (host arrays) at its step (collective: every
         process calls it at the same step). A checkpoint of this step that already exists (the
         one just resumed from, or a secret run's step 0) holds this very state and is kept."""
-        if self._checkpoints.latest_step() == self.ledger.steps:
-            self.release()
+        ledger = self.ledger(state)
+        if self._checkpoints.latest_step() == ledger.steps:
+            self.release(state)
             return
-        meta = {"step": self.ledger.steps, "ledger": self.ledger.to_dict(),
-                "config": self._config, "noise_key": self._noise_key_data().tolist(),
+        meta = {"step": ledger.steps, "ledger": ledger.to_dict(), "config": self._config,
+                "noise_key": self._noise_key_data().tolist(),
                 "sampler": dict(self._sampler_meta), "randomness": self.randomness.to_meta(),
-                "topology": dict(self._topology)}
-        self.release(lambda: self._checkpoints.save(state, step=self.ledger.steps, meta=meta))
+                "topology": dict(self._topology), "state_format": STATE_FORMAT}
+        self.release(state, lambda: self._checkpoints.save(state, step=ledger.steps, meta=meta))
 
-    def epsilon_spent(self) -> float:
-        """ε of the executed steps by the plan's accountant (the one that calibrated σ), so that
-        the progress display, the metrics and the training curve show the report's headline
-        number (PLD costs ~0.3 s per call on a 2-core CPU, once per logged step; RDP ~0.2 ms)."""
-        return self.plan.epsilon(self.ledger)
+    def epsilon_spent(self, state: PyTree) -> float:
+        """ε of the steps charged up to ``state`` by the plan's accountant (the one that
+        calibrated σ), so that the progress display, the metrics and the training curve show the
+        report's headline number (PLD costs ~0.3 s per call on a 2-core CPU, once per logged
+        step; RDP ~0.2 ms)."""
+        return self.plan.epsilon(self.ledger(state))
 
     def close(self) -> None:
         self._checkpoints.close()
