@@ -12,8 +12,19 @@ data/layouts.py). A split not given by both files is written to ``<workdir>/priv
 named in the report.
 
 The run is the default run's (``configs/default.py``: MaskDP, ε = 1, δ = 1e-5, the CPU model
-``mvit_cpu`` from scratch, 16 epochs) on clips of 8 frames every 2, resized to 32 px and
-centre-cropped: minutes on a laptop CPU. For the papers' network and clips (MViTv2-S, 16 x 224^2,
+``mvit_cpu``, 16 epochs) on clips of 8 frames every 2, resized to 32 px and centre-cropped:
+minutes on a laptop CPU. Three defaults differ from the default run's, each because a user's
+folder has what the embedded dataset has not, or lacks what it has
+(docs/guides/own_videos.md, "Start to finish"):
+
+* from scratch (``model.init_from = ""``) with full fine-tuning: the shipped backbone is
+  pretrained on the embedded videos only, so it does not transfer; pretrain on your own public
+  videos (docs/guides/pretraining.md) and pass ``--config.model.init_from``, then the tuning
+  study's MaskDP choice (``selective``, lr 3e-3, C = 0.03; docs/results/tuning_maskdp) applies;
+* ``hidden_fill = "texture"``: the ``backgrounds`` fill, best in the fill study, draws public
+  rooms without people, which only the embedded dataset has;
+* B = 64 as the default run: with N videos keep q = B/N = 1/16, ``--config.batch_size=N//16``
+  (and ``physical_batch_size``); B ≥ N is refused with that suggestion. For the papers' network and clips (MViTv2-S, 16 x 224^2,
 a converted Kinetics-400 checkpoint) start from ``configs/video_paper.py``'s settings instead, e.g.
 ``configs/ucf101_maskdp.py`` with ``--config.input.dataset=folder``. δ must stay below 1/N and the
 batch below N: both are checked before training.

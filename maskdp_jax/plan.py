@@ -107,6 +107,13 @@ MODES = tuple(m.value for m in Mode)
 NOISES = ("independent", "banded")
 
 
+def _batch_hint(num_examples: int) -> str:
+    """A batch size to suggest for ``num_examples`` videos: the default run's sampling rate."""
+    return (f" For N = {num_examples} videos, B = {max(1, num_examples // 16)} keeps the default "
+            "run's sampling rate q = B / N = 1/16 (train.py: --config.batch_size and "
+            "--config.physical_batch_size).")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivacyPlan:
     """The calibrated, validated privacy settings of one run (hashable: jitted code closes over it).
@@ -157,8 +164,13 @@ class PrivacyPlan:
             raise ValueError(f"num_examples must be an integer >= 1; got {self.num_examples!r}.")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
                 or not 0 < self.batch_size <= self.num_examples:
-            raise ValueError(f"batch_size (expected B) must be an integer in [1, N="
-                             f"{self.num_examples}]; got {self.batch_size!r}.")
+            raise ValueError(f"batch_size (expected B) must be an integer in [1, N) with N = "
+                             f"{self.num_examples}; got {self.batch_size!r}."
+                             f"{_batch_hint(self.num_examples)}")
+        if self.batch_size == self.num_examples:
+            raise ValueError(f"batch_size (expected B) must be below N = {self.num_examples} "
+                             f"(q = B / N < 1); got {self.batch_size}."
+                             f"{_batch_hint(self.num_examples)}")
         inputs.check_steps(self.steps, minimum=1)
         inputs.check_choice("sampling", self.sampling, inputs.SAMPLINGS)
         if self.sampling != self.mode.sampling_scheme(self.sampling):
