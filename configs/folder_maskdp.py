@@ -24,7 +24,9 @@ folder has what the embedded dataset has not, or lacks what it has
 * ``hidden_fill = "texture"``: the ``backgrounds`` fill, best in the fill study, draws public
   rooms without people, which only the embedded dataset has;
 * B = 64 as the default run: with N videos keep q = B/N = 1/16, ``--config.batch_size=N//16``
-  (and ``physical_batch_size``); B ≥ N is refused with that suggestion. For the papers' network and clips (MViTv2-S, 16 x 224^2,
+  (and ``physical_batch_size``); B ≥ N is refused with that suggestion.
+
+For the papers' network and clips (MViTv2-S, 16 x 224^2,
 a converted Kinetics-400 checkpoint) start from ``configs/video_paper.py``'s settings instead, e.g.
 ``configs/ucf101_maskdp.py`` with ``--config.input.dataset=folder``. δ must stay below 1/N and the
 batch below N: both are checked before training.

@@ -134,8 +134,9 @@ def check_mask_pairing(video_path: str, mask_path: str) -> None:
     mask is public only in the anonymised video: in the source video the same pixels are the real
     person, who would train as the unprotected public part. Training the source videos on purpose
     (the papers' "MaskDP on non-anonymised data") is ``public_part="source"``, which skips this
-    check. A mask without such a summary (the user's own) is not checked. A video is read for its digest only when its size is
-    the source's (``source.bytes``): an anonymised video's size differs.
+    check. A mask without such a summary (the user's own) is not checked. A video is read for
+    its digest only when its size is the source's (``source.bytes``): an anonymised video's size
+    differs.
 
     Raises:
       ValueError: the video is the mask's source: one line naming both files.
