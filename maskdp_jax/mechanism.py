@@ -252,7 +252,12 @@ class Mechanism:
         public_sum, private_sum, stats = gradient.masked_sums(
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
             axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+        planned = (state.step >= self.first_step) & (state.step < self.end_step)
         grad, state = self.finish(Sums(public_sum, private_sum, stats), state)
+        # Inside the caller's jit a traced counter cannot raise: a step past the plan gives a
+        # NaN gradient, which cannot go unnoticed (the trainer's batches are drawn by batch_at,
+        # which refuses that step on the host).
+        grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
         return grad, state, stats
 
     def accumulate(
@@ -300,9 +305,9 @@ class Mechanism:
         ``jit`` (and ``shard_map``, with the sums already all-reduced and the state replicated).
 
         Returns:
-          ``(grad, state)``. Inside ``jit``, ``grad`` is NaN for a step past the plan (a traced
-          counter cannot raise; :meth:`batch_at` refuses that step on the host, and a NaN
-          update cannot go unnoticed).
+          ``(grad, state)``. A step past the plan is refused eagerly here and on the host by
+          :meth:`batch_at` (whose batches a loop needs anyway); inside ``jit`` nothing here can
+          refuse it (:meth:`gradient` then returns NaN).
 
         Raises:
           PlanExhausted: (eagerly) the state's step is past the plan.
@@ -323,8 +328,6 @@ class Mechanism:
             sums.public if mode.has_public_pass else None,
             sums.private if mode.has_private_pass else None,
             noise.step_key(state.key, state.step), state.noise, plan=self.plan)
-        planned = (state.step >= self.first_step) & (state.step < self.end_step)
-        grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
         return grad, state._replace(step=state.step + 1, noise=noise_state)
 
     # ------------------------------------------------------------------------------------------
