@@ -131,6 +131,25 @@ def check_steps(steps: object, *, minimum: int) -> int:
     return steps
 
 
+def check_clip_norm(l2_clip_norm: object) -> float:
+    """Validates the per-example clip norm C (the private sum's sensitivity): finite and > 0.
+    The one check of this rule: the plan, the clipping function and the run config call it.
+
+    Raises:
+      TypeError: not a real number (a bool, a traced value, ...).
+      ValueError: not finite, or ``<= 0``.
+    """
+    try:
+        if isinstance(l2_clip_norm, bool):
+            raise TypeError
+        value = float(l2_clip_norm)
+    except (TypeError, ValueError):
+        raise TypeError(f"l2_clip_norm (C) must be a real number; got {l2_clip_norm!r}.") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"l2_clip_norm (C) must be finite and > 0; got {value}.")
+    return value
+
+
 def check_delta_range(delta: object) -> float:
     """Validates ``0 < δ < 1`` and returns δ as a float."""
     delta = _check_real("delta", delta)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import optax
 
 from maskdp_jax import ghost
+from maskdp_jax.accounting import inputs
 
 PyTree = Any
 
@@ -111,8 +112,7 @@ def clipped_grad_sum(
     >>> [round(float(v), 4) for v in g], int(s.num_clipped)
     ([0.9, 1.2], 1)
     """
-    if l2_clip_norm <= 0:
-        raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm}.")
+    inputs.check_clip_norm(l2_clip_norm)
 
     def one(example: Any) -> tuple[PyTree, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
         loss, grad = jax.value_and_grad(loss_fn)(trainable, example)

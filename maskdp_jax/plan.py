@@ -189,8 +189,7 @@ class PrivacyPlan:
             return
         inputs.check_delta(delta=self.delta, num_examples=self.num_examples)
         inputs.check_q(self.q)
-        if not (math.isfinite(self.l2_clip_norm) and self.l2_clip_norm > 0):
-            raise ValueError(f"l2_clip_norm (C) must be finite and > 0; got {self.l2_clip_norm}.")
+        inputs.check_clip_norm(self.l2_clip_norm)
         inputs.check_noise_multiplier(self.noise_multiplier, allow_zero=True)
         if self.target_epsilon is not None:
             inputs.check_epsilon_target(self.target_epsilon)

@@ -178,3 +178,19 @@ def test_microbatch_size_must_divide_the_batch():
     for m in (0, 5, 24):
         with pytest.raises(ValueError, match="positive divisor of the physical batch size 12"):
             clipped_grad_sum(_loss, _params(), examples, w, l2_clip_norm=1.0, microbatch_size=m)
+
+
+@pytest.mark.parametrize("c,error", [(0.0, ValueError), (-1.0, ValueError),
+                                     (float("nan"), ValueError), (True, TypeError)])
+def test_a_clip_norm_that_bounds_nothing_is_refused_as_the_plan_refuses_it(c, error):
+    """The clipping function checks C with the plan's one rule (accounting.inputs)."""
+    from maskdp_jax.plan import PrivacyPlan
+
+    def loss(w, x):
+        return jnp.sum(w * x)
+
+    with pytest.raises(error, match=r"l2_clip_norm \(C\) must be"):
+        clipped_grad_sum(loss, jnp.zeros(2), jnp.ones((3, 2)), jnp.ones(3), l2_clip_norm=c)
+    with pytest.raises(error, match=r"l2_clip_norm \(C\) must be"):
+        PrivacyPlan(mode="dp", num_examples=100, batch_size=10, steps=1, l2_clip_norm=c,
+                    noise_multiplier=1.0, delta=1e-3)

@@ -219,8 +219,15 @@ def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
 
 def _check_privacy(config: ml_collections.ConfigDict, *, num_devices: int) -> None:
     p = config.privacy
-    _real("privacy.l2_clip_norm", p.l2_clip_norm, minimum=0.0, strict=True)
-    if not (_is_real(p.delta) and 0.0 < p.delta < 1.0):
+    # The rules are the plan's (accounting.inputs), checked here before any data is read, under
+    # the key the user typed.
+    try:
+        inputs.check_clip_norm(p.l2_clip_norm)
+    except (TypeError, ValueError):
+        _fail("privacy.l2_clip_norm", f"must be a finite number > 0; got {p.l2_clip_norm!r}.")
+    try:
+        inputs.check_delta_range(p.delta)
+    except (TypeError, ValueError):
         _fail("privacy.delta", f"must satisfy 0 < delta < 1 (and delta << 1/N); got {p.delta!r}.")
     _choice("privacy.adjacency", p.adjacency, inputs.ADJACENCIES)
     _choice("privacy.accountant", p.accountant, inputs.METHODS)
