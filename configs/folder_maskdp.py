@@ -24,7 +24,8 @@ folder has what the embedded dataset has not, or lacks what it has
 * ``hidden_fill = "texture"``: the ``backgrounds`` fill, best in the fill study, draws public
   rooms without people, which only the embedded dataset has;
 * B = 64 as the default run: with N videos keep q = B/N = 1/16, ``--config.batch_size=N//16``
-  (and ``physical_batch_size``); B ≥ N is refused with that suggestion.
+  (and ``physical_batch_size``); B > N is refused with that suggestion, B = N too in the
+  private modes (q < 1).
 
 For the papers' network and clips (MViTv2-S, 16 x 224^2,
 a converted Kinetics-400 checkpoint) start from ``configs/video_paper.py``'s settings instead, e.g.

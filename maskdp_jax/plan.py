@@ -164,12 +164,8 @@ class PrivacyPlan:
             raise ValueError(f"num_examples must be an integer >= 1; got {self.num_examples!r}.")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
                 or not 0 < self.batch_size <= self.num_examples:
-            raise ValueError(f"batch_size (expected B) must be an integer in [1, N) with N = "
+            raise ValueError(f"batch_size (expected B) must be an integer in [1, N] with N = "
                              f"{self.num_examples}; got {self.batch_size!r}."
-                             f"{_batch_hint(self.num_examples)}")
-        if self.batch_size == self.num_examples:
-            raise ValueError(f"batch_size (expected B) must be below N = {self.num_examples} "
-                             f"(q = B / N < 1); got {self.batch_size}."
                              f"{_batch_hint(self.num_examples)}")
         inputs.check_steps(self.steps, minimum=1)
         inputs.check_choice("sampling", self.sampling, inputs.SAMPLINGS)

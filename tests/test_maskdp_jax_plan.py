@@ -73,8 +73,8 @@ def test_dp_event_is_what_the_accountant_composes():
     (dict(noise_multiplier=None), r"exactly one of target_epsilon"),
     (dict(target_epsilon=1.0), r"exactly one of target_epsilon"),
     (dict(l2_clip_norm=0.0), r"l2_clip_norm \(C\) must be finite and > 0"),
-    (dict(batch_size=1024), r"must be below N = 1024 .*For N = 1024 videos, B = 64 keeps"),
-    (dict(batch_size=2048), r"batch_size \(expected B\) must be an integer in \[1, N\) with "
+    (dict(batch_size=1024), r"q \(sampling rate B/N\) must be < 1"),
+    (dict(batch_size=2048), r"batch_size \(expected B\) must be an integer in \[1, N\] with "
                             r"N = 1024.*B = 64 keeps the default run's sampling rate "
                             r"q = B / N = 1/16"),
     (dict(sampling="shared"), r"sampling must be one of \('decoupled', 'coupled'\)"),
