@@ -122,7 +122,7 @@ def find_mask(mask_dir: str, key: str) -> str:
     )
 
 
-#: What a mask's public region shows (:attr:`VideoOptions.public_part`).
+#: What a mask's public region shows (``VideoOptions.public_part``).
 PUBLIC_PARTS = ("anonymised", "source")
 
 

@@ -272,7 +272,8 @@ class Mechanism:
         views, or whole videos in ``dp``): :func:`~maskdp_jax.gradient.pass_gradient`.
 
         Args:
-          sums: the step's :class:`Sums` so far (:meth:`Sums.zeros` before the first batch).
+          sums: the step's :class:`~maskdp_jax.mechanism.Sums` so far
+            (:meth:`~maskdp_jax.mechanism.Sums.zeros` before the first batch).
           loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
           params: the trainable parameters.
           examples: pytree of ``[P, ...]``: what this pass may see.

@@ -56,7 +56,7 @@ import optax
 from flax import struct
 
 from maskdp_jax import compilation, ghost, gradient, parallel, partition, tokenizer
-from maskdp_jax import mechanism as mechanism_lib
+from maskdp_jax.mechanism import Mechanism, MechanismState, Sums
 from maskdp_jax.plan import PrivacyPlan
 
 PyTree = Any
@@ -84,11 +84,11 @@ class TrainState(struct.PyTreeNode):
     trainable: PyTree
     frozen: PyTree
     opt_state: optax.OptState
-    privacy: mechanism_lib.MechanismState
+    privacy: MechanismState
 
     @classmethod
     def create(cls, *, trainable: PyTree, frozen: PyTree, tx: optax.GradientTransformation,
-               mechanism: mechanism_lib.Mechanism):
+               mechanism: Mechanism):
         """The state before the mechanism's first step. ``trainable`` is copied: a step
         consumes its state (:func:`make_train_step`), and the caller's arrays stay usable."""
         trainable = jax.tree.map(jnp.copy, trainable)
@@ -106,11 +106,11 @@ class TrainState(struct.PyTreeNode):
 
 
 @jax.jit
-def zeros_accumulator(trainable: PyTree) -> mechanism_lib.Sums:
+def zeros_accumulator(trainable: PyTree) -> Sums:
     """The step's :class:`~maskdp_jax.mechanism.Sums` of zeros for ``trainable``, made by one
     program (one leaf at a time, the host spent 3-10 ms a step on it); its leaves are distinct
     buffers, as donation needs."""
-    return mechanism_lib.Sums.zeros(trainable)
+    return Sums.zeros(trainable)
 
 
 def video_losses(apply_fn: ApplyFn, params: PyTree, video: jnp.ndarray,
@@ -189,11 +189,11 @@ def pass_input(batch: Batch, *, public: bool, plan: PrivacyPlan, views: ViewFn,
 
 
 def accumulate(
-    acc: mechanism_lib.Sums, trainable: PyTree, frozen: PyTree, batch: Batch, *, public: bool,
-    apply_fn: ApplyFn, mechanism: mechanism_lib.Mechanism, views: ViewFn,
+    acc: Sums, trainable: PyTree, frozen: PyTree, batch: Batch, *, public: bool,
+    apply_fn: ApplyFn, mechanism: Mechanism, views: ViewFn,
     microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,
-) -> mechanism_lib.Sums:
+) -> Sums:
     """Add one pass over one physical batch (:meth:`~maskdp_jax.mechanism.Mechanism.accumulate`).
 
     ``public=True``: ``sum_i w_i grad L(view_pu_i)``, no clipping; it depends only on public
@@ -214,8 +214,8 @@ def accumulate(
 
 
 def finalize(
-    state: TrainState, acc: mechanism_lib.Sums, *, tx: optax.GradientTransformation,
-    mechanism: mechanism_lib.Mechanism,
+    state: TrainState, acc: Sums, *, tx: optax.GradientTransformation,
+    mechanism: Mechanism,
 ) -> tuple[TrainState, dict[str, jnp.ndarray]]:
     """Noise the private sum once, divide by the expected batch size, apply the optimiser
     (:meth:`~maskdp_jax.mechanism.Mechanism.finish`: the state's key folded with its step).
@@ -251,7 +251,7 @@ class LogicalBatchData:
 
 
 def make_train_step(
-    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, mechanism: mechanism_lib.Mechanism,
+    *, apply_fn: ApplyFn, tx: optax.GradientTransformation, mechanism: Mechanism,
     views: ViewFn, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,

@@ -16,7 +16,7 @@ caller can get the order wrong:
   :meth:`PrivacyGuard.save` (journal, then checkpoint).
 
 The private step itself, its sampler, its budget rule, its noise key and its step counter, is
-the run's :class:`~maskdp_jax.mechanism.Mechanism` (:attr:`PrivacyGuard.mechanism`), the same
+the run's :class:`~maskdp_jax.mechanism.Mechanism` (``PrivacyGuard.mechanism``), the same
 object a library user trains with: the guard makes it from the plan and the restored
 randomness, and reads the ledger from the state the mechanism charges (``state.privacy``).
 
