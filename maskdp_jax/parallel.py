@@ -67,21 +67,23 @@ def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
         return jax.device_put(tree, sharding)
 
     def one(x):
-        if _is_key(x):  # a typed key (the mechanism's noise key): replicate its data, re-wrap
+        if is_prng_key(x):  # replicate its data, re-wrap
             return jax.random.wrap_key_data(one(jax.random.key_data(x)))
         return jax.make_array_from_process_local_data(sharding, np.asarray(x))
 
     return jax.tree.map(one, tree)
 
 
-def _is_key(x) -> bool:
+def is_prng_key(x: Any) -> bool:
+    """Whether ``x`` is a typed PRNG key array (the mechanism's noise key): it has no NumPy
+    dtype, so host copies and checkpoints carry its ``key_data``."""
     return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def to_host(tree: PyTree) -> PyTree:
     """NumPy copy of a tree of replicated (or single-device) arrays, valid on every process."""
     def one(x):
-        if _is_key(x):  # a typed key (the mechanism's noise key) has no NumPy dtype; its data has
+        if is_prng_key(x):  # no NumPy dtype: copy its data, re-wrap
             return jax.random.wrap_key_data(one(jax.random.key_data(x)))
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             return np.asarray(x.addressable_data(0))

@@ -198,8 +198,9 @@ def _train_loop(setup, members, data, *, trainable, frozen, apply_fn, tx, tokens
     step_fn = _train_step(apply_fn, tx, setup.mechanism(0), tokens)
     out = []
     for m, rows in enumerate(members):
+        # The step consumes the trainable parameters it is given (not the frozen ones).
         state = _initial_state(setup, m, trainable=jax.tree.map(jnp.copy, trainable),
-                               frozen=jax.tree.map(jnp.copy, frozen), tx=tx)
+                               frozen=frozen, tx=tx)
         for t in range(setup.plan.steps):
             public, private = logical_batches(setup, m, rows, t)
             batch = step_lib.LogicalBatchData(

@@ -25,6 +25,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
+from maskdp_jax import parallel
+
 PyTree = Any
 
 PRIVATE_DIR = "private"
@@ -55,14 +57,11 @@ def _check_no_legacy_checkpoints(workdir: str, directory: str) -> None:
         )
 
 
-def _is_key(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 def _key_data(tree: PyTree) -> PyTree:
     """``tree`` with every typed PRNG key (the mechanism's base noise key) as its uint32 data:
     what orbax can write; :meth:`Checkpointer.restore` wraps it back."""
-    return jax.tree.map(lambda x: np.asarray(jax.random.key_data(x)) if _is_key(x) else x, tree)
+    return jax.tree.map(
+        lambda x: np.asarray(jax.random.key_data(x)) if parallel.is_prng_key(x) else x, tree)
 
 
 class Checkpointer:
@@ -156,7 +155,8 @@ class Checkpointer:
             meta=ocp.args.JsonRestore(),
         ))
         state = jax.tree.map(lambda template, x: jax.random.wrap_key_data(x)
-                             if _is_key(template) else x, like_dict, restored["state"])
+                             if parallel.is_prng_key(template) else x,
+                             like_dict, restored["state"])
         return serialization.from_state_dict(like, state), dict(restored["meta"])
 
     def restore_latest(self, like: PyTree) -> tuple[PyTree, dict] | None:
