@@ -39,6 +39,13 @@ def get_config() -> ml_collections.ConfigDict:
     # Whole-grid repeats with base-config keys changed: ((name, (("dotted.key", value), ...)),
     # ...); each variant's name ends its runs' names.
     config.sweep.variants = ()
+    # Per-mode settings, applied before the variants: ((mode, (("dotted.key", value), ...)), ...),
+    # e.g. each mode at its own tuned learning rate.
+    config.sweep.mode_overrides = ()
+    # Data draws (input.data_seed): each seed's runs repeated on each draw, "_data<d>" ending the
+    # run's name; empty: the base config's one draw. Its intervals then count draws, not runs
+    # (maskdp_jax/reporting/results.py, "difference").
+    config.sweep.data_seeds = ()
     config.title = "Privacy-utility sweep"
     config.config_path = "configs/sweep_synthetic.py"
     return config

@@ -41,10 +41,13 @@ from maskdp_jax.run import command
 from maskdp_jax.run import config as run_config
 
 
-def run_name(mode: str, epsilon: float, seed: int, clips: int, view: str = "full") -> str:
-    """The run's folder name in the sweep's workdir, e.g. ``maskdp_eps1_k1_seed0``."""
+def run_name(mode: str, epsilon: float, seed: int, clips: int, view: str = "full",
+             data_seed: int | None = None) -> str:
+    """The run's folder name in the sweep's workdir, e.g. ``maskdp_eps1_k1_seed0`` (or
+    ``maskdp_eps1_k1_seed0_data2`` in a sweep over data draws)."""
     eps = "inf" if not math.isfinite(epsilon) else f"{epsilon:g}"
-    return f"{mode}_eps{eps}_k{clips}_seed{seed}" + ("" if view == "full" else f"_{view}")
+    return (f"{mode}_eps{eps}_k{clips}_seed{seed}" + ("" if view == "full" else f"_{view}")
+            + ("" if data_seed is None else f"_data{data_seed}"))
 
 
 def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
@@ -57,23 +60,34 @@ def grid(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.Co
     each view. The optional ``sweep.variants`` (``((name, (("dotted.key", value), ...)), ...)``,
     e.g. a learning rate halved; pairs, as a ConfigDict takes no dotted keys) repeats the whole grid
     once per variant with those keys of the base config changed; the variant's name ends its
-    runs' names.
+    runs' names. ``sweep.mode_overrides`` (same pairs, per mode) sets a mode's own settings, e.g.
+    each mode's tuned learning rate, before the variants; ``sweep.data_seeds`` repeats every run
+    on each data draw (``input.data_seed``).
     """
     s = config.sweep
     runs = []
     variants = {name: dict(o) for name, o in s.variants} or {"": {}}
+    per_mode = {mode: dict(o) for mode, o in s.mode_overrides}
+    unknown = set(per_mode) - set(s.modes)
+    if unknown:
+        raise ValueError(f"sweep.mode_overrides names {sorted(unknown)}, which sweep.modes "
+                         f"{tuple(s.modes)} does not run; name a mode of the sweep.")
+    draws = tuple(s.data_seeds) or (None,)
 
     def add(mode, epsilon, seed, clips, view):
-        for variant, overrides in variants.items():
-            c = copy.deepcopy(config.base)
-            c.unlock()
-            c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
-            if Mode(mode).is_private:  # the others' ε (0 or ∞) is the mode's, not a target
-                c.privacy.target_epsilon = float(epsilon)
-            for key, value in overrides.items():
-                _override(c, key, value, variant=variant)
-            name = run_name(mode, epsilon, seed, clips, view)
-            runs.append((f"{name}_{variant}" if variant else name, c))
+        for draw in draws:
+            for variant, overrides in variants.items():
+                c = copy.deepcopy(config.base)
+                c.unlock()
+                c.mode, c.seed, c.input.clips_per_video, c.view = mode, seed, clips, view
+                if draw is not None:
+                    c.input.data_seed = int(draw)
+                if Mode(mode).is_private:  # the others' ε (0 or ∞) is the mode's, not a target
+                    c.privacy.target_epsilon = float(epsilon)
+                for key, value in [*per_mode.get(mode, {}).items(), *overrides.items()]:
+                    _override(c, key, value, variant=variant or mode)
+                name = run_name(mode, epsilon, seed, clips, view, draw)
+                runs.append((f"{name}_{variant}" if variant else name, c))
 
     for seed in s.seeds:
         for mode in s.modes:

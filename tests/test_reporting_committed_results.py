@@ -258,6 +258,7 @@ def test_stage_two_tuned_each_mode_from_its_stage_one_best(mode):
     rows = results.rows(found)
     named = {n: dict(o) for n, o in config.sweep.variants}
     name, mean, n = results.best_variants(rows, named)[mode]
+    assert named[name] == sweep_tuning.STAGE_TWO[mode]  # what the tuned headline trains with
     assert (f"| {mode} | {name} | {finetune}, {lr:g} | {100 * mean:.1f} | {n} |"
             in _read(guide("training"))), (mode, name)
     assert results.variant_table(rows, named) in _read(os.path.join(root, "results.md"))

@@ -15,12 +15,15 @@ from maskdp_jax.reporting import results
 NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the modes without noise
 
 
-def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant=""):
+def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant="",
+              data_seed=None):
     """A report with the fields the aggregation reads (as train.py writes them)."""
-    name = sweep.run_name(mode, eps, seed, clips, view) + (f"_{variant}" if variant else "")
+    name = (sweep.run_name(mode, eps, seed, clips, view, data_seed)
+            + (f"_{variant}" if variant else ""))
     os.makedirs(os.path.join(root, name))
     report = {
-        "config": {"mode": mode, "seed": seed, "input": {"clips_per_video": clips}, "view": view,
+        "config": {"mode": mode, "seed": seed, "view": view,
+                   "input": {"clips_per_video": clips, "data_seed": data_seed or 0},
                    "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
                    "privacy": {"target_epsilon": 1.0 if mode in NOISELESS else eps,
                                "delta": 1e-5, "l2_clip_norm": 0.1}},
@@ -227,6 +230,66 @@ def test_variants_repeat_the_grid_with_the_named_keys_changed_and_get_a_table(tm
         assert (f"| {variant} | `" in md and f"| 3 | {100 * np.median(values):.1f} | "
                 f"{100 * min(values):.1f}–{100 * max(values):.1f} |" in md), variant
     assert "| lr_half | `optimizer.learning_rate` = 0.0015 | 3 |" in md
+
+
+def test_the_tuned_headline_runs_each_mode_at_its_own_settings_on_every_data_draw():
+    """sweep.mode_overrides gives each mode its tuned settings (both stages of
+    configs/sweep_tuning.py) and sweep.data_seeds repeats every run on each data draw; a mode
+    the sweep does not run is refused."""
+    from maskdp_jax.configs import sweep_headline_tuned, sweep_tuning
+
+    config = sweep_headline_tuned.get_config()
+    runs = dict(sweep.grid(config))
+    per_draw = 5 * (1 + 1 + 5 + 5)  # seeds × (nonprivate, public_only, 5 ε of dp and maskdp)
+    assert len(runs) == per_draw * len(sweep_headline_tuned.DATA_SEEDS)
+    for name, run in runs.items():
+        assert name.endswith(f"_data{run.input.data_seed}")
+        settings = dict(sweep_tuning.tuned(run.mode))
+        assert run.model.finetune == settings["model.finetune"]
+        assert run.optimizer.learning_rate == settings["optimizer.learning_rate"]
+        assert run.num_epochs == settings["num_epochs"]
+        if "privacy.l2_clip_norm" in settings:
+            assert run.privacy.l2_clip_norm == settings["privacy.l2_clip_norm"]
+    assert {r.model.finetune for r in runs.values()} == {"full", "selective"}
+    config.sweep.mode_overrides = (("bandmf", (("num_epochs", 1.0),)),)
+    with pytest.raises(ValueError, match=r"names \['bandmf'\], which sweep.modes"):
+        sweep.grid(config)
+
+
+def test_over_data_draws_the_gap_interval_is_taken_over_the_draws(tmp_path):
+    """With several data draws the difference is taken within each draw and its interval over
+    the draws' differences (J − 1 degrees of freedom): a draw effect shared by both modes
+    cancels, and a draw-to-draw swing of the difference widens the interval where pooling the
+    runs as independent would not."""
+    import scipy.stats
+
+    shift = {0: 0.0, 1: -0.2, 2: 0.1}  # each draw moves both modes alike
+    gaps = {0: 0.02, 1: 0.10, 2: 0.06}  # ... and MaskDP's lead differs by draw
+    for draw in shift:
+        for seed in range(3):
+            jitter = 0.002 * seed
+            _fake_run(tmp_path, "dp", 1.0, seed, 0.5 + shift[draw] + jitter, [0.5, 0.5],
+                      data_seed=draw)
+            _fake_run(tmp_path, "maskdp", 1.0, seed, 0.5 + shift[draw] + gaps[draw] + jitter,
+                      [0.5, 0.5], data_seed=draw)
+    rows = results.rows(results.load_reports(str(tmp_path)))
+    assert {r["data_seed"] for r in rows} == {0, 1, 2}
+    d, lo, hi, na, nb = results.gap(rows, epsilon=1.0)
+    diffs = np.array([gaps[k] for k in sorted(gaps)])
+    half = scipy.stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / math.sqrt(3)
+    assert (d, lo, hi, na, nb) == (pytest.approx(diffs.mean()), pytest.approx(diffs.mean() - half),
+                                   pytest.approx(diffs.mean() + half), 9, 9)
+    pooled = results.welch([r["top1"] for r in rows if r["mode"] == "maskdp"],
+                           [r["top1"] for r in rows if r["mode"] == "dp"])
+    assert pooled[2] - pooled[1] > hi - lo  # the shared shift inflated the pooled runs' spread
+    table = results.gap_table(rows)
+    assert "per-draw differences" in table and "over 3 data draws" in table
+    assert "3 data draws" in results.markdown_table(rows)
+    # One draw: Welch over the runs, as before.
+    one = [r for r in rows if r["data_seed"] == 1]
+    assert results.gap(one, epsilon=1.0)[:3] == pytest.approx(results.welch(
+        [r["top1"] for r in one if r["mode"] == "maskdp"],
+        [r["top1"] for r in one if r["mode"] == "dp"])[:3])
 
 
 def test_empty_sweep_directory_says_what_to_do(tmp_path):

@@ -218,6 +218,7 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "clips_per_video": int(r["config"]["input"]["clips_per_video"]),
             "view": r["config"].get("view", "full"),
             "seed": int(r["config"]["seed"]),
+            "data_seed": int(r["config"]["input"].get("data_seed", 0)),
             "learning_rate": float(r["config"]["optimizer"]["learning_rate"]),
             "l2_clip_norm": float(r["config"]["privacy"]["l2_clip_norm"]),
             "num_epochs": float(r["config"]["num_epochs"]),
@@ -271,8 +272,11 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
             cells.append("—" if s is None else f"{100 * s[0]:.1f} ± {100 * s[1]:.1f}")
         lines.append(f"| {mode} | {k} | " + " | ".join(cells) + " |")
     seeds = sorted({s[2] for s in stats.values()})
+    draws = {r.get("data_seed", 0) for r in table_rows}
     lines.append("")
-    lines.append(f"Test {metric} in %, mean ± sample std over {'/'.join(map(str, seeds))} seeds.")
+    lines.append(f"Test {metric} in %, mean ± sample std over {'/'.join(map(str, seeds))} "
+                 + (f"runs ({len(draws)} data draws, each with its seeds)." if len(draws) > 1
+                    else "seeds."))
     return "\n".join(lines)
 
 
@@ -280,8 +284,8 @@ def markdown_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") ->
 def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
         metric: str = "top1") -> tuple[float, float, float, int, int] | None:
     """MaskDP − DP at ``epsilon`` (one-clip, full-view runs): ``(difference of the means, low,
-    high, n_maskdp, n_dp)``, the bounds a 95 % Welch t interval (the two modes' seeds are separate
-    runs, their variances need not be equal); None without at least 2 runs of each mode.
+    high, n_maskdp, n_dp)``, the bounds a 95 % t interval (:func:`difference`: Welch's over the
+    runs of one data draw, the per-draw differences' over several); None without enough runs.
 
     >>> rows = [{"mode": m, "target_epsilon": 1.0, "view": "full", "clips_per_video": 1,
     ...          "top1": v} for m, v in [("dp", .3), ("dp", .32), ("maskdp", .5), ("maskdp", .54)]]
@@ -289,15 +293,62 @@ def gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     >>> round(d, 3), lo < d < hi
     (0.21, True)
     """
-    return welch(_full_view_values(table_rows, "maskdp", epsilon, metric),
-                 _full_view_values(table_rows, "dp", epsilon, metric))
+    return difference(_full_view_runs(table_rows, "maskdp", epsilon),
+                      _full_view_runs(table_rows, "dp", epsilon), metric=metric)
+
+
+def _full_view_runs(table_rows: list[dict[str, Any]], mode: str,
+                    epsilon: float) -> list[dict[str, Any]]:
+    """The one-clip, full-view runs of ``mode`` at ``epsilon``."""
+    return [r for r in table_rows if r["mode"] == mode and r["target_epsilon"] == epsilon
+            and r["view"] == "full" and r["clips_per_video"] == 1]
 
 
 def _full_view_values(table_rows: list[dict[str, Any]], mode: str, epsilon: float,
                       metric: str) -> list[float]:
     """``metric`` of the one-clip, full-view runs of ``mode`` at ``epsilon``."""
-    return [r[metric] for r in table_rows if r["mode"] == mode and r["target_epsilon"] == epsilon
-            and r["view"] == "full" and r["clips_per_video"] == 1]
+    return [r[metric] for r in _full_view_runs(table_rows, mode, epsilon)]
+
+
+def difference(a: list[dict[str, Any]], b: list[dict[str, Any]], *, metric: str = "top1",
+               level: float = 0.95) -> tuple[float, float, float, int, int] | None:
+    """Mean ``metric`` of runs ``a`` minus that of runs ``b``, with its t interval at ``level``:
+    ``(difference, low, high, len(a), len(b))``, or None without enough runs.
+
+    On one data draw (every run has the same ``data_seed``) the runs of each side are its
+    replicates and the interval is Welch's (:func:`welch`, ≥ 2 runs a side): it covers the
+    training seed's spread on that draw only. Over several draws, the runs of a draw share its
+    training and test videos, so they are not independent replicates: the difference is taken
+    within each draw (its ``a`` mean minus its ``b`` mean, ≥ 1 run of each) and the interval is
+    the one-sample t interval of those per-draw differences (J − 1 degrees of freedom for J ≥ 2
+    draws). That interval carries both the draw's and the seed's variance (each per-draw
+    difference holds both), and it pairs the modes on the same videos. Its point estimate is
+    the mean over draws, which equals the mean over runs when every draw has as many runs.
+
+    >>> runs = [{"data_seed": d, "top1": t} for d, t in [(0, .5), (0, .52), (1, .4), (1, .42)]]
+    >>> base = [{"data_seed": d, "top1": t} for d, t in [(0, .45), (0, .45), (1, .37), (1, .37)]]
+    >>> d, lo, hi, na, nb = difference(runs, base)
+    >>> round(d, 3), lo < d < hi, (na, nb)
+    (0.05, True, (4, 4))
+    """
+    import scipy.stats
+
+    draws = sorted({r.get("data_seed", 0) for r in a} | {r.get("data_seed", 0) for r in b})
+    if len(draws) == 1:
+        return welch([r[metric] for r in a], [r[metric] for r in b], level=level)
+    per_draw = []
+    for draw in draws:
+        va = [r[metric] for r in a if r.get("data_seed", 0) == draw]
+        vb = [r[metric] for r in b if r.get("data_seed", 0) == draw]
+        if va and vb:
+            per_draw.append(float(np.mean(va)) - float(np.mean(vb)))
+    if len(per_draw) < 2:
+        return None
+    d = np.asarray(per_draw)
+    diff = float(d.mean())
+    se = float(d.std(ddof=1)) / math.sqrt(len(d))
+    half = float(scipy.stats.t.ppf(0.5 + level / 2, len(d) - 1)) * se
+    return diff, diff - half, diff + half, len(a), len(b)
 
 
 def welch(a, b, *, level: float = 0.95) -> tuple[float, float, float, int, int] | None:
@@ -325,10 +376,11 @@ def best_baseline_gap(table_rows: list[dict[str, Any]], *, epsilon: float,
 
     The gap is the smaller of the two differences of means, MaskDP − public-only (its runs have
     ε = 0 at every ε) and MaskDP − DP at ``epsilon``. Its interval covers both differences at
-    once: each is Welch's interval at 97.5 % (Bonferroni: both hold with probability ≥ 95 %), and
-    since the minimum is increasing in each argument, ``[min of the lows, min of the highs]``
-    then holds the true gap. Picking the better baseline by its observed mean and reporting a
-    single 95 % interval would favour MaskDP; this does not.
+    once: each is :func:`difference`'s interval at 97.5 % (Bonferroni: both hold with
+    probability ≥ 95 %), and since the minimum is increasing in each argument,
+    ``[min of the lows, min of the highs]`` then holds the true gap. Picking the better
+    baseline by its observed mean and reporting a single 95 % interval would favour MaskDP;
+    this does not.
 
     >>> rows = [{"mode": m, "target_epsilon": e, "view": "full", "clips_per_video": 1, "top1": v}
     ...         for m, e, v in [("dp", 1.0, .30), ("dp", 1.0, .34), ("public_only", 0.0, .45),
@@ -338,8 +390,9 @@ def best_baseline_gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     >>> round(g, 3), lo < g < hi
     (0.05, True)
     """
-    maskdp = _full_view_values(table_rows, "maskdp", epsilon, metric)
-    pairs = [welch(maskdp, _full_view_values(table_rows, mode, eps, metric), level=0.975)
+    maskdp = _full_view_runs(table_rows, "maskdp", epsilon)
+    pairs = [difference(maskdp, _full_view_runs(table_rows, mode, eps), metric=metric,
+                        level=0.975)
              for mode, eps in (("public_only", 0.0), ("dp", epsilon))]
     if any(p is None for p in pairs):
         return None
@@ -451,8 +504,8 @@ def gap_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
         cells = [f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]" if public
                  else f"{100 * d:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}]"]
         if public:
-            p = welch(_full_view_values(table_rows, "maskdp", e, metric),
-                      _full_view_values(table_rows, "public_only", 0.0, metric))
+            p = difference(_full_view_runs(table_rows, "maskdp", e),
+                           _full_view_runs(table_rows, "public_only", 0.0), metric=metric)
             b = best_baseline_gap(table_rows, epsilon=e, metric=metric)
             cells += ["—" if v is None else
                       f"{100 * v[0]:+.1f} [{100 * v[1]:+.1f}, {100 * v[2]:+.1f}]" for v in (p, b)]
@@ -460,20 +513,25 @@ def gap_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
                      + (f" / {public}" if public else "") + " |")
     if not lines:
         return ""
+    num_draws = len({r.get("data_seed", 0) for r in table_rows})
+    interval = ("the t interval of the per-draw differences of two modes' means (over "
+                f"{num_draws} data draws: it holds the draw's variance)" if num_draws > 1 else "")
     if public:
         head = ["| ε | MaskDP − DP (points, 95 %) | MaskDP − public-only (95 %) | "
                 "MaskDP − max(public-only, DP) (joint 95 %) | runs (MaskDP / DP / public-only) |",
                 "|---|---|---|---|---|"]
-        note = ("Test {metric}; an interval is Welch's t interval of the difference of two "
-                "modes' means over their runs. The last gap is the smaller difference, its "
+        note = ("Test {metric}; an interval is "
+                + (interval or "Welch's t interval of the difference of two modes' means over "
+                   "their runs") + ". The last gap is the smaller difference, its "
                 "interval from both differences' 97.5 % intervals (Bonferroni), so that choosing "
                 "the better baseline after the fact cannot favour MaskDP; public-only (ε = 0) "
                 "is the same runs at every ε.")
     else:
         head = ["| ε | MaskDP − DP (points) | 95 % interval | runs (MaskDP / DP) |",
                 "|---|---|---|---|"]
-        note = ("Test {metric}; the interval is Welch's t interval of the difference of the two "
-                "modes' means over their seeds.")
+        note = ("Test {metric}; the interval is "
+                + (interval or "Welch's t interval of the difference of the two modes' means "
+                   "over their seeds") + ".")
     return "\n".join([*head, *lines, "", note.format(metric=metric)])
 
 
