@@ -244,7 +244,7 @@ def _pld_epsilon(
         return float(pld.get_epsilon_for_delta(delta))
     # What PLDAccountant.compose(events.decoupled_event(segments)) computes, step for step
     # (identity, then each segment's subsampled-Gaussian PLD self-composed), with the one-step
-    # PLD cached: building it is most of the cost (0.27 s of 0.42 s per ε on the 2-core CPU),
+    # PLD cached: building it is most of the cost of an ε (benchmarks/results/first_run.md),
     # and a run asks for ε at every logged row with the same σ, q and, mostly, grid. Equality
     # with the accountant is tested (tests/test_accounting_accountant.py).
     pld = privacy_loss_distribution.identity(

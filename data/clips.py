@@ -302,8 +302,7 @@ def resize_mask(masks: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     if (h, w) == (height, width):
         return masks
     # "Any private pixel in the footprint" is separable: rows, then columns (transposed so that
-    # both passes slice contiguous rows). 30 ms for 16 frames of 240p, 0.14 s for 1080p to 256
-    # rows, on a loaded 2-core machine.
+    # both passes slice contiguous rows). Its cost: benchmarks/results/data_throughput.md.
     private = masks == 0
     for src, dst in ((height, h), (width, w)):
         lo, hi = _footprint(src, dst)
@@ -322,8 +321,7 @@ class PixelNorm:
     computed: on the host (NumPy frames) or on a device (jax frames, inside a jitted step). With
     arithmetic instead, XLA rewrites the division into a multiplication by the reciprocal or
     fuses a multiply-add, and the device's values differ from NumPy's in the last bit; a lookup
-    has no rounding to reorder, and costs the same on the device (3.6 against 3.3 ms per 16x224²
-    clip on this CPU).
+    has no rounding to reorder, and costs about the same on the device as the arithmetic.
 
     The training loader keeps clips uint8 up to the step (``get_batch(..., normalize=False)``),
     which normalises them on the device: a quarter of the bytes to copy and transfer, and no
@@ -369,7 +367,7 @@ class PixelNorm:
                             "normalised?).")
         if frames.shape[-1] != 3:
             raise ValueError(f"pixels must be [..., 3] (RGB); got shape {frames.shape}.")
-        if isinstance(frames, np.ndarray):  # a take per channel: 1.5x faster than fancy indexing
+        if isinstance(frames, np.ndarray):  # a take per channel: faster than fancy indexing
             out = np.empty(frames.shape, np.float32)
             for c in range(3):  # the table's columns are contiguous (see ``table``)
                 np.take(self.table[:, c], frames[..., c], out=out[..., c])

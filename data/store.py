@@ -1,6 +1,6 @@
 r"""Clip store: every video of a split decoded once into memory-mapped uint8 frames and masks.
 
-Decoding is the loader's cost (≈ 0.1 CPU-s per 16×224² clip, ``docs/benchmarks.md``); a GPU
+Decoding is the loader's cost (docs/benchmarks.md, "Data throughput"); a GPU
 step consumes clips far faster than a few cores decode them. A store holds, for every video of a
 split, the frames a clip can use at the config's resized size (what
 :func:`maskdp_jax.data.decode.read_video` returns before the crop) and their masks after the
@@ -30,10 +30,11 @@ Why raw memory-mapped NumPy and not a record format (ArrayRecord, TFRecord): a c
 video's frames, scattered by the stride; with raw rows that is an index into a memory map (no
 deserialisation, no copy beyond the frames wanted, pages shared between processes and cached by
 the OS), where a record format would read and deserialise a whole record per video or per frame.
-Measured (``benchmarks/data_throughput.py --sources=...,store``): a clip's 16 rows and masks read
-in 0.25 ms from the memory maps against 1.54 ms from an ArrayRecord file of the same rows (one
-record per frame, uncompressed). Lossless, so the equality with decoding holds; the price is disk
-(docs/guides/own_videos.md, "Decode once: the clip store").
+Measured (``benchmarks/data_throughput.py --sources=...,store``;
+benchmarks/results/clip_store.md): a clip's 16 rows and masks read several times faster from the
+memory maps than from an ArrayRecord file of the same rows (one record per frame, uncompressed).
+Lossless, so the equality with decoding holds; the price is disk (docs/guides/own_videos.md,
+"Decode once: the clip store").
 
 The fingerprint covers what decides the bytes: the store version, the decoder, the resize, the
 frame step, the crop, and for every video its key, label, file size, frame count and size, and

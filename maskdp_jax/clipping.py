@@ -119,8 +119,8 @@ def clipped_grad_sum(
         # One reduction per leaf serves both checks: a NaN or inf element makes the norm NaN or
         # inf. So does a norm beyond float32's range, whose clipping scale would be 0 anyway; it
         # is counted as non-finite too. (A separate all-finite reduction per leaf made the
-        # compiled program of full fine-tuning larger: mvit_tiny's private pass compiled in
-        # 25.9 s instead of 16.9 s, docs/history.md.)
+        # compiled program of full fine-tuning larger and slower to compile;
+        # benchmarks/results/history.md, "Full fine-tuning's private pass compiles".)
         norm = optax.tree.norm(grad)
         finite = jnp.isfinite(norm) & jnp.isfinite(loss)
         grad = jax.tree.map(lambda g: jnp.where(finite, g, jnp.zeros_like(g)), grad)

@@ -1,14 +1,14 @@
 """How the step's programs are compiled: the XLA compile options and the ``jit`` that applies them.
 
 One option, for XLA:CPU only: no YNNPACK library fusion of dots
-(``xla_cpu_experimental_ynn_fusion_type`` empty), so XLA's own dot kernels run instead. Measured on
-the 2-core CPU (``docs/history.md``, "XLA:CPU without YNNPACK"): the selective ``maskdp`` step 1.36x
-faster, ``dp`` 1.56x, compilation 20-30 % slower; and the same dot kernels whether or not a program
-is vmapped over models (YNNPACK's model-batched product differs from the one-model product in the
-last bit: 6e-8 after two steps), which makes :mod:`maskdp_jax.audit.shadows`' vmapped shadow models
-equal the one-at-a-time loop's bit for bit. Passed per program, so no ``XLA_FLAGS`` environment
-variable is needed and other programs of the process are unchanged. It is an XLA:CPU option, so it
-is passed only when the default backend is the CPU.
+(``xla_cpu_experimental_ynn_fusion_type`` empty), so XLA's own dot kernels run instead: the
+selective ``maskdp`` and ``dp`` steps run faster, compilation is somewhat slower
+(benchmarks/results/history.md, "XLA:CPU without YNNPACK dot fusion"); and the same dot kernels
+run whether or not a program is vmapped over models (YNNPACK's model-batched product differs from
+the one-model product in the last bit), which makes :mod:`maskdp_jax.audit.shadows`' vmapped
+shadow models equal the one-at-a-time loop's bit for bit. Passed per program, so no ``XLA_FLAGS``
+environment variable is needed and other programs of the process are unchanged. It is an XLA:CPU
+option, so it is passed only when the default backend is the CPU.
 
 It lives in the DP core because the core's step (:func:`maskdp_jax.train_step.make_train_step`)
 compiles its own pieces; every other user (the audit's shadow models, the benchmarks) imports it

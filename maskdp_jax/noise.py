@@ -37,7 +37,7 @@ def standard_normal_flat(tree: PyTree, key: jax.Array) -> jnp.ndarray:
 
     One draw for the whole tree, cut into the leaves by :func:`unflatten_like`: every coordinate
     is an independent N(0, 1) either way, and one threefry program compiles far faster than one
-    per leaf (mvit_cpu, 57 leaves, 2-core CPU: 1.1 s instead of 6.0 s).
+    per leaf (benchmarks/results/first_run.md).
     """
     size = sum(int(x.size) for x in jax.tree.leaves(tree))
     return jax.random.normal(key, (size,), jnp.float32)

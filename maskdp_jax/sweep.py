@@ -285,10 +285,10 @@ def run_all(todo, workdir: str, *, num_workers: int) -> None:
     """Train the runs in ``todo``, in this process or in ``num_workers`` pinned processes.
 
     Worth it where one run cannot use every core: XLA:CPU's intra-op threading stops scaling on
-    small models long before 16 or 64 cores. On the 2-core machine of this project it does not pay
-    (measured, mvit_cpu maskdp step: 0.40 s on both cores, 0.88 s pinned to one), so the default is
-    one worker. Each worker keeps its compiled programs between runs; all share the persistent
-    cache.
+    small models long before 16 or 64 cores. With few cores it does not pay: a step pinned to one
+    core takes more than twice as long as on all of them (benchmarks/results/sweep_wall_time.md),
+    so the default is one worker. Each worker keeps its compiled programs between runs; all share
+    the persistent cache.
     """
     cache_dir = os.path.join(workdir, ".jax_cache")
     tasks = [(n, c, os.path.join(workdir, n)) for n, c in todo]

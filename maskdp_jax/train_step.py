@@ -108,8 +108,8 @@ class TrainState(struct.PyTreeNode):
 @jax.jit
 def zeros_accumulator(trainable: PyTree) -> Sums:
     """The step's :class:`~maskdp_jax.mechanism.Sums` of zeros for ``trainable``, made by one
-    program (one leaf at a time, the host spent 3-10 ms a step on it); its leaves are distinct
-    buffers, as donation needs."""
+    program (one leaf at a time, the host spent a noticeable part of each step on it); its
+    leaves are distinct buffers, as donation needs."""
     return Sums.zeros(trainable)
 
 

@@ -116,9 +116,9 @@ def _im2col(x, kernel, stride, padding):
     side, then the ``kH`` windows of that along H, then the ``kT`` along T. The values and their
     order are those of the ``kT*kH*kW`` three-axis windows concatenated at once, so the product
     that follows is the same, bit for bit; but XLA:CPU fuses each stage's few slices into its
-    concatenation, where 147 windows became 147 kernels and a copy (measured on this 2-core CPU,
-    ``mvit_tiny``'s 16 clips: forward 2.6 -> 1.6 ms, weight gradient 4.6 -> 3.5 ms, compilation
-    1.5 -> 0.2 s; docs/history.md).
+    concatenation, where ``kT*kH*kW`` windows at once became as many kernels and a copy; the
+    forward and the weight gradient run faster, and compile several times faster
+    (benchmarks/results/history.md, "im2col axis by axis, and the two-view baseline").
     """
     a = jnp.pad(x, [(0, 0), *[(p, p) for p in padding], (0, 0)])
     out = pooled_size(x.shape[1:4], kernel, stride, padding)
@@ -140,15 +140,15 @@ class PatchEmbed(nn.Module):
     Computed in one of three ways, all the same function (to float rounding):
 
     * kernel equal to the stride, no padding (the CPU presets): each token sees exactly its own
-      token cell, so a reshape and a matmul, ~20x faster on XLA:CPU than the Conv3d lowering
+      token cell, so a reshape and a matmul, much faster on XLA:CPU than the Conv3d lowering
       (gradient included);
     * overlapping windows on the CPU (``mvit_v2_s``'s (3, 7, 7) kernel at stride (2, 4, 4)):
       im2col (``_im2col``: the ``kT*kH*kW`` strided windows of the padded clip side by side), then
       one matmul.
       XLA:CPU runs the Conv3d of a 3-channel input through Eigen's spatial convolution at a few
-      GFLOP/s; measured on this 2-core CPU (docs/history.md), at ``mvit_tiny``
-      16 clips: 9.1 ms -> 2.5 ms forward, 27 -> 4 ms for the weight gradient; at ``mvit_v2_s``
-      2 clips: 118 -> 108 ms forward, 391 -> 177 ms weight gradient. The windows cost
+      GFLOP/s; im2col is several times faster at ``mvit_tiny``'s size and faster, above all in
+      the weight gradient, at ``mvit_v2_s``'s (benchmarks/results/history.md, "The patch
+      embedding as im2col on the CPU"). The windows cost
       ``kT*kH*kW*3 / (sT*sH*sW*3)`` = 4.6x the clip's memory, hence CPU only;
     * otherwise ``lax.conv_general_dilated`` (cuDNN on a GPU).
     """

@@ -3,9 +3,10 @@ and the max pooling of the skip path, each with a hand-written VJP.
 
 Why not library operations: XLA:CPU lowers grouped convolutions
 (``lax.conv_general_dilated(..., feature_group_count=C)``), and their per-example weight
-gradients under ``vmap``, about 100x slower than a sum of ``kT*kH*kW`` shifted, strided slices;
-``flax.linen.max_pool`` is ``reduce_window``, whose autodiff builds an argmax over five integer
-index arrays. On accelerators all of these are fast; the functions here are the same functions.
+gradients under ``vmap``, orders of magnitude slower than a sum of ``kT*kH*kW`` shifted, strided
+slices; ``flax.linen.max_pool`` is ``reduce_window``, whose autodiff builds an argmax over five
+integer index arrays. On accelerators all of these are fast; the functions here are the same
+functions.
 
 Why hand-written VJPs: autodiff of the slice form is correct, but XLA:CPU's instruction fusion
 copies the cheap-looking producer of the cotangent (a LayerNorm backward that recomputes the
@@ -13,16 +14,17 @@ convolution's 27-slice forward) into each of the 27 padded slices of the input g
 27 reductions of the weight gradient. The VJP here computes the input gradient as one stride-1
 correlation of the dilated, padded cotangent (in the float32 cases checked, bit for bit
 autodiff's value), and the weight gradient tap by tap in a loop (equal to float rounding;
-``_weight_grad`` says why a loop). Measured in one run on this 2-core CPU: full fine-tuning
-of ``mvit_tiny`` 1.07-1.09x faster per step, selective fine-tuning unchanged.
+``_weight_grad`` says why a loop). Full fine-tuning steps get faster, selective fine-tuning's
+do not change (benchmarks/results/history.md, "Pooling with hand-written VJPs, q/k/v as three
+products").
 
 Not done, and why: materialising the cotangent once (a product with the identity matrix: XLA:CPU
 drops ``jax.lax.optimization_barrier`` before fusion) removes the recomputation altogether: the
-gradient of ``sum(sin(conv(x, w)))`` at ``[16, 4, 8, 8, 32]`` falls from 80 ms to 6 ms and full
-fine-tuning steps get 1.20-1.30x faster. But the materialised cotangent's fusion rounds its last
-bit differently under ``vmap``, so vmapped shadow models (``audit.shadows``) would no longer equal
-the training step bit for bit (56,708 of 117,564 gradient elements differed), a property the
-audits rely on.
+gradient of ``sum(sin(conv(x, w)))`` at ``[16, 4, 8, 8, 32]`` gets an order of magnitude
+cheaper and full fine-tuning steps faster still (same section). But the materialised cotangent's
+fusion rounds its last bit differently under ``vmap``, so vmapped shadow models
+(``audit.shadows``) would no longer equal the training step bit for bit (about half of the
+gradient elements differed), a property the audits rely on.
 
 Shapes: ``x: [B, T, H, W, C]``; padding ``k // 2`` on each side (torchvision's
 ``Conv3d(..., padding=k // 2, groups=C, bias=False)`` and ``MaxPool3d(..., padding=k // 2)``);
@@ -115,10 +117,10 @@ def _weight_grad(xp, g, w, stride):
 
     A loop rather than ``kT*kH*kW`` reductions side by side: the program then holds one reduction
     per convolution instead of 27, and under ``vmap`` (per-example gradients of full fine-tuning)
-    each was a fusion of its own for XLA to compile. Measured on the 2-core CPU
-    (docs/history.md), the full fine-tuning private pass of ``mvit_tiny``
-    (per-example gradients, physical batch 16 in micro-batches of 4): compilation 65.7 -> 37.0 s,
-    a pass 114 -> 100 ms, and the same gradient bit for bit (each tap's sum is the same sum).
+    each was a fusion of its own for XLA to compile. For the full fine-tuning private pass
+    (per-example gradients) the loop compiles much faster, runs a little faster, and gives the
+    same gradient bit for bit (each tap's sum is the same sum); benchmarks/results/history.md,
+    "Full fine-tuning's private pass compiles".
     """
     out_size = g.shape[1:4]
     span = [s * (n - 1) + 1 for s, n in zip(stride, out_size, strict=True)]

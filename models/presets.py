@@ -45,7 +45,8 @@ def _mvit_v1_b_blocks() -> tuple[BlockSpec, ...]:
 def _cpu_preset(width: int) -> dict:
     """Two blocks with the block types of mvit_v2_s (width change with q pooling, kv pooling) on
     8 x 32^2 clips. The patch embedding's kernel equals its stride, so each token sees exactly its
-    own token cell, and XLA:CPU runs it ~20x faster than the overlapping (3, 7, 7) kernel."""
+    own token cell: a reshape and a matmul, an order of magnitude faster on XLA:CPU than the
+    overlapping (3, 7, 7) kernel."""
     return dict(
         blocks=(
             BlockSpec(1, width, 2 * width, stride_q=(1, 2, 2), stride_kv=(1, 2, 2)),

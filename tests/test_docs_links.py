@@ -11,7 +11,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # sources and the committed results); not what a run writes into an ignored workdir, nor the
 # site that Sphinx builds into docs/_build (it copies the sources there).
 BUILD = ROOT / "docs" / "_build"
-PAGES = sorted(p for p in {*ROOT.glob("*.md"), *ROOT.glob("*/*.md"), *(ROOT / "docs").rglob("*.md")}
+PAGES = sorted(p for p in {*ROOT.glob("*.md"), *ROOT.glob("*/*.md"), *(ROOT / "docs").rglob("*.md"),
+                            *(ROOT / "benchmarks").rglob("*.md")}
                if BUILD not in p.parents)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 

@@ -160,11 +160,10 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
     renderer, merge, ``G`` and ``K``), so besides the video (3 bytes per pixel and frame) the
     whole-video arrays are bool masks (the person mask, its cleaned version, the avatar region
     and the public mask: 4 bytes) and the output (3 bytes, none with ``in_place=True``, which
-    writes the output over ``video``). Measured: 11.9 bytes per pixel and frame of peak RSS for
-    the whole ``python -m maskdp_jax.anonymize`` process (interpreter, libraries and models
-    included) with the default configuration on a 300-frame 1920 x 1080 clip, 6.90 GiB
-    (``python -m benchmarks.anonymize_memory``, ``docs/benchmarks.md`` "Anonymisation
-    memory"); decoding briefly holds two copies of the frames
+    writes the output over ``video``). The peak RSS of the whole ``python -m
+    maskdp_jax.anonymize`` process (interpreter, libraries and models included) with the default
+    configuration is measured by ``python -m benchmarks.anonymize_memory`` (docs/benchmarks.md,
+    "Anonymisation"); decoding briefly holds two copies of the frames
     (:func:`maskdp_jax.data.decode.read_video` stacks decoded frames), and the encoder its own
     buffers. A cleanup without a ``temporal_radius`` attribute is run on the whole video at once
     (its float32 alpha: 4 bytes more). ``with_background`` also keeps the inpainted background (3

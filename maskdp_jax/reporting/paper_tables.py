@@ -20,10 +20,11 @@ against the other and, where the seed files are present, the quotes against them
 
 The GPU-hours are an estimate, not a measurement: the logical steps of the papers' setting
 (:mod:`maskdp_jax.accounting.paper_settings`) times the H100 step time measured for ``mvit_v2_s``
-with selective fine-tuning at B = 128 (benchmarks/RESULTS.md, "The papers' size on an H100": maskdp
-1569.2 ms, dp 805.4 ms, nonprivate 794.7 ms), summed over the runs a table needs (one seed).
-Not counted: compilation (≈ 3 min per process), evaluation, and decoding (an H100 needs a
-pre-extracted clip store or many cores to be fed; benchmarks/RESULTS.md "Data throughput").
+with selective fine-tuning at B = 128 (docs/benchmarks.md, "Against Opacus on an H100";
+``H100_STEP_SECONDS``), summed over the runs a table needs (one seed). Not counted:
+compilation (minutes per process at this size; docs/benchmarks.md, "Compile time"), evaluation,
+and decoding (an H100 needs a pre-extracted clip store or many cores to be fed;
+docs/benchmarks.md, "Data throughput").
 No library covers quoting tables of these papers, so this module is written here.
 """
 
@@ -40,7 +41,7 @@ from maskdp_jax.reporting import results
 
 INF = math.inf
 # H100 seconds per logical step (B = 128), mvit_v2_s, selective (k = 2), float32;
-# benchmarks/RESULTS.md "The papers' size on an H100".
+# docs/benchmarks.md, "Against Opacus on an H100".
 H100_STEP_SECONDS = {"maskdp": 1.5692, "dp": 0.8054, "nonprivate": 0.7947}
 DATA = ("real", "anonymized")
 
@@ -226,4 +227,4 @@ def estimate(table: PaperTable) -> str:
     return (f"Estimated cost of one seed: {parts} runs × {setting.steps:,} steps "
             f"({setting.epochs} epochs of N = {setting.num_examples:,}, B = {setting.batch_size}) "
             f"≈ {gpu_hours(table):,.0f} H100-hours (step times of mvit_v2_s selective, "
-            "benchmarks/RESULTS.md; compilation, evaluation and decoding not counted).")
+            "docs/benchmarks.md; compilation, evaluation and decoding not counted).")

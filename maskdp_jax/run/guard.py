@@ -326,8 +326,8 @@ class PrivacyGuard:
     def epsilon_spent(self, state: PyTree) -> float:
         """ε of the steps charged up to ``state`` by the plan's accountant (the one that
         calibrated σ), so that the progress display, the metrics and the training curve show the
-        report's headline number (PLD costs ~0.3 s per call on a 2-core CPU, once per logged
-        step; RDP ~0.2 ms)."""
+        report's headline number (once per logged step; a PLD ε costs far more than an RDP one,
+        docs/benchmarks.md, "Accounting")."""
         return self.plan.epsilon(self.ledger(state))
 
     def close(self) -> None:

@@ -46,12 +46,13 @@ COMPUTE_DTYPE_CHOICES = ("auto", *COMPUTE_DTYPES)
 def compute_dtype_name(name: str, backend: str | None = None) -> str:
     """The compute dtype ``config.compute.dtype`` names on ``backend`` (default: JAX's
     default backend): ``"auto"`` is ``"bfloat16"`` on a GPU or TPU, whose matrix units run
-    bfloat16 products at several times their float32 rate (1.45x faster uncached steps on an
-    H100, benchmarks/RESULTS.md), and ``"float32"`` on the CPU, where bfloat16 is slower and
-    where every committed result was computed: CPU results do not change. Parameters, norms,
-    logits, gradients, clipping and noise are float32 either way (models/mvit.py); the accuracy
-    of bfloat16 against float32 on the embedded data is the committed comparison in
-    docs/results/precision/ (tests/test_reporting_committed_results.py).
+    bfloat16 products at several times their float32 rate (faster steps on an H100:
+    benchmarks/results/the_gpu_suite_on_an_h100.md), and ``"float32"`` on the CPU, where
+    bfloat16 is slower (docs/benchmarks.md, "bfloat16 on the CPU") and where every committed
+    result was computed: CPU results do not change. Parameters, norms, logits, gradients,
+    clipping and noise are float32 either way (models/mvit.py); the accuracy of bfloat16 against
+    float32 on the embedded data is the committed comparison in docs/results/precision/
+    (tests/test_reporting_committed_results.py).
 
     >>> compute_dtype_name("auto", "gpu"), compute_dtype_name("auto", "cpu")
     ('bfloat16', 'float32')
@@ -68,11 +69,10 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
 # backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks "ghost" for the
 # (model, fine-tuning strategy) pairs of AUTO_GHOST, "vmap" otherwise.
 PER_EXAMPLE = ("auto", "vmap", "ghost")
-# Measured on the 2-core CPU (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning,
-# the ghost private pass took 0.75x the time of vmap's micro-batches and compiled faster; at
-# mvit_tiny (the CPU presets' size) it took 2.1x vmap's time with full fine-tuning, and with
-# selective fine-tuning the same time but 1.4x the compilation. mvit_v1_b has mvit_v2_s's widths
-# and token grids.
+# Why these pairs (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning, the ghost
+# private pass is faster than vmap's micro-batches and compiles faster; at mvit_tiny (the CPU
+# presets' size) it is slower than vmap with full fine-tuning, and with selective fine-tuning no
+# faster and slower to compile. mvit_v1_b has mvit_v2_s's widths and token grids.
 AUTO_GHOST = frozenset({("mvit_v2_s", "full"), ("mvit_v1_b", "full")})
 
 
@@ -228,9 +228,9 @@ def build(model_config: ml_collections.ConfigDict, *, num_classes: int, seed: in
 def init_params(module, *, input_shape, key: jax.Array) -> Any:
     """Random initial parameters, initialised under ``jit`` with an RBG key drawn from ``key``.
 
-    Deterministic given ``key``. With the default threefry key, compiling ``module.init`` took
-    ~60 s on 2 CPU cores even for the tiny presets (vs ~15 s with RBG); the initial values carry
-    no privacy meaning, so the cheaper generator is used here only.
+    Deterministic given ``key``. With the default threefry key, compiling ``module.init`` takes
+    several times longer than with RBG, even for the tiny presets; the initial values carry no
+    privacy meaning, so the cheaper generator is used here only.
     """
     seed = int(jax.random.randint(key, (), 0, jnp.iinfo(jnp.int32).max))
     init_key = jax.random.key(seed, impl="rbg")
