@@ -433,13 +433,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                                       tokens=tokens, workdir=workdir)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
-        mesh = data_parallel_mesh(config)
-        mechanism = guard.mechanism
-        train_step = mdp.make_train_step(
-            apply_fn=step_apply, views=step_views, tx=tx, mechanism=mechanism, mesh=mesh,
-            microbatch_size=config.compute.microbatch_size or None,
-            pixel_norm=step_ds.pixel_norm,
-            ghost_rules=run_model.per_example_rules(config.compute, config.model))
+        mesh, mechanism = data_parallel_mesh(config), guard.mechanism
+        train_step = make_step(config, apply_fn=step_apply, views=step_views, tx=tx,
+                               mechanism=mechanism, mesh=mesh, pixel_norm=step_ds.pixel_norm)
         state, resumed = guard.resume(
             mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx,
                                   mechanism=mechanism))
@@ -474,15 +470,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         guard.release(state, lambda: write_outputs(
             run, workdir, config, params=state.params, class_names=list(test_ds.class_names),
             pixel_norm=test_ds.pixel_norm))
+    announce(run, config, plan=plan, workdir=workdir, num_classes=test_ds.num_classes)
+    return json.loads(json.dumps(run.to_dict()))
+
+
+def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechanism, mesh,
+              pixel_norm):
+    """The run's ``train_step(state, batch)`` on ``mechanism``, with the config's compute
+    settings (micro-batches, the per-example gradient's rules)."""
+    return mdp.make_train_step(
+        apply_fn=apply_fn, views=views, tx=tx, mechanism=mechanism, mesh=mesh,
+        microbatch_size=config.compute.microbatch_size or None, pixel_norm=pixel_norm,
+        ghost_rules=run_model.per_example_rules(config.compute, config.model))
+
+
+def announce(run: run_report.RunReport, config: ml_collections.ConfigDict, *, plan: mdp.PrivacyPlan,
+             workdir: str, num_classes: int) -> None:
+    """The run's last lines: its accuracy (full video and public view), ε and where its outputs
+    are."""
     eps = run.privacy[f"epsilon_{plan.accountant}"]
-    accuracy = accuracy_line(metrics, view_metrics, num_classes=test_ds.num_classes,
+    accuracy = accuracy_line(run.metrics, run.view_metrics, num_classes=num_classes,
                              split=split_name(config))
     print(f"{accuracy} | ε = "
           f"{privacy_lib.format_epsilon(eps, plan.accountant)} at δ = {plan.delta:g} "
           f"(both accountants in the report)\n"
           f"report: {os.path.join(workdir, 'report.md')} | trained model: "
           f"{os.path.join(workdir, MODEL_DIR)} (maskdp_jax.run.model.load_trained)")
-    return json.loads(json.dumps(run.to_dict()))
 
 
 def split_name(config: ml_collections.ConfigDict) -> str:
