@@ -6,10 +6,10 @@ noise state's memory, against independent noise.
 The noise of one logical step for a flat parameter vector of ``--params`` float32 (the trainable
 parameters of a full fine-tuning of ``mvit_v2_s``; ``python -c "from maskdp_jax.run import model;
 ..."`` counts them), jitted, timed over ``--repeats`` calls after one warm-up:
-:func:`maskdp_jax.noise.gaussian_noise_like` (independent) and
-:meth:`maskdp_jax.bandmf.BandedNoise.noise_like` (``--bands`` bands; the strategy for ``--steps``
-steps, optimised once and cached in the process). The state's memory is its buffers' bytes
-(``bands × params × 4``). Prints the load average before and after: run it alone.
+:func:`maskdp_jax.core.noise.gaussian_noise_like` (independent) and
+:meth:`maskdp_jax.core.bandmf.BandedNoise.noise_like` (``--bands`` bands; the strategy for
+``--steps`` steps, optimised once and cached in the process). The state's memory is its buffers'
+bytes (``bands × params × 4``). Prints the load average before and after: run it alone.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import bandmf, noise
+from maskdp_jax.core import bandmf, noise
 
 
 def _time(fn, *args, repeats: int) -> float:

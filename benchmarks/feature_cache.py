@@ -33,16 +33,17 @@ import ml_collections
 import numpy as np
 import optax
 
-from maskdp_jax import models, partition
+from maskdp_jax import models
+from maskdp_jax.core import partition
+from maskdp_jax.core.mechanism import Mechanism
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.tokenizer import Tokenizer
+from maskdp_jax.core.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from maskdp_jax.data import synthetic
-from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.models import finetune
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import features
 from maskdp_jax.run import model as run_model
-from maskdp_jax.tokenizer import Tokenizer
-from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 
 
 def _epochs(step, state, batch_at, *, steps: int, epochs: int) -> tuple[float, float]:

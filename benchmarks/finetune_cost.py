@@ -3,11 +3,12 @@ r"""Per-step cost of fine-tuning strategies: the gradient is taken only w.r.t. t
     /work/venv/bin/python benchmarks/finetune_cost.py --model mvit_v2_s --batch 1 --repeats 3
 
 For each strategy (default: ``selective`` with k=2, the MaskDP paper's setting, and ``full``) this
-times the DP gradient of one physical batch, ``maskdp_jax.clipping.clipped_grad_sum`` (per-example
-gradients w.r.t. the trainable subtree, clipped, summed), jitted, on the same random clip(s) and the
-same random weights; plus the forward pass alone as the floor. Frozen parameters are closed over,
-so with ``selective`` backprop stops at block 14: the step should cost little more than a forward.
-Prints compile and mean run seconds and the ratio selective / full measured in this one run.
+times the DP gradient of one physical batch, ``maskdp_jax.core.clipping.clipped_grad_sum``
+(per-example gradients w.r.t. the trainable subtree, clipped, summed), jitted, on the same random
+clip(s) and the same random weights; plus the forward pass alone as the floor. Frozen parameters are
+closed over, so with ``selective`` backprop stops at block 14: the step should cost little more than
+a forward. Prints compile and mean run seconds and the ratio selective / full measured in this one
+run.
 """
 
 from __future__ import annotations
@@ -27,11 +28,8 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
-from maskdp_jax import (  # noqa: E402
-    clipping,
-    models,  # noqa: E402
-    partition,
-)
+from maskdp_jax import models  # noqa: E402
+from maskdp_jax.core import clipping, partition  # noqa: E402
 
 
 def random_params(model, input_shape, seed: int):

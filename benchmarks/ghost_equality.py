@@ -1,5 +1,5 @@
-r"""The private pass by ghost norms (``maskdp_jax.ghost``) against per-example gradients (``vmap``):
-every per-example norm, the clipped sum and the statistics.
+r"""The private pass by ghost norms (``maskdp_jax.core.ghost``) against per-example gradients
+(``vmap``): every per-example norm, the clipped sum and the statistics.
 
     python benchmarks/ghost_equality.py --model=mvit_tiny --examples=6
     python benchmarks/ghost_equality.py --model=mvit_v1_parity --examples=6
@@ -33,16 +33,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from benchmarks.finetune_cost import random_params  # noqa: E402
-from maskdp_jax import (  # noqa: E402
-    clipping,
-    compilation,
-    gradient,
-    models,  # noqa: E402
-    partition,
-)
-from maskdp_jax import train_step as ts  # noqa: E402
+from maskdp_jax import models  # noqa: E402
+from maskdp_jax.core import clipping, compilation, gradient, partition  # noqa: E402
+from maskdp_jax.core import train_step as ts  # noqa: E402
+from maskdp_jax.core.tokenizer import Tokenizer  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
-from maskdp_jax.tokenizer import Tokenizer  # noqa: E402
 
 CLIP_NORM = 1.0
 

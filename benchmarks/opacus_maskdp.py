@@ -173,8 +173,8 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
     process on this CPU; why was not profiled). Like ``make_train_step``'s passes,
     each program cuts its view from the batch itself."""
 
-    from maskdp_jax import compilation, gradient
-    from maskdp_jax import train_step as ts
+    from maskdp_jax.core import compilation, gradient
+    from maskdp_jax.core import train_step as ts
 
     if mode != "nonprivate2":
         step = ts.make_train_step(apply_fn=apply_fn, tx=tx, **step_args(cfg, mode))
@@ -216,14 +216,14 @@ class StepSettings:
     sigma: float
     clip: float
     batch: int
-    tokens: object  # maskdp_jax.tokenizer.Tokenizer
+    tokens: object  # maskdp_jax.core.tokenizer.Tokenizer
     microbatch: int | None
     ghost: bool = False  # the private pass' per-example norms by ghost rules, not vmap
 
 
 def dp_config(size, model, *, sigma: float, clip: float, microbatch=None,
               ghost: bool = False) -> StepSettings:
-    from maskdp_jax.tokenizer import Tokenizer
+    from maskdp_jax.core.tokenizer import Tokenizer
 
     return StepSettings(sigma=sigma, clip=clip, batch=size["batch"],
                         tokens=Tokenizer(patch_stride=tuple(model.patch_stride)),
@@ -233,7 +233,7 @@ def dp_config(size, model, *, sigma: float, clip: float, microbatch=None,
 def step_plan(cfg: StepSettings, mode: str):
     """A privacy plan for ``mode`` with the benchmark's σ, C and expected batch (N and δ only
     satisfy the plan's checks: a benchmark step is never accounted)."""
-    from maskdp_jax.plan import Mode, PrivacyPlan
+    from maskdp_jax.core.plan import Mode, PrivacyPlan
 
     private = Mode(mode).is_private
     return PrivacyPlan(mode=mode, num_examples=10**6, batch_size=cfg.batch, steps=10**6,
@@ -243,10 +243,10 @@ def step_plan(cfg: StepSettings, mode: str):
 
 def step_args(cfg: StepSettings, mode: str) -> dict:
     """Keyword arguments of ``make_train_step`` (less apply_fn, tx) for ``mode``."""
-    from maskdp_jax.mechanism import Mechanism
-    from maskdp_jax.randomness import Randomness
+    from maskdp_jax.core.mechanism import Mechanism
+    from maskdp_jax.core.randomness import Randomness
+    from maskdp_jax.core.train_step import PixelViews
     from maskdp_jax.run import model as run_model
-    from maskdp_jax.train_step import PixelViews
 
     return {"mechanism": Mechanism(plan=step_plan(cfg, mode),
                                    randomness=Randomness(mode="seeded", seed=0)),
@@ -258,10 +258,10 @@ def step_args(cfg: StepSettings, mode: str) -> dict:
 def jax_state(trainable, frozen, tx):
     """The JAX step's state before its first step (seeded noise: a benchmark is never
     released)."""
-    from maskdp_jax.mechanism import Mechanism
-    from maskdp_jax.plan import PrivacyPlan
-    from maskdp_jax.randomness import Randomness
-    from maskdp_jax.train_step import TrainState
+    from maskdp_jax.core.mechanism import Mechanism
+    from maskdp_jax.core.plan import PrivacyPlan
+    from maskdp_jax.core.randomness import Randomness
+    from maskdp_jax.core.train_step import TrainState
 
     plan = PrivacyPlan(mode="nonprivate", num_examples=2, batch_size=1, steps=1,
                        l2_clip_norm=1.0, noise_multiplier=0.0, delta=0.1)
@@ -297,7 +297,8 @@ def gradient_equality(size: dict, *, modes=MODES, strategy="selective", engine="
     from flax import traverse_util
 
     from benchmarks import opacus_torch_step as ots
-    from maskdp_jax import models, partition
+    from maskdp_jax import models
+    from maskdp_jax.core import partition
 
     torch.manual_seed(seed)
     model = torch_setup(size, strategy, seed=seed).train()

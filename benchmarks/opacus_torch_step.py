@@ -62,12 +62,13 @@ def set_strategy(model: MViT, strategy: str) -> list[torch.nn.Parameter]:
 
 def make_views(video: torch.Tensor, mask: torch.Tensor, *, patch_stride: Sequence[int],
                fill_value: float | np.ndarray = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``maskdp_jax.tokenizer.make_views`` in torch: a token cell is public iff all its pixels are.
+    """``maskdp_jax.core.tokenizer.make_views`` in torch: a token cell is public iff all its pixels
+    are.
 
     Args:
       video: ``[P, 3, T, H, W]``; mask: ``[P, T, H, W]``, 1 = public pixel.
       fill_value: what hidden cells hold: a constant, or the tokeniser's ``[T, H, W, 3]`` fill
-        (``maskdp_jax.tokenizer.Tokenizer.fill``, channels last as there).
+        (``maskdp_jax.core.tokenizer.Tokenizer.fill``, channels last as there).
 
     Returns:
       ``(public view, private view)``, each ``[P, 3, T, H, W]``.

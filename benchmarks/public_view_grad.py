@@ -13,7 +13,7 @@ eps gets a LayerNorm Jacobian of about ``1 / sqrt(var + eps)``, up to 1e3.
 
 ``--fill`` compares ways a hidden cell can enter the model, at the same weights and videos:
 
-* ``model``: the views as the training step makes them (``maskdp_jax.train_step.PixelViews``
+* ``model``: the views as the training step makes them (``maskdp_jax.core.train_step.PixelViews``
   of the model's tokeniser);
 * ``constant``: hidden pixels set to the constant 0 (mid-grey, ``fill_texture=0``), the patch
   embedding left to see them; the tokens of fully hidden cells are then the patch embedding's
@@ -21,7 +21,7 @@ eps gets a LayerNorm Jacobian of about ``1 / sqrt(var + eps)``, up to 1e3.
 * ``mask_token``: hidden cells' tokens replaced, after the patch embedding, by one vector
   drawn like the class token (truncated normal, std 0.02, as MAE and BEiT initialise theirs).
 
-The gradient of each view is the one the step takes of it (``maskdp_jax.train_step``); nothing
+The gradient of each view is the one the step takes of it (``maskdp_jax.core.train_step``); nothing
 here is private data (synthetic videos, random weights).
 """
 
@@ -42,8 +42,8 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from flax import traverse_util  # noqa: E402
 
-from maskdp_jax import tokenizer, train_step  # noqa: E402
 from maskdp_jax.configs import default  # noqa: E402
+from maskdp_jax.core import tokenizer, train_step  # noqa: E402
 from maskdp_jax.data import synthetic  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
 

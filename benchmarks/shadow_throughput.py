@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from maskdp_jax.audit import shadows  # noqa: E402
 from maskdp_jax.configs import default  # noqa: E402
+from maskdp_jax.core.plan import PrivacyPlan  # noqa: E402
 from maskdp_jax.data import synthetic  # noqa: E402
-from maskdp_jax.plan import PrivacyPlan  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
 
 flags.DEFINE_enum("finetune", "full", ["full", "linear"], "Trainable part of mvit_cpu.")

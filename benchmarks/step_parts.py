@@ -15,7 +15,7 @@ prints the seconds spent tracing and lowering to StableHLO, the seconds XLA spen
 the number of fusions in the compiled program (a rough measure of how much code XLA generated),
 the compiled program's peak memory by XLA's memory analysis (arguments + outputs + temporaries
 - aliased) and the median of ``--repeats`` calls after the first. A part ending in ``-ghost`` is
-the private pass with per-example norms by ghost rules (``maskdp_jax.ghost``, no per-example
+the private pass with per-example norms by ghost rules (``maskdp_jax.core.ghost``, no per-example
 gradient, whole physical batch at once); without it, per-example gradients by ``vmap`` in
 micro-batches of ``--microbatch`` (full fine-tuning). ``--compute_dtype=bfloat16`` builds the
 model with bfloat16 products, as ``config.compute.dtype`` does. The process' peak host memory
@@ -44,8 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 
 from benchmarks import opacus_maskdp as bench  # noqa: E402
-from maskdp_jax import compilation, partition  # noqa: E402
-from maskdp_jax import train_step as ts  # noqa: E402
+from maskdp_jax.core import compilation, partition  # noqa: E402
+from maskdp_jax.core import train_step as ts  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
 
 PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp",

@@ -18,12 +18,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from maskdp_jax import train  # noqa: E402
 from maskdp_jax.configs import default  # noqa: E402
-from maskdp_jax.mechanism import Mechanism  # noqa: E402
-from maskdp_jax.plan import PrivacyPlan  # noqa: E402
-from maskdp_jax.randomness import Randomness  # noqa: E402
+from maskdp_jax.core.mechanism import Mechanism  # noqa: E402
+from maskdp_jax.core.plan import PrivacyPlan  # noqa: E402
+from maskdp_jax.core.randomness import Randomness  # noqa: E402
+from maskdp_jax.core.train_step import PixelViews, TrainState, make_train_step  # noqa: E402
 from maskdp_jax.run import datasets as run_datasets  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
-from maskdp_jax.train_step import PixelViews, TrainState, make_train_step  # noqa: E402
 
 flags.DEFINE_enum("mode", "maskdp", ["maskdp", "dp", "nonprivate"], "Training mode.")
 flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")

@@ -58,7 +58,7 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     config.physical_batch_size = 80     # static per-call batch: B + 2 std of the Poisson size
     config.num_epochs = 16.0            # steps = ceil(num_epochs * ceil(N / B))
     # Hidden cells of each view: a fixed ±1 texture around this value (0 = mid-grey);
-    # maskdp_jax.tokenizer.hidden_fill says why not a constant.
+    # maskdp_jax.core.tokenizer.hidden_fill says why not a constant.
     config.fill_value = 0.0
     # What MaskDP's training views write into hidden cells: backgrounds (public rooms drawn per
     # clip, the embedded dataset only; run/views.py PublicFill) | texture (the fixed pattern

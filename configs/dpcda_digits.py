@@ -45,7 +45,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.sigma_ratio = 1.0  # σy / σx when the label is noised (the seed's recipe)
     config.draws = "all"  # compose all T draws (the seed); "affected": only the record's class
     config.classifier = "logistic"  # or "mlp"
-    config.randomness = "secret"  # the release's draws and noise (maskdp_jax.randomness)
+    config.randomness = "secret"  # the release's draws and noise (maskdp_jax.core.randomness)
     config.seed = 0  # public; used for the seeded mode and the classifier
     config.release = ml_collections.ConfigDict(dict(
         order=4, epsilon=5.0, label_noise=False,

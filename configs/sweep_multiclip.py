@@ -5,8 +5,8 @@ video at ε = 1, DP-SGD (mode dp, the paper's algorithm) and MaskDP, 3 seeds.
 
 The base run is ``configs/sweep_synthetic.py``'s (the default run at 8 epochs, seeded randomness,
 σ calibrated to ε = 1). With K clips a video's loss is the mean over its K clips and the clipped,
-noised unit stays the video (:mod:`maskdp_jax.train_step`), so σ, q and the steps, hence ε, are the
-same for every K: only the information used per step grows (and the compute, K-fold).
+noised unit stays the video (:mod:`maskdp_jax.core.train_step`), so σ, q and the steps, hence ε, are
+the same for every K: only the information used per step grows (and the compute, K-fold).
 
 Clip placement: independent uniform offsets (``input.clip_sampling = "uniform"``, 9 possible
 8-frame offsets in a 16-frame video). Luo et al. 2024's ``"consecutive"`` model would give these

@@ -13,7 +13,7 @@ normalisation); :mod:`maskdp_jax.data.labels` (label checks); the sources
 masks, written by ``python -m maskdp_jax.prepare``); :mod:`maskdp_jax.data.atomic` (atomic file
 replacement, for every writer above the data layer too); :mod:`maskdp_jax.data.testing` (small video
 files for tests). Token cells and the degenerate-mask check belong to the tokeniser
-(:mod:`maskdp_jax.tokenizer`), which reads masks from here: ``data`` imports nothing from
+(:mod:`maskdp_jax.core.tokenizer`), which reads masks from here: ``data`` imports nothing from
 ``maskdp_jax``.
 
 Every split is a :class:`Dataset`: ``name``, ``class_names``, ``num_classes``, ``labels [N]``,

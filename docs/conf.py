@@ -67,9 +67,10 @@ napoleon_use_rtype = False  # a "Returns:" line's first words stay prose, not a 
 
 nitpicky = True
 # maskdp_jax re-exports its public API (``__all__``: ``maskdp_jax.PrivacyPlan`` is
-# ``maskdp_jax.plan.PrivacyPlan``), and its page documents both names, so an unqualified reference
-# such as ``PrivacyPlan`` in a signature finds two targets that are one object. Sphinx links the
-# first; the warning says nothing wrong. Unresolved references still fail (nitpicky above).
+# ``maskdp_jax.core.plan.PrivacyPlan``), and its page documents both names, so an unqualified
+# reference such as ``PrivacyPlan`` in a signature finds two targets that are one object. Sphinx
+# links the first; the warning says nothing wrong. Unresolved references still fail (nitpicky
+# above).
 suppress_warnings = ["ref.python"]
 nitpick_ignore_regex = [
     # Third-party types in signatures and docstrings: their projects' inventories are not

@@ -37,46 +37,21 @@ The API, by task:
   noise key and sampler seeds);
 * a whole step for a model ``apply_fn(params, x) -> logits`` (what ``train.py`` runs):
   :func:`make_train_step`, :class:`TrainState`, :class:`LogicalBatchData`, :class:`PixelViews`;
-  data parallelism over a mesh, several hosts: :mod:`maskdp_jax.parallel`;
+  data parallelism over a mesh, several hosts: :mod:`maskdp_jax.core.parallel`;
 * accounting: :class:`Ledger` and :meth:`PrivacyPlan.epsilon`, :func:`epsilon`,
   :func:`calibrate_noise_multiplier` (dp-accounting's RDP and PLD with the masked adjacencies).
 
-The package is the project's one import root. Beside the DP core below it holds
-:mod:`maskdp_jax.models`, :mod:`maskdp_jax.data`, :mod:`maskdp_jax.accounting` and
-``maskdp_jax.configs`` (installed from the repository's ``models/``, ``data/``,
-``accounting/`` and ``configs/``), the run layer :mod:`maskdp_jax.run`, :mod:`maskdp_jax.reporting`,
+The package is the project's one import root. Beside the DP core (:mod:`maskdp_jax.core`) it
+holds :mod:`maskdp_jax.models`, :mod:`maskdp_jax.data`, :mod:`maskdp_jax.accounting` and
+``maskdp_jax.configs`` (installed from the repository's ``models/``, ``data/``, ``accounting/``
+and ``configs/``), the run layer :mod:`maskdp_jax.run`, :mod:`maskdp_jax.reporting`,
 the product parts (:mod:`maskdp_jax.audit`, :mod:`maskdp_jax.release`,
 :mod:`maskdp_jax.anonymize`) and the commands (``python -m maskdp_jax.train``, ``sweep``,
 ``prepare``, ``export``, ``convert``, ``paper_tables``). The names above are bound on first use,
 so ``import maskdp_jax`` alone, or a subpackage that needs no JAX, does not import it.
 
-The modules:
-
-No IO, no plots, no config dicts: every function takes typed keyword arguments and the modules
-import only jax/flax/optax/einops/numpy, :mod:`maskdp_jax.accounting` (a library of the same
-layer) and each other; never :mod:`maskdp_jax.data`, :mod:`maskdp_jax.models`, the run layer or
-the reporting layer.
-
-* :mod:`maskdp_jax.plan`: :class:`~maskdp_jax.plan.Mode` and the run's
-  :class:`~maskdp_jax.plan.PrivacyPlan` (mode, adjacency, effective sampling scheme, q, steps, δ,
-  C, σ, accountant), built and validated once, read by the step, the guard and the report.
-* :mod:`maskdp_jax.tokenizer`: pixel masks -> token cells -> public and private views (cell
-  geometry and the degenerate-mask check live here only).
-* :mod:`maskdp_jax.gradient`: the masked gradient of one logical batch for any model and loop
-  (public sum, the noise once, the division by B), what the step is built from.
-* :mod:`maskdp_jax.mechanism`: the plan with its noise stream, sampler and ledger (the library's
-  private step).
-* :mod:`maskdp_jax.clipping` (per-example clipped gradient sum), :mod:`maskdp_jax.noise`
-  (Gaussian noise on the clipped sum), :mod:`maskdp_jax.bandmf` (banded correlated noise and
-  its accounting; not yet a plan option), :mod:`maskdp_jax.sampling` (Poisson sampler, physical
-  batches), :mod:`maskdp_jax.randomness` (the secret or seeded noise key and batch seeds).
-* :mod:`maskdp_jax.train_step`: ``train_step(state, batch) -> (state, metrics)`` on a
-  :class:`Mechanism` (its ``accumulate`` per physical batch, its ``finish`` per logical step; the
-  state carries the mechanism's state), one code path for every mode.
-* :mod:`maskdp_jax.partition` (trainable / frozen split), :mod:`maskdp_jax.parallel` (data
-  parallelism over a device mesh, several hosts).
-* :mod:`maskdp_jax.compilation`: the XLA compile options of the step's programs and the ``jit``
-  that applies them (also used by the audit's shadow models).
+The DP core's modules are :mod:`maskdp_jax.core` (its docstring lists them); the package's
+top-level modules are the commands.
 """
 
 from __future__ import annotations
@@ -92,43 +67,43 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "Accountant": "maskdp_jax.accounting",
     "Adjacency": "maskdp_jax.accounting",
-    "RandomnessMode": "maskdp_jax.randomness",
+    "RandomnessMode": "maskdp_jax.core.randomness",
     "Sampling": "maskdp_jax.accounting",
     "calibrate_noise_multiplier": "maskdp_jax.accounting",
-    "clipped_grad_sum": "maskdp_jax.clipping",
-    "ClipStats": "maskdp_jax.clipping",
-    "draw_secret": "maskdp_jax.randomness",
+    "clipped_grad_sum": "maskdp_jax.core.clipping",
+    "ClipStats": "maskdp_jax.core.clipping",
+    "draw_secret": "maskdp_jax.core.randomness",
     "epsilon": "maskdp_jax.accounting",
-    "Examples": "maskdp_jax.gradient",
-    "GradStats": "maskdp_jax.gradient",
+    "Examples": "maskdp_jax.core.gradient",
+    "GradStats": "maskdp_jax.core.gradient",
     "Ledger": "maskdp_jax.accounting",
-    "LogicalBatch": "maskdp_jax.sampling",
-    "LogicalBatchData": "maskdp_jax.train_step",
-    "make_train_step": "maskdp_jax.train_step",
-    "masked_gradient": "maskdp_jax.gradient",
-    "Mechanism": "maskdp_jax.mechanism",
-    "MechanismState": "maskdp_jax.mechanism",
-    "Mode": "maskdp_jax.plan",
-    "noisy_gradient": "maskdp_jax.gradient",
-    "padded_indices": "maskdp_jax.sampling",
-    "pass_examples": "maskdp_jax.gradient",
-    "pass_gradient": "maskdp_jax.gradient",
-    "pass_view": "maskdp_jax.gradient",
-    "physical_batches": "maskdp_jax.sampling",
-    "PixelViews": "maskdp_jax.train_step",
-    "PlanExhausted": "maskdp_jax.mechanism",
-    "PoissonSampler": "maskdp_jax.sampling",
-    "PrivacyPlan": "maskdp_jax.plan",
-    "PRIVATE_STREAM": "maskdp_jax.sampling",
-    "public_grad_sum": "maskdp_jax.gradient",
-    "PUBLIC_STREAM": "maskdp_jax.sampling",
-    "Randomness": "maskdp_jax.randomness",
-    "Tokenizer": "maskdp_jax.tokenizer",
-    "tokenizer_for": "maskdp_jax.tokenizer",
-    "TrainState": "maskdp_jax.train_step",
-    "ViewFn": "maskdp_jax.train_step",
-    "Views": "maskdp_jax.tokenizer",
-    "warn_degenerate_masks": "maskdp_jax.tokenizer",
+    "LogicalBatch": "maskdp_jax.core.sampling",
+    "LogicalBatchData": "maskdp_jax.core.train_step",
+    "make_train_step": "maskdp_jax.core.train_step",
+    "masked_gradient": "maskdp_jax.core.gradient",
+    "Mechanism": "maskdp_jax.core.mechanism",
+    "MechanismState": "maskdp_jax.core.mechanism",
+    "Mode": "maskdp_jax.core.plan",
+    "noisy_gradient": "maskdp_jax.core.gradient",
+    "padded_indices": "maskdp_jax.core.sampling",
+    "pass_examples": "maskdp_jax.core.gradient",
+    "pass_gradient": "maskdp_jax.core.gradient",
+    "pass_view": "maskdp_jax.core.gradient",
+    "physical_batches": "maskdp_jax.core.sampling",
+    "PixelViews": "maskdp_jax.core.train_step",
+    "PlanExhausted": "maskdp_jax.core.mechanism",
+    "PoissonSampler": "maskdp_jax.core.sampling",
+    "PrivacyPlan": "maskdp_jax.core.plan",
+    "PRIVATE_STREAM": "maskdp_jax.core.sampling",
+    "public_grad_sum": "maskdp_jax.core.gradient",
+    "PUBLIC_STREAM": "maskdp_jax.core.sampling",
+    "Randomness": "maskdp_jax.core.randomness",
+    "Tokenizer": "maskdp_jax.core.tokenizer",
+    "tokenizer_for": "maskdp_jax.core.tokenizer",
+    "TrainState": "maskdp_jax.core.train_step",
+    "ViewFn": "maskdp_jax.core.train_step",
+    "Views": "maskdp_jax.core.tokenizer",
+    "warn_degenerate_masks": "maskdp_jax.core.tokenizer",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -156,8 +131,8 @@ if TYPE_CHECKING:
         calibrate_noise_multiplier,
         epsilon,
     )
-    from maskdp_jax.clipping import ClipStats, clipped_grad_sum  # noqa: F401
-    from maskdp_jax.gradient import (  # noqa: F401
+    from maskdp_jax.core.clipping import ClipStats, clipped_grad_sum  # noqa: F401
+    from maskdp_jax.core.gradient import (  # noqa: F401
         Examples,
         GradStats,
         masked_gradient,
@@ -167,10 +142,10 @@ if TYPE_CHECKING:
         pass_view,
         public_grad_sum,
     )
-    from maskdp_jax.mechanism import Mechanism, MechanismState, PlanExhausted  # noqa: F401
-    from maskdp_jax.plan import Mode, PrivacyPlan  # noqa: F401
-    from maskdp_jax.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
-    from maskdp_jax.sampling import (  # noqa: F401
+    from maskdp_jax.core.mechanism import Mechanism, MechanismState, PlanExhausted  # noqa: F401
+    from maskdp_jax.core.plan import Mode, PrivacyPlan  # noqa: F401
+    from maskdp_jax.core.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
+    from maskdp_jax.core.sampling import (  # noqa: F401
         PRIVATE_STREAM,
         PUBLIC_STREAM,
         LogicalBatch,
@@ -178,13 +153,13 @@ if TYPE_CHECKING:
         padded_indices,
         physical_batches,
     )
-    from maskdp_jax.tokenizer import (  # noqa: F401
+    from maskdp_jax.core.tokenizer import (  # noqa: F401
         Tokenizer,
         Views,
         tokenizer_for,
         warn_degenerate_masks,
     )
-    from maskdp_jax.train_step import (  # noqa: F401
+    from maskdp_jax.core.train_step import (  # noqa: F401
         LogicalBatchData,
         PixelViews,
         TrainState,

@@ -35,7 +35,7 @@ from absl import flags, logging
 from tqdm import tqdm
 
 from maskdp_jax import train
-from maskdp_jax.plan import Mode
+from maskdp_jax.core.plan import Mode
 from maskdp_jax.reporting import plots, results, run_report
 from maskdp_jax.run import command
 from maskdp_jax.run import config as run_config

@@ -6,7 +6,7 @@ r"""Train a video classifier with MaskDP, DP-SGD or plain SGD, then evaluate and
     python -m maskdp_jax.train ...                    # the same command, installed anywhere
 
 One file a researcher can read top to bottom (big_vision style). :func:`train_and_evaluate` is a
-sequence of sections, each a call: config -> data -> privacy plan (:mod:`maskdp_jax.plan`, σ
+sequence of sections, each a call: config -> data -> privacy plan (:mod:`maskdp_jax.core.plan`, σ
 calibrated once) -> privacy guard (:mod:`maskdp_jax.run.guard`: resume checks, journal, budget,
 before the model is built) -> model, optimiser, step -> training loop (host-side Poisson sampling ->
 physical batches -> jitted accumulate / noise / update; every metric row and checkpoint leaves
@@ -34,7 +34,8 @@ from absl import flags, logging
 from tqdm import tqdm
 
 import maskdp_jax as mdp
-from maskdp_jax import configs, data, parallel
+from maskdp_jax import configs, data
+from maskdp_jax.core import parallel
 from maskdp_jax.reporting import plots, run_report
 from maskdp_jax.reporting import privacy as privacy_lib
 from maskdp_jax.run import command, evaluation, features, views
@@ -98,7 +99,7 @@ def load_logical_batch(dataset: data.Dataset, batch: mdp.LogicalBatch, *,
     """Physical batches of one logical step. Clip offsets are seeded per step.
 
     The offsets derive from the public ``config.seed`` also in secret mode: they are not privacy
-    noise (drawn per batch row, independently of the data; see :mod:`maskdp_jax.randomness`).
+    noise (drawn per batch row, independently of the data; see :mod:`maskdp_jax.core.randomness`).
 
     Without a mesh: host numpy. With a mesh: global arrays sharded over the data axis, of which this
     process loads only its own rows (every process cuts the same physical batches, since the
@@ -259,7 +260,7 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
 
     Every step runs on the guard's mechanism (its batches drawn by ``batch_at`` from
-    :meth:`~maskdp_jax.mechanism.Mechanism.batch_at`, which refuses a step past the plan; its
+    :meth:`~maskdp_jax.core.mechanism.Mechanism.batch_at`, which refuses a step past the plan; its
     counter, ``state.privacy.step``, is the ledger); every metric row and checkpoint leaves
     through the guard (journal first). On SIGTERM (preemption; ``stop`` is the flag of
     :func:`sigterm_flag`) the current step is finished and checkpointed, and the loop returns

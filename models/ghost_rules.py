@@ -1,8 +1,8 @@
 """Per-layer rules for per-example gradient norms without per-example gradients (ghost norms and
-book-keeping, :mod:`maskdp_jax.ghost`), one for every kind of trainable parameter of the MViT.
+book-keeping, :mod:`maskdp_jax.core.ghost`), one for every kind of trainable parameter of the MViT.
 
 ``RULES`` maps ``(module class, method name)`` to the fields of a
-``maskdp_jax.ghost.LayerRule`` (``params``, ``tap``, ``per_example``); the run layer
+``maskdp_jax.core.ghost.LayerRule`` (``params``, ``tap``, ``per_example``); the run layer
 (``run.model``) builds the rules from it (this package imports no DP code). Each method tapped is
 the only place its module's parameters are used, so the output cotangent ``g`` of that call and
 what ``tap`` keeps of its inputs (``a``) determine the parameters' per-example gradients:

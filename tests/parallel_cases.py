@@ -34,11 +34,11 @@ def setup(mode: str, microbatch_size: int | None = None):
     import optax
     from conftest import PATCH_STRIDE, TinyVideoNet
 
-    from maskdp_jax.mechanism import Mechanism
-    from maskdp_jax.plan import PrivacyPlan
-    from maskdp_jax.randomness import Randomness
-    from maskdp_jax.tokenizer import Tokenizer
-    from maskdp_jax.train_step import PixelViews, TrainState
+    from maskdp_jax.core.mechanism import Mechanism
+    from maskdp_jax.core.plan import PrivacyPlan
+    from maskdp_jax.core.randomness import Randomness
+    from maskdp_jax.core.tokenizer import Tokenizer
+    from maskdp_jax.core.train_step import PixelViews, TrainState
 
     model = TinyVideoNet()
     params = model.init(jax.random.key(0), np.zeros((1, 4, 16, 16, 3), np.float32))["params"]
@@ -59,7 +59,7 @@ def logical_batches(mode: str, physical: int = PHYSICAL):
     """``STEPS`` logical batches of 2 physical batches each (host numpy, same on every host)."""
     from conftest import random_batch
 
-    from maskdp_jax.train_step import LogicalBatchData
+    from maskdp_jax.core.train_step import LogicalBatchData
 
     rng = np.random.default_rng(7)
     out = []
@@ -76,8 +76,8 @@ def run(mode: str, mesh=None, *, batch_fn=lambda b: b, physical: int = PHYSICAL,
         microbatch_size: int | None = None):
     """Final trainable parameters (numpy) after ``STEPS`` steps, on ``mesh`` or one device."""
 
-    from maskdp_jax import parallel
-    from maskdp_jax.train_step import LogicalBatchData, make_train_step
+    from maskdp_jax.core import parallel
+    from maskdp_jax.core.train_step import LogicalBatchData, make_train_step
 
     apply_fn, tx, cfg, state = setup(mode, microbatch_size)
     step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg, mesh=mesh)
@@ -106,8 +106,8 @@ def private_sum_trap(mesh):
 
     import jax
 
-    from maskdp_jax import parallel
-    from maskdp_jax.train_step import accumulate, zeros_accumulator
+    from maskdp_jax.core import parallel
+    from maskdp_jax.core.train_step import accumulate, zeros_accumulator
 
     apply_fn, _, cfg, state = setup("maskdp")
     batch = logical_batches("maskdp")[0].private[0]
@@ -133,7 +133,7 @@ def flat(tree) -> dict[str, np.ndarray]:
 def main_devices(out_path: str) -> None:
     import jax
 
-    from maskdp_jax import parallel
+    from maskdp_jax.core import parallel
 
     assert jax.device_count() == 8, jax.devices()
     mesh = parallel.make_mesh()
@@ -167,7 +167,7 @@ def main_devices(out_path: str) -> None:
 
 
 def main_process(pid: int, nproc: int, port: int, out_path: str) -> None:
-    from maskdp_jax import parallel
+    from maskdp_jax.core import parallel
 
     parallel.initialize_distributed(
         coordinator_address=f"127.0.0.1:{port}", num_processes=nproc, process_id=pid,
@@ -187,7 +187,7 @@ def main_process(pid: int, nproc: int, port: int, out_path: str) -> None:
 
 
 def main_preempt(pid: int, nproc: int, port: int, out_path: str) -> None:
-    from maskdp_jax import parallel
+    from maskdp_jax.core import parallel
 
     parallel.initialize_distributed(
         coordinator_address=f"127.0.0.1:{port}", num_processes=nproc, process_id=pid,

@@ -29,11 +29,12 @@ def tiny():
     import optax
     from conftest import TinyVideoNet
 
-    from maskdp_jax import models, partition
+    from maskdp_jax import models
     from maskdp_jax.audit import shadows
+    from maskdp_jax.core import partition
+    from maskdp_jax.core.plan import PrivacyPlan
+    from maskdp_jax.core.tokenizer import Tokenizer
     from maskdp_jax.data import synthetic
-    from maskdp_jax.plan import PrivacyPlan
-    from maskdp_jax.tokenizer import Tokenizer
 
     train, _ = synthetic.make_splits(num_train=16, num_test=8, frames=8, clip_frames=8, size=32)
     data = train.get_batch(np.arange(16))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from maskdp_jax.audit import canaries
+from maskdp_jax.core.tokenizer import Tokenizer
 from maskdp_jax.data import synthetic
-from maskdp_jax.tokenizer import Tokenizer
 
 STRIDE = (2, 4, 4)
 

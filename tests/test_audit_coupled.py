@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from conftest import PATCH_STRIDE, random_batch
 
-from maskdp_jax import sampling
 from maskdp_jax.audit import coupled
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.tokenizer import Tokenizer
+from maskdp_jax.core import sampling
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.tokenizer import Tokenizer
 
 N, B, STEPS = 40, 10, 12  # q = 1/4
 

@@ -16,8 +16,8 @@ import scipy.optimize
 from maskdp_jax.audit import feature_masking as fm
 from maskdp_jax.audit import runs
 from maskdp_jax.configs import audit_feature_masking
+from maskdp_jax.core.tokenizer import Tokenizer
 from maskdp_jax.data import synthetic
-from maskdp_jax.tokenizer import Tokenizer
 
 
 def _linear_game(weights, bias=0.3):

@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
-from maskdp_jax import parallel, partition
 from maskdp_jax.audit import lira, shadows
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core import parallel, partition
+from maskdp_jax.core.plan import PrivacyPlan
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shadow_cases  # noqa: E402

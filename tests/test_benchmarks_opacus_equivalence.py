@@ -19,7 +19,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from benchmarks import opacus_maskdp as bench  # noqa: E402
 from benchmarks import opacus_torch_step as ots  # noqa: E402
-from maskdp_jax import models, tokenizer  # noqa: E402
+from maskdp_jax import models  # noqa: E402
+from maskdp_jax.core import tokenizer  # noqa: E402
 
 TINY = bench.SIZES["tiny"]
 

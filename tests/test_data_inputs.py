@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from malformed import Case, assert_refused, set_keys, table, tiny_config
 
-from maskdp_jax import data, tokenizer, train
+from maskdp_jax import data, train
+from maskdp_jax.core import tokenizer
 from maskdp_jax.data import decode, labels, layouts, preprocess, testing
 from maskdp_jax.run import datasets as run_datasets
 
@@ -257,7 +258,7 @@ def test_nan_pixels_are_refused_naming_the_video(monkeypatch, tmp_path):
     batch["weight"][5] = 0.0  # a padding row may hold anything
     train.check_finite(batch, np.arange(16), name=train_ds.name)
     # The trainer's batch loader runs the check on every physical batch.
-    from maskdp_jax import sampling
+    from maskdp_jax.core import sampling
 
     logical = sampling.LogicalBatch(public=None, private=np.array([3, 5, 7]))
     with pytest.raises(ValueError, match=r"video\(s\) \[5\] hold non-finite"):

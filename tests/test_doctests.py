@@ -42,7 +42,7 @@ MODULES = _modules_with_examples()
 
 
 def test_the_examples_are_found_in_every_layer():
-    assert {"maskdp_jax.gradient", "maskdp_jax.models.convert", "maskdp_jax.accounting.ledger",
+    assert {"maskdp_jax.core.gradient", "maskdp_jax.models.convert", "maskdp_jax.accounting.ledger",
             "maskdp_jax.data.clips", "maskdp_jax.run.command"} <= set(MODULES)
 
 

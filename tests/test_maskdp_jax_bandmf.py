@@ -1,6 +1,6 @@
-"""Banded correlated noise (maskdp_jax.bandmf) and the cyclic Poisson sampler it needs: one band is
-DP-SGD, the noise has the strategy's covariance, each example takes part at most once per cycle,
-and the accounting equals jax_privacy's amplified BandMF event. Small sizes: seconds."""
+"""Banded correlated noise (maskdp_jax.core.bandmf) and the cyclic Poisson sampler it needs: one
+band is DP-SGD, the noise has the strategy's covariance, each example takes part at most once per
+cycle, and the accounting equals jax_privacy's amplified BandMF event. Small sizes: seconds."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from maskdp_jax import bandmf, noise, sampling
 from maskdp_jax.accounting import accountant, events
+from maskdp_jax.core import bandmf, noise, sampling
 
 pytest.importorskip("jax_privacy")
 
@@ -101,7 +101,7 @@ def test_the_ledger_segment_is_jax_privacys_amplified_bandmf_event(steps, bands)
 # ---------------------------------------------------------------------------------------------
 # Wired into the plan, the train step and the mechanism.
 def _banded_plan(mode="maskdp", bands=2, steps=4, sigma=1.3, b=4):
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     return PrivacyPlan(mode=mode, num_examples=1000, batch_size=b, steps=steps, l2_clip_norm=0.5,
                        noise_multiplier=sigma, delta=1e-5, noise="banded", bands=bands)
@@ -112,10 +112,10 @@ def _steps(tiny_model, plan, batches, *, microbatch_size=None):
     import optax
     from conftest import PATCH_STRIDE
 
-    from maskdp_jax.mechanism import Mechanism
-    from maskdp_jax.randomness import Randomness
-    from maskdp_jax.tokenizer import Tokenizer
-    from maskdp_jax.train_step import PixelViews, TrainState, make_train_step
+    from maskdp_jax.core.mechanism import Mechanism
+    from maskdp_jax.core.randomness import Randomness
+    from maskdp_jax.core.tokenizer import Tokenizer
+    from maskdp_jax.core.train_step import PixelViews, TrainState, make_train_step
 
     _, params, apply_fn = tiny_model
     tx = optax.sgd(0.1)
@@ -134,7 +134,7 @@ def _steps(tiny_model, plan, batches, *, microbatch_size=None):
 def _batches(mode, n=3, size=4):
     from conftest import random_batch
 
-    from maskdp_jax.train_step import LogicalBatchData
+    from maskdp_jax.core.train_step import LogicalBatchData
 
     rng = np.random.default_rng(11)
     out = []
@@ -149,7 +149,7 @@ def _batches(mode, n=3, size=4):
 
 
 def test_one_banded_band_trains_exactly_as_independent_noise(tiny_model):
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     banded = _banded_plan(mode="dp", bands=1)
     independent = PrivacyPlan(**{**banded.__dict__, "noise": "independent"})
@@ -182,7 +182,7 @@ def test_the_banded_noise_is_correlated_across_train_steps(tiny_model):
     independent noise would give ~0."""
     from conftest import random_batch
 
-    from maskdp_jax.train_step import LogicalBatchData
+    from maskdp_jax.core.train_step import LogicalBatchData
 
     padding = random_batch(np.random.default_rng(6), size=2)
     padding["weight"][:] = 0.0
@@ -201,7 +201,7 @@ def test_the_banded_noise_is_correlated_across_train_steps(tiny_model):
 
 
 def test_banded_plans_refuse_what_the_mechanism_does_not_cover():
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     with pytest.raises(ValueError, match="needs the decoupled scheme"):
         PrivacyPlan.calibrate(mode="maskdp", num_examples=1000, batch_size=10, steps=20,
@@ -219,7 +219,7 @@ def test_banded_plans_refuse_what_the_mechanism_does_not_cover():
 
 def test_calibration_targets_the_amplified_bandmf_epsilon():
     from maskdp_jax import accounting
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=1000, batch_size=10, steps=40,
                                  l2_clip_norm=1.0, delta=1e-5, target_epsilon=2.0,
@@ -283,7 +283,7 @@ def test_the_low_level_pieces_refuse_what_would_break_min_separation():
 
 def test_the_accounting_cli_converts_for_bands(capsys):
     from maskdp_jax.accounting import __main__ as cli
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     plan = PrivacyPlan.calibrate(mode="dp", num_examples=1024, batch_size=64, steps=256,
                                  l2_clip_norm=1.0, delta=1e-5, target_epsilon=1.0,

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from maskdp_jax.clipping import clipped_grad_sum
+from maskdp_jax.core.clipping import clipped_grad_sum
 
 
 def _loss(w, example):
@@ -184,7 +184,7 @@ def test_microbatch_size_must_divide_the_batch():
                                      (float("nan"), ValueError), (True, TypeError)])
 def test_a_clip_norm_that_bounds_nothing_is_refused_as_the_plan_refuses_it(c, error):
     """The clipping function checks C with the plan's one rule (accounting.inputs)."""
-    from maskdp_jax.plan import PrivacyPlan
+    from maskdp_jax.core.plan import PrivacyPlan
 
     def loss(w, x):
         return jnp.sum(w * x)

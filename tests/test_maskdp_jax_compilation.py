@@ -1,4 +1,4 @@
-"""maskdp_jax.compilation: the pinned jaxlib accepts the compile options, and they do what the
+"""maskdp_jax.core.compilation: the pinned jaxlib accepts the compile options, and they do what the
 module says (no YNNPACK dot fusion in the compiled CPU program)."""
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from maskdp_jax import compilation
+from maskdp_jax.core import compilation
 
 
 def _on_cpu(x):

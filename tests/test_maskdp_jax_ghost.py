@@ -1,4 +1,4 @@
-"""Ghost norms and book-keeping (maskdp_jax/ghost.py, models/ghost_rules.py): the private pass
+"""Ghost norms and book-keeping (maskdp_jax/core/ghost.py, models/ghost_rules.py): the private pass
 without per-example gradients equals the vmap path, which makes these the privacy tests of the
 ghost path: every per-example norm, the clipped sum and the statistics, every clipped contribution
 <= C, padding and non-finite examples zeroed; and a layer it cannot handle is an error naming it.
@@ -15,10 +15,10 @@ from conftest import CLIP_SHAPE, TinyVideoNet
 from flax import traverse_util
 
 from benchmarks import ghost_equality
-from maskdp_jax import clipping, ghost
+from maskdp_jax.core import clipping, ghost
+from maskdp_jax.core.train_step import one_video_loss
 from maskdp_jax.models import ghost_rules, mvit
 from maskdp_jax.run import model as run_model
-from maskdp_jax.train_step import one_video_loss
 
 C = ghost_equality.CLIP_NORM
 TOLERANCE = 1e-5

@@ -15,8 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWO_DEVICES = r"""
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import PartitionSpec as P
-from maskdp_jax import gradient
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core import gradient
+from maskdp_jax.core.plan import PrivacyPlan
 
 assert jax.device_count() == 2, jax.devices()
 C = 0.1

@@ -1,5 +1,5 @@
-"""The library's private step (maskdp_jax.mechanism) owns its noise, sampler and ledger, and the
-API boundary (Examples, masked_gradient) refuses inputs that would break the accountant's
+"""The library's private step (maskdp_jax.core.mechanism) owns its noise, sampler and ledger, and
+the API boundary (Examples, masked_gradient) refuses inputs that would break the accountant's
 assumptions. Tiny linear models on 4x4 images: seconds on a 2-core CPU."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import maskdp_jax as mdp
-from maskdp_jax import noise
+from maskdp_jax.core import noise
 
 N, B = 200, 8
 

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax.noise import add_gaussian_noise
+from maskdp_jax.core.noise import add_gaussian_noise
 
 
 def test_empirical_std_within_one_percent():

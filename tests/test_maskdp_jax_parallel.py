@@ -117,6 +117,6 @@ def test_preemption_flag_is_agreed_by_every_process(tmp_path):
 
 
 def test_preemption_flag_on_one_process_is_local():
-    from maskdp_jax import parallel
+    from maskdp_jax.core import parallel
 
     assert parallel.any_process(True) is True and parallel.any_process(False) is False

@@ -1,4 +1,4 @@
-"""The privacy plan (maskdp_jax.plan): built once, validated once, read by everyone."""
+"""The privacy plan (maskdp_jax.core.plan): built once, validated once, read by everyone."""
 
 import math
 
@@ -7,7 +7,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from maskdp_jax import accounting
-from maskdp_jax.plan import Mode, PrivacyPlan
+from maskdp_jax.core.plan import Mode, PrivacyPlan
 
 COMMON = dict(num_examples=1024, batch_size=64, epochs=4, l2_clip_norm=1.0, delta=1e-5)
 

@@ -1,4 +1,4 @@
-"""The run's privacy randomness (maskdp_jax.randomness): secret by default, restored on resume,
+"""The run's privacy randomness (maskdp_jax.core.randomness): secret by default, restored on resume,
 never in what the run publishes; seeded mode reproducible and labelled as such in the report.
 
 Nothing here compiles a model: the keys and the samplers are built as the privacy guard builds
@@ -13,9 +13,10 @@ import jax
 import numpy as np
 import pytest
 
-from maskdp_jax import accounting, randomness, sampling
+from maskdp_jax import accounting
 from maskdp_jax.configs import default
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core import randomness, sampling
+from maskdp_jax.core.plan import PrivacyPlan
 from maskdp_jax.reporting import privacy as privacy_lib
 from maskdp_jax.reporting import run_report as report
 from maskdp_jax.run import checkpoint, guard, identity, journal

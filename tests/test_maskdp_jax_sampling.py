@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from maskdp_jax.sampling import PoissonSampler, physical_batches
+from maskdp_jax.core.sampling import PoissonSampler, physical_batches
 
 
 def test_batch_size_mean_and_variance():

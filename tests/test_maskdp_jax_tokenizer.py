@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from benchmarks import public_view_grad
-from maskdp_jax import tokenizer
+from maskdp_jax.core import tokenizer
 
 STRIDE = (2, 4, 4)
 

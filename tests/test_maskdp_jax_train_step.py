@@ -9,14 +9,12 @@ import pytest
 from conftest import PATCH_STRIDE, random_batch
 
 import maskdp_jax as mdp
-from maskdp_jax import partition
-from maskdp_jax.data import clips
-from maskdp_jax.mechanism import Mechanism
-from maskdp_jax.plan import Mode, PrivacyPlan
-from maskdp_jax.randomness import Randomness
-from maskdp_jax.run import model as run_model
-from maskdp_jax.tokenizer import Tokenizer
-from maskdp_jax.train_step import (
+from maskdp_jax.core import partition
+from maskdp_jax.core.mechanism import Mechanism
+from maskdp_jax.core.plan import Mode, PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.tokenizer import Tokenizer
+from maskdp_jax.core.train_step import (
     LogicalBatchData,
     PixelViews,
     TrainState,
@@ -24,6 +22,8 @@ from maskdp_jax.train_step import (
     make_train_step,
     zeros_accumulator,
 )
+from maskdp_jax.data import clips
+from maskdp_jax.run import model as run_model
 
 SEEDED = Randomness(mode="seeded", seed=42)
 # The private pass' two ways to per-example norms (config.compute.per_example): the tests marked
@@ -418,7 +418,7 @@ def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind
     with each pass split into two physical batches and the library's with each pass in one
     batch, give the same updates (σ > 0: the noise too; banded: its state too), to float
     rounding (sums over other batch shapes)."""
-    from maskdp_jax import train_step
+    from maskdp_jax.core import train_step
 
     _, params, apply_fn = tiny_model
     rng = np.random.default_rng(11)

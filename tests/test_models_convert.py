@@ -15,8 +15,9 @@ import pytest
 from flax import traverse_util
 
 from maskdp_jax import convert as convert_command
-from maskdp_jax import models, partition
+from maskdp_jax import models
 from maskdp_jax.configs import default
+from maskdp_jax.core import partition
 from maskdp_jax.models import convert
 from maskdp_jax.run import model as run_model
 

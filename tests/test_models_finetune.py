@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-from maskdp_jax import models, partition
+from maskdp_jax import models
+from maskdp_jax.core import partition
 from maskdp_jax.models import convert, finetune
 
 CLASSES = 60

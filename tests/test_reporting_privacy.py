@@ -6,7 +6,7 @@ import math
 import pytest
 
 from maskdp_jax.accounting import Ledger
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core.plan import PrivacyPlan
 from maskdp_jax.reporting import privacy
 
 

@@ -72,7 +72,8 @@ import os
 import numpy as np
 import pytest
 
-from maskdp_jax import randomness, sweep, train
+from maskdp_jax import sweep, train
+from maskdp_jax.core import randomness
 from maskdp_jax.reporting import results
 from maskdp_jax.run import checkpoint
 
@@ -202,7 +203,7 @@ def command(study: str) -> str:
                 "--workdir=DIR --dst=INIT --drop_head")
     if s.secret:
         line += (f"  # secret randomness with the secret pinned to {SECRET:#x} (the test "
-                 "replaces maskdp_jax.randomness.draw_secret; a command draws a fresh one)")
+                 "replaces maskdp_jax.core.randomness.draw_secret; a command draws a fresh one)")
     return line
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import CLIP_SHAPE, PATCH_STRIDE, random_batch
 
-from maskdp_jax import tokenizer
+from maskdp_jax.core import tokenizer
 from maskdp_jax.run import evaluation
 
 

@@ -13,15 +13,16 @@ import numpy as np
 import optax
 import pytest
 
-from maskdp_jax import models, partition
+from maskdp_jax import models
+from maskdp_jax.core import partition
+from maskdp_jax.core.mechanism import Mechanism
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.tokenizer import Tokenizer
+from maskdp_jax.core.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 from maskdp_jax.data import feature_cache, synthetic
-from maskdp_jax.mechanism import Mechanism
 from maskdp_jax.models import finetune
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
 from maskdp_jax.run import features
-from maskdp_jax.tokenizer import Tokenizer
-from maskdp_jax.train_step import LogicalBatchData, PixelViews, TrainState, make_train_step
 
 sys.path.insert(0, os.path.dirname(__file__))
 from malformed import tiny_config  # noqa: E402

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from malformed import BATCH, N_TRAIN, STEPS, Q, tiny_config
 
-from maskdp_jax import accounting, randomness, train
-from maskdp_jax.mechanism import Mechanism, MechanismState, PlanExhausted
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax import accounting, train
+from maskdp_jax.core import randomness
+from maskdp_jax.core.mechanism import Mechanism, MechanismState, PlanExhausted
+from maskdp_jax.core.plan import PrivacyPlan
 from maskdp_jax.run import checkpoint, guard, identity, journal
 from maskdp_jax.run import config as run_config
 
@@ -428,7 +429,7 @@ def test_every_step_after_a_resume_is_charged_to_the_ledger_the_first_one_too(tm
     the journal and the last checkpoint."""
     import optax
 
-    from maskdp_jax.train_step import TrainState
+    from maskdp_jax.core.train_step import TrainState
 
     config = tiny_config({**SEEDED, "privacy.accountant": "rdp", "log_every_steps": STEPS,
                           "checkpoint.every_steps": 1})

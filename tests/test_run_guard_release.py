@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from flax import struct
 
-from maskdp_jax.mechanism import MechanismState, PlanExhausted
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
+from maskdp_jax.core.mechanism import MechanismState, PlanExhausted
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
 from maskdp_jax.run import guard as guard_lib
 from maskdp_jax.run import journal
 from maskdp_jax.run.guard import PrivacyGuard

@@ -16,8 +16,9 @@ import os
 import numpy as np
 import pytest
 
-from maskdp_jax import tokenizer, train
+from maskdp_jax import train
 from maskdp_jax.configs import context_ablation, default
+from maskdp_jax.core import tokenizer
 from maskdp_jax.data import synthetic
 from maskdp_jax.run import views
 

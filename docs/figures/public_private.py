@@ -1,9 +1,9 @@
 """Draw ``public_private.png``: one frame of the embedded dataset, its public mask, and the public
 and private views that a MaskDP step trains on.
 
-The views are the library's own (:func:`maskdp_jax.tokenizer.make_views` with the default model's
-patch stride), so the picture shows exactly what each pass sees: the public pass the avatar's
-token cells (no noise), the private pass everything else (clipped and noised). Run from the
+The views are the library's own (:func:`maskdp_jax.core.tokenizer.make_views` with the default
+model's patch stride), so the picture shows exactly what each pass sees: the public pass the
+avatar's token cells (no noise), the private pass everything else (clipped and noised). Run from the
 repository root: ``python docs/figures/public_private.py``.
 """
 
@@ -12,7 +12,7 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import tokenizer
+from maskdp_jax.core import tokenizer
 from maskdp_jax.data import synthetic
 from maskdp_jax.reporting import plots
 from maskdp_jax.run import model

@@ -52,8 +52,8 @@ import numpy as np
 import optax
 
 from maskdp_jax.audit import membership, metrics, shadows
+from maskdp_jax.core.plan import Mode, PrivacyPlan
 from maskdp_jax.data import synthetic
-from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.run import model as run_model
 
 REGIONS = ("private", "public")

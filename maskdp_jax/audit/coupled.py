@@ -18,7 +18,7 @@ What that reveals about the *private* batch is the point:
   has precision and recall ≈ q, the sampling rate.
 
 The public gradients are computed by the training step's own function
-(:func:`maskdp_jax.train_step.accumulate`, its public pass): g_i is the public sum of the batch
+(:func:`maskdp_jax.core.train_step.accumulate`, its public pass): g_i is the public sum of the batch
 with the one-hot weight e_i, and g is the sum over the step's physical batches. The attacker
 needs no private pixel: the public pass never reads one (the bit-exact invariant of the step).
 """
@@ -32,11 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import models, sampling, train_step
-from maskdp_jax.mechanism import Mechanism
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
-from maskdp_jax.tokenizer import Tokenizer
+from maskdp_jax import models
+from maskdp_jax.core import sampling, train_step
+from maskdp_jax.core.mechanism import Mechanism
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.tokenizer import Tokenizer
 
 
 def _flat(tree) -> jax.Array:
@@ -73,7 +74,7 @@ def step_public_gradient(trainable, frozen, data: dict, indices: np.ndarray, *, 
                          plan: PrivacyPlan, tokens: Tokenizer,
                          physical_batch_size: int) -> np.ndarray:
     """``[d]``: the public gradient a step on the public batch ``indices`` computes (its physical
-    batches, padded with weight 0, summed as :func:`maskdp_jax.train_step.make_train_step`
+    batches, padded with weight 0, summed as :func:`maskdp_jax.core.train_step.make_train_step`
     does)."""
     total = None
     batches = sampling.physical_batches(indices, physical_batch_size=physical_batch_size)

@@ -1,7 +1,7 @@
 r"""Feature masking by explainer sensitivity (Gu & Chen 2024, Sec. IV-C and Algorithm 1).
 
-**Features** are the tokeniser's cells (:mod:`maskdp_jax.tokenizer`; ``[T', H', W']``, 4 x 8 x 8
-for the CPU presets): the unit a view hides. Hiding a cell writes the tokeniser's fill value into
+**Features** are the tokeniser's cells (:mod:`maskdp_jax.core.tokenizer`; ``[T', H', W']``, 4 x 8 x
+8 for the CPU presets): the unit a view hides. Hiding a cell writes the tokeniser's fill value into
 its pixels, the same operation the public view applies to private cells.
 
 **Sensitivities.** An *identity model* predicts the subject z, a *utility model* the action y.
@@ -87,13 +87,13 @@ import optax
 import scipy.optimize
 import scipy.stats
 
-from maskdp_jax import partition
 from maskdp_jax.audit import lira, membership, metrics, shadows
+from maskdp_jax.core import partition
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.tokenizer import Tokenizer
 from maskdp_jax.data import synthetic
-from maskdp_jax.plan import PrivacyPlan
 from maskdp_jax.run import model as run_model
 from maskdp_jax.run import views as run_views
-from maskdp_jax.tokenizer import Tokenizer
 
 #: The explainers that attribute a model's log-odds to token cells.
 EXPLAINERS = ("shap", "lime")

@@ -4,14 +4,15 @@ several ε.
 
 Per (mode, ε, seed): M shadow models on complementary halves of the embedded training videos
 (:mod:`maskdp_jax.audit.shadows`: the training step, sampler, clipping, noise; σ calibrated by
-:meth:`~maskdp_jax.plan.PrivacyPlan.calibrate` for ε on N/2 videos), every video scored on every
-model (:func:`maskdp_jax.audit.shadows.scores`, once per query augmentation of ``config.lira``), the
-offline and online LiRA statistics with leave-one-out fits (:mod:`maskdp_jax.audit.lira`; Gu & Chen
-2024's per-example fits, the configured fits, Carlini et al.'s released fixed variance, the
-configured fits on every query: :func:`maskdp_jax.audit.metrics.lira_variants`), and the audit
-metrics (:mod:`maskdp_jax.audit.metrics`). Every figure is reported next to its null: the same
-attack on iid scores with the same inclusion (:func:`maskdp_jax.audit.metrics.lira_null`), per
-attack, because offline and online differ there.
+:meth:`~maskdp_jax.core.plan.PrivacyPlan.calibrate` for ε on N/2 videos), every video scored on
+every model (:func:`maskdp_jax.audit.shadows.scores`, once per query augmentation of
+``config.lira``), the offline and online LiRA statistics with leave-one-out fits
+(:mod:`maskdp_jax.audit.lira`; Gu & Chen 2024's per-example fits, the configured fits, Carlini et
+al.'s released fixed variance, the configured fits on every query:
+:func:`maskdp_jax.audit.metrics.lira_variants`), and the audit metrics
+(:mod:`maskdp_jax.audit.metrics`). Every figure is reported next to its null: the same attack on iid
+scores with the same inclusion (:func:`maskdp_jax.audit.metrics.lira_null`), per attack, because
+offline and online differ there.
 
 The ε lower bound pools a seed's M × N (model, video) trials, which share models and videos: it
 is **indicative**, never called "95 %". The best bound of a setting, a maximum over attacks and
@@ -29,8 +30,8 @@ import numpy as np
 import optax
 
 from maskdp_jax.audit import lira, metrics, shadows
+from maskdp_jax.core.plan import Mode, PrivacyPlan
 from maskdp_jax.data import synthetic
-from maskdp_jax.plan import Mode, PrivacyPlan
 from maskdp_jax.run import model as run_model
 
 

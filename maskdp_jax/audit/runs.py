@@ -14,9 +14,9 @@ import numpy as np
 from maskdp_jax import models
 from maskdp_jax.accounting import accountant, events
 from maskdp_jax.audit import canaries, coupled, feature_masking, membership, synthetic_release
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
 from maskdp_jax.data import synthetic
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
 from maskdp_jax.reporting import plots
 from maskdp_jax.run import model as run_model
 

@@ -4,13 +4,13 @@ M models, each on half of the N training videos, with the algorithm of the audit
 
 * **data**: :func:`complementary_inclusion` gives every model exactly N/2 videos and every video
   to exactly M/2 models (M/2 random halves and their complements), so one
-  :class:`~maskdp_jax.plan.PrivacyPlan` (N/2 examples, expected batch B) holds for every model;
-* **sampler**: one :class:`~maskdp_jax.sampling.PoissonSampler` per model (its own seed) over its
-  N/2 videos, public and private streams as in training; logical batches cut by
-  :func:`~maskdp_jax.sampling.physical_batches`;
-* **step**: :func:`maskdp_jax.train_step.accumulate` (each pass, the one clipped-gradient
+  :class:`~maskdp_jax.core.plan.PrivacyPlan` (N/2 examples, expected batch B) holds for every model;
+* **sampler**: one :class:`~maskdp_jax.core.sampling.PoissonSampler` per model (its own seed) over
+  its N/2 videos, public and private streams as in training; logical batches cut by
+  :func:`~maskdp_jax.core.sampling.physical_batches`;
+* **step**: :func:`maskdp_jax.core.train_step.accumulate` (each pass, the one clipped-gradient
   function) and ``finalize`` (noise σC once per logical batch, division by B), on the model's
-  :class:`~maskdp_jax.mechanism.Mechanism` (:meth:`ShadowSetup.mechanism`);
+  :class:`~maskdp_jax.core.mechanism.Mechanism` (:meth:`ShadowSetup.mechanism`);
 * **accountant**: σ is the plan's, calibrated by the caller for the target ε on N/2 examples.
 
 Batching. ``batching="vmap"`` trains ``chunk`` models at once: the step's pieces are
@@ -21,12 +21,12 @@ which add exact zeros; the last chunk is padded with copies of a model to the sa
 With several devices (``mesh``; the audits pass :func:`device_mesh`) a chunk's models are split
 over them under ``jax.shard_map``, ``chunk / devices`` per device, without communication.
 ``batching="loop"`` trains one model at a time with
-:func:`~maskdp_jax.train_step.make_train_step`, train.py's code path.
+:func:`~maskdp_jax.core.train_step.make_train_step`, train.py's code path.
 
 Equality. The two give the same models **bit for bit** on the CPU (tested at full fine-tuning of
 ``mvit_test``, both passes of ``maskdp``, a padded last chunk). Three things make it so. The
 step's programs compile without XLA:CPU's YNNPACK dot fusion
-(:mod:`maskdp_jax.compilation`), whose kernels differ between a model-batched matrix product
+(:mod:`maskdp_jax.core.compilation`), whose kernels differ between a model-batched matrix product
 and the one-model product (6e-8 after two steps with it). Optax's bias correction
 ``b ** count`` sees a scalar count, as in the one-model step (``_model_axes``; on a
 ``[chunk]`` vector of counts XLA:CPU takes its vectorised power, another last bit). And no chunk
@@ -58,13 +58,13 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from maskdp_jax import compilation, parallel, partition, sampling
-from maskdp_jax import train_step as step_lib
 from maskdp_jax.audit import lira
-from maskdp_jax.mechanism import Mechanism, MechanismState
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
-from maskdp_jax.tokenizer import Tokenizer
+from maskdp_jax.core import compilation, parallel, partition, sampling
+from maskdp_jax.core import train_step as step_lib
+from maskdp_jax.core.mechanism import Mechanism, MechanismState
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.tokenizer import Tokenizer
 
 BATCHINGS = ("vmap", "loop")
 
@@ -107,7 +107,7 @@ class ShadowSetup:
         return self.seed * 100_003 + model
 
     def mechanism(self, model: int) -> Mechanism:
-        """Model ``model``'s :class:`~maskdp_jax.mechanism.Mechanism`: the plan with seeded
+        """Model ``model``'s :class:`~maskdp_jax.core.mechanism.Mechanism`: the plan with seeded
         randomness of the model's own seed (its sampler, its budget rule, its step)."""
         return Mechanism(plan=self.plan,
                          randomness=Randomness(mode="seeded", seed=self._model_seed(model)))
@@ -154,11 +154,11 @@ def train(setup: ShadowSetup, inclusion: np.ndarray, data: dict[str, np.ndarray]
       data: the N videos: ``video [N, K, T, H, W, C]`` float32, ``mask [N, K, T, H, W]``,
         ``label [N]``.
       trainable / frozen: initial parameters (the same for every model).
-      apply_fn, tx, tokens: as for :func:`maskdp_jax.train_step.make_train_step`.
+      apply_fn, tx, tokens: as for :func:`maskdp_jax.core.train_step.make_train_step`.
       batching: ``"vmap"`` or ``"loop"`` (module docstring).
       chunk: models trained at once with ``"vmap"`` (rounded up to a multiple of the mesh's
         devices).
-      mesh: ``"vmap"`` only: a 1-D mesh (:func:`maskdp_jax.parallel.make_mesh` over this
+      mesh: ``"vmap"`` only: a 1-D mesh (:func:`maskdp_jax.core.parallel.make_mesh` over this
         process's devices) over which a chunk's models are split, ``chunk / devices`` per device;
         frozen parameters and the data are replicated. None: one device.
       progress: called with the number of models finished.
@@ -224,7 +224,7 @@ def _over_models(fn, in_axes, out_axes, mesh, **jit_kwargs):
     sharding propagation, XLA may split other axes too and all-reduce partial sums: measured,
     the models then differ from the loop's by 1e-7.) The trainable parameters are model-axis
     sharded, so they are *varying* in the shard_map and their gradients get no ``psum``: no mixing
-    of models (nor of examples, :mod:`maskdp_jax.parallel`'s trap).
+    of models (nor of examples, :mod:`maskdp_jax.core.parallel`'s trap).
     """
     mapped = jax.vmap(fn, in_axes=in_axes, out_axes=out_axes)
     if mesh is not None:

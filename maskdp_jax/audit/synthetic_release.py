@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from maskdp_jax import randomness
 from maskdp_jax.accounting import dpcda
 from maskdp_jax.audit import lira, membership, metrics
+from maskdp_jax.core import randomness
 from maskdp_jax.release import datasets, run
 
 

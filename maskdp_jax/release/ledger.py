@@ -17,9 +17,9 @@ what it released:
 The n-th release writes ``synthetic.npz`` (n = 1) or ``synthetic_<n>.npz``, so no released file is
 overwritten and each ledger entry's SHA-256 can be checked against its file. The ledger holds
 nothing secret: the randomness is recorded by its public commitment
-(:meth:`maskdp_jax.randomness.Randomness.public_id`). It only counts what this workdir released:
-releasing the same data from a fresh workdir starts an empty ledger, so a fresh workdir is for
-other private data.
+(:meth:`maskdp_jax.core.randomness.Randomness.public_id`). It only counts what this workdir
+released: releasing the same data from a fresh workdir starts an empty ledger, so a fresh workdir is
+for other private data.
 """
 
 from __future__ import annotations

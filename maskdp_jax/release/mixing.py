@@ -18,7 +18,7 @@ Pools are padded to the largest class so every class runs the same compiled prog
 rows get the last keys and are never drawn).
 
 Privacy meaning of the key: it must be secret in a release (``randomness="secret"``, the same
-policy as training, :mod:`maskdp_jax.randomness`): whoever knows it can recompute every draw
+policy as training, :mod:`maskdp_jax.core.randomness`): whoever knows it can recompute every draw
 and noise vector and subtract the noise.
 """
 

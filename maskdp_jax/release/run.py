@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from maskdp_jax import randomness
 from maskdp_jax.accounting import dpcda, inputs
+from maskdp_jax.core import randomness
 from maskdp_jax.data import atomic
 from maskdp_jax.release import datasets, ledger, mixing
 from maskdp_jax.run.workdir_lock import WorkdirLock

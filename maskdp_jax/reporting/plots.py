@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from maskdp_jax.plan import Mode  # noqa: E402
+from maskdp_jax.core.plan import Mode  # noqa: E402
 from maskdp_jax.reporting.results import MODE_ORDER, summarize  # noqa: E402
 from maskdp_jax.reporting.run_report import COUNTS_HIDDEN  # noqa: E402
 

@@ -2,9 +2,9 @@
 
 The statement a person reads next to ε. It belongs to the reporting layer (not to
 :mod:`maskdp_jax.accounting`, which computes ε): it reads the training
-:class:`~maskdp_jax.plan.Mode` (what is protected) and the run's randomness policy
-(:mod:`maskdp_jax.randomness`), and it is built from the run's :class:`~maskdp_jax.plan.PrivacyPlan`
-(the only privacy input) and the guard's ledger.
+:class:`~maskdp_jax.core.plan.Mode` (what is protected) and the run's randomness policy
+(:mod:`maskdp_jax.core.randomness`), and it is built from the run's
+:class:`~maskdp_jax.core.plan.PrivacyPlan` (the only privacy input) and the guard's ledger.
 
 Every report names the mode, the adjacency relation and the sampling scheme next
 to ε, and states in plain English what is and is not protected. JSON convention:
@@ -19,9 +19,9 @@ import math
 from typing import Any
 
 from maskdp_jax import accounting
-from maskdp_jax import randomness as randomness_lib
 from maskdp_jax.accounting import Ledger, inputs
-from maskdp_jax.plan import Mode, PrivacyPlan
+from maskdp_jax.core import randomness as randomness_lib
+from maskdp_jax.core.plan import Mode, PrivacyPlan
 
 
 def _unit(mode: Mode, adjacency: str) -> str:
@@ -106,7 +106,8 @@ class PrivacyReport:
         None when σ was given.
       target_epsilon: that calibration's target ε, or None.
       noise / bands: ``"independent"`` (1 band) or ``"banded"`` correlated noise with ``bands``
-        bands (ε then by the amplified BandMF bound, :meth:`maskdp_jax.plan.PrivacyPlan.accounted`).
+        bands (ε then by the amplified BandMF bound,
+        :meth:`maskdp_jax.core.plan.PrivacyPlan.accounted`).
     """
 
     mode: str
@@ -201,7 +202,7 @@ def privacy_report(
     """Accounts ``ledger`` under ``plan`` and states the resulting guarantee.
 
     Args:
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`. Its mode says what is protected
+      plan: the run's :class:`~maskdp_jax.core.plan.PrivacyPlan`. Its mode says what is protected
         (``maskdp``: the private tokens of one video under masked adjacency; ``dp``: one
         whole video; ``public_only``: the private tokens, ε = 0; ``nonprivate``: nothing,
         ε = ∞); its δ (``0 < δ < 1/N``,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import maskdp_jax
-from maskdp_jax.plan import Mode
+from maskdp_jax.core.plan import Mode
 
 MODE_ORDER = ("nonprivate", "public_only", "dp", "maskdp")
 COMMAND_FILE = "sweep_command.json"  # the command that trained a sweep's runs, and its commit
@@ -193,7 +193,7 @@ def load_reports(root: str) -> list[dict[str, Any]]:
 
 
 def _epsilon_label(report: dict[str, Any]) -> float:
-    """The ε a run was calibrated to (:attr:`~maskdp_jax.plan.Mode.fixed_epsilon` without a
+    """The ε a run was calibrated to (:attr:`~maskdp_jax.core.plan.Mode.fixed_epsilon` without a
     private pass: ∞ for ``nonprivate``, 0 for ``public_only``)."""
     mode = Mode(report["config"]["mode"])
     if not mode.is_private:

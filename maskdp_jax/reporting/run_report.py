@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from maskdp_jax.plan import Mode
+from maskdp_jax.core.plan import Mode
 
 COUNTS_HIDDEN = "not shown: labels are private in dp mode"
 
@@ -133,7 +133,7 @@ def checkpoint_note(config: dict[str, Any]) -> str:
 
 
 def seed_note(config: dict[str, Any]) -> str:
-    """What the published seed determines (see maskdp_jax.randomness)."""
+    """What the published seed determines (see maskdp_jax.core.randomness)."""
     randomness = config.get("privacy", {}).get("randomness")
     if randomness == "secret":
         return ("model initialisation and clip offsets only; noise and batches came from a "

@@ -6,7 +6,7 @@ when a checkpoint may be written or resumed is decided by
 
 orbax writes each checkpoint into a temporary directory and renames it when complete (atomic), and
 keeps the last ``keep``. **Checkpoints are private**: in ``secret`` randomness their meta holds the
-secret from which the noise and the private batches derive (see :mod:`maskdp_jax.randomness`).
+secret from which the noise and the private batches derive (see :mod:`maskdp_jax.core.randomness`).
 They therefore live apart from what a run publishes (report, metrics, final parameters): in
 ``<workdir>/private/checkpoints``, next to a ``DO_NOT_SHARE.txt`` that says why.
 """
@@ -25,7 +25,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
-from maskdp_jax import parallel
+from maskdp_jax.core import parallel
 
 PyTree = Any
 
@@ -296,7 +296,7 @@ def export_params(workdir: str, dst: str, *, drop_head: bool = False) -> int:
       FileNotFoundError: the workdir has no checkpoint.
       FileExistsError: ``dst`` exists.
     """
-    from maskdp_jax import partition
+    from maskdp_jax.core import partition
     from maskdp_jax.models import convert
 
     if os.path.exists(dst):

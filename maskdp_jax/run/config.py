@@ -8,15 +8,15 @@ sources) takes typed keyword arguments, built here from the config.
 before it), then :func:`check_dataset_size` once the training split is loaded, so a mistyped
 option costs seconds and loses nothing. Each error names the config key (as a
 ``--config.<key>`` flag) and the accepted values. :func:`privacy_plan` then builds the run's
-:class:`~maskdp_jax.plan.PrivacyPlan` (which validates the privacy numbers once more, with N
+:class:`~maskdp_jax.core.plan.PrivacyPlan` (which validates the privacy numbers once more, with N
 known: δ < 1/N, q < 1) and calibrates σ.
 
 What is checked here is only what the config alone decides. Checks that need the data or the
 model live with them: masks from files in :func:`maskdp_jax.data.decode.binarize_mask` (their token
-cells in :mod:`maskdp_jax.tokenizer`), labels in
+cells in :mod:`maskdp_jax.core.tokenizer`), labels in
 :mod:`maskdp_jax.data.labels`, dataset layouts in :mod:`maskdp_jax.data.layouts`, the privacy
-numbers in :class:`~maskdp_jax.plan.PrivacyPlan` (:mod:`maskdp_jax.accounting.inputs`), the resume
-of a checkpoint in :mod:`maskdp_jax.run.guard`.
+numbers in :class:`~maskdp_jax.core.plan.PrivacyPlan` (:mod:`maskdp_jax.accounting.inputs`), the
+resume of a checkpoint in :mod:`maskdp_jax.run.guard`.
 
 >>> from maskdp_jax.configs import default
 >>> config = default.get_config()
@@ -36,10 +36,11 @@ from typing import Any
 
 import ml_collections
 
-from maskdp_jax import models, randomness
+from maskdp_jax import models
 from maskdp_jax.accounting import accountant, inputs
+from maskdp_jax.core import randomness
+from maskdp_jax.core.plan import MODES, Mode, PrivacyPlan
 from maskdp_jax.data import clips
-from maskdp_jax.plan import MODES, Mode, PrivacyPlan
 from maskdp_jax.run import command, views
 from maskdp_jax.run import datasets as run_datasets
 from maskdp_jax.run import model as run_model

@@ -20,11 +20,12 @@ import os
 import ml_collections
 import numpy as np
 
-from maskdp_jax import data, tokenizer
+from maskdp_jax import data
+from maskdp_jax.core import tokenizer
+from maskdp_jax.core.plan import Mode
 from maskdp_jax.data import clips, layouts, synthetic
 from maskdp_jax.data import dataset as dataset_lib
 from maskdp_jax.data.video_dataset import VideoDataset, VideoOptions
-from maskdp_jax.plan import Mode
 
 FOLDER_DATASETS = ("ucf101", "hmdb51", "ntu60", "toyota_smarthome", "folder")
 DATASETS = ("synthetic", *FOLDER_DATASETS, "tfds_ucf101")

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import tokenizer, train_step
+from maskdp_jax.core import tokenizer, train_step
 from maskdp_jax.data import Dataset
 
 PyTree = Any
@@ -46,8 +46,8 @@ def predict(
         masks and the training tokeniser: ``"public"`` / ``"private"``: that view only;
         ``"two_view"``: the sum of the two views' log-probabilities (the model's two training
         inputs, combined as a product of experts).
-      tokens: the training :class:`~maskdp_jax.tokenizer.Tokenizer` (cell geometry, fill value),
-        needed for every view but ``"full"``. A batch that carries ``fill``
+      tokens: the training :class:`~maskdp_jax.core.tokenizer.Tokenizer` (cell geometry, fill
+        value), needed for every view but ``"full"``. A batch that carries ``fill``
         (:class:`maskdp_jax.run.views.PublicFill`) fills the views' hidden cells with it.
 
     Returns:

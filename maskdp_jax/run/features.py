@@ -29,7 +29,8 @@ from flax import traverse_util
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from maskdp_jax import data, parallel, tokenizer, train_step
+from maskdp_jax import data
+from maskdp_jax.core import parallel, tokenizer, train_step
 from maskdp_jax.data import feature_cache, store
 from maskdp_jax.models import finetune
 from maskdp_jax.run.metrics import progress_bar
@@ -38,7 +39,7 @@ CACHE_VERSION = 1
 
 
 def cached_views(batch: dict) -> tokenizer.Views:
-    """The step's views (:data:`maskdp_jax.train_step.ViewFn`) of a ``maskdp`` batch from the
+    """The step's views (:data:`maskdp_jax.core.train_step.ViewFn`) of a ``maskdp`` batch from the
     feature cache: made before the frozen prefix by the run's tokeniser (:func:`make_prefix`), so
     read, not cut. ``public`` / ``private [P, K, tokens, dim]`` float32 features, ``has_public`` /
     ``has_private [P, K]`` bool. The public features are a function of public pixels only."""

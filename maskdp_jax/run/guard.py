@@ -16,17 +16,17 @@ caller can get the order wrong:
   :meth:`PrivacyGuard.save` (journal, then checkpoint).
 
 The private step itself, its sampler, its budget rule, its noise key and its step counter, is
-the run's :class:`~maskdp_jax.mechanism.Mechanism` (``PrivacyGuard.mechanism``), the same
+the run's :class:`~maskdp_jax.core.mechanism.Mechanism` (``PrivacyGuard.mechanism``), the same
 object a library user trains with: the guard makes it from the plan and the restored
 randomness, and reads the ledger from the state the mechanism charges (``state.privacy``).
 
 What a checkpoint holds (everything needed to continue bit-exactly): the
-:class:`~maskdp_jax.train_step.TrainState` as host arrays (its ``privacy`` the mechanism's
+:class:`~maskdp_jax.core.train_step.TrainState` as host arrays (its ``privacy`` the mechanism's
 state: counter, base noise key, banded noise), and a JSON ``meta``: the step, the
 :class:`~maskdp_jax.accounting.Ledger`, the run's config, the base noise key, the sampler's
-parameters, the run's randomness (:mod:`maskdp_jax.randomness`) and the topology. The sampler and
-the per-step noise have no other state: batches are ``default_rng([seed, step, stream])`` and noise
-keys ``fold_in(key, step)``.
+parameters, the run's randomness (:mod:`maskdp_jax.core.randomness`) and the topology. The sampler
+and the per-step noise have no other state: batches are ``default_rng([seed, step, stream])`` and
+noise keys ``fold_in(key, step)``.
 
 **Checkpoints are private.** With the default ``privacy.randomness = "secret"`` the meta holds the
 secret from which the noise key and the Poisson seeds derive: whoever holds a checkpoint can
@@ -62,9 +62,9 @@ import jax
 import numpy as np
 
 from maskdp_jax import accounting
-from maskdp_jax import randomness as randomness_lib
-from maskdp_jax.mechanism import Mechanism
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core import randomness as randomness_lib
+from maskdp_jax.core.mechanism import Mechanism
+from maskdp_jax.core.plan import PrivacyPlan
 from maskdp_jax.run import checkpoint, identity, journal
 from maskdp_jax.run.workdir_lock import WorkdirLock
 
@@ -84,7 +84,7 @@ def validate_meta(meta: Mapping[str, Any], *, config: Mapping[str, Any], noise_k
       meta: the checkpoint's meta.
       config / noise_key_data / sampler / randomness: of the current run (``config`` as a plain
         dict). In secret mode the randomness (and so the noise key) was restored from this meta
-        (:func:`maskdp_jax.randomness.for_run`); a checkpoint without a secret is refused.
+        (:func:`maskdp_jax.core.randomness.for_run`); a checkpoint without a secret is refused.
       topology: :func:`maskdp_jax.run.identity.current_topology` now.
       where: the checkpoint directory, for messages.
 
@@ -179,7 +179,7 @@ def sampler_meta(plan: PrivacyPlan, *, seed: int) -> dict[str, Any]:
     meta = {"num_examples": plan.num_examples, "expected_batch_size": plan.batch_size,
             "seed": seed, "sampling": plan.sampling}
     if plan.banded:  # the private stream samples cyclically (independent-noise metas unchanged)
-        from maskdp_jax import bandmf
+        from maskdp_jax.core import bandmf
 
         meta["cycle_length"] = plan.bands
         # The strategy the noise state was built with: a resume that would optimise another
@@ -191,21 +191,21 @@ def sampler_meta(plan: PrivacyPlan, *, seed: int) -> dict[str, Any]:
 
 class PrivacyGuard:
     """Owns the journal, checkpoints and identity of one training run (module docstring), and
-    makes its :class:`~maskdp_jax.mechanism.Mechanism`.
+    makes its :class:`~maskdp_jax.core.mechanism.Mechanism`.
 
     Constructing it runs every resume check, before the model is built; nothing is written.
 
     Args:
       workdir: the run's output directory (journal, checkpoints).
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
+      plan: the run's :class:`~maskdp_jax.core.plan.PrivacyPlan`.
       config: the run's published configuration as a plain dict (compared on resume,
         fingerprinted in the journal).
-      randomness: ``"secret"`` or ``"seeded"`` (:mod:`maskdp_jax.randomness`).
+      randomness: ``"secret"`` or ``"seeded"`` (:mod:`maskdp_jax.core.randomness`).
       seed: the public seed (``config.seed``).
       keep: checkpoints kept.
 
     Attributes:
-      mechanism: the run's :class:`~maskdp_jax.mechanism.Mechanism` (the plan with the run's
+      mechanism: the run's :class:`~maskdp_jax.core.mechanism.Mechanism` (the plan with the run's
         randomness): the trainer's private step, sampler and budget.
       plan, randomness, checkpoint_dir.
 
@@ -213,7 +213,7 @@ class PrivacyGuard:
       ValueError / RuntimeError: a checkpoint or journal of another run, a corrupt ledger, or a
         ledger past the plan (see :func:`validate_meta`,
         :func:`maskdp_jax.run.journal.check_journal`, :func:`check_epsilon_budget`).
-      maskdp_jax.mechanism.PlanExhausted: a checkpoint past the planned steps.
+      maskdp_jax.core.mechanism.PlanExhausted: a checkpoint past the planned steps.
       run.workdir_lock.WorkdirBusyError: another live run uses ``workdir``.
     """
 
@@ -269,7 +269,7 @@ class PrivacyGuard:
         return self._resume_step or 0
 
     def ledger(self, state: PyTree) -> accounting.Ledger:
-        """The steps charged up to ``state`` (a :class:`~maskdp_jax.train_step.TrainState`):
+        """The steps charged up to ``state`` (a :class:`~maskdp_jax.core.train_step.TrainState`):
         the mechanism's ledger of ``state.privacy``."""
         return self.mechanism.ledger(state.privacy)
 

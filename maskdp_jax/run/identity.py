@@ -91,6 +91,6 @@ def run_identity(config: Mapping[str, Any], *, randomness_id: str,
                  topology: Mapping[str, Any]) -> dict[str, Any]:
     """What the journal records to recognise its run: the config's fingerprint
     (:func:`config_fingerprint`), the randomness' public id
-    (:meth:`maskdp_jax.randomness.Randomness.public_id`, not the secret) and the topology."""
+    (:meth:`maskdp_jax.core.randomness.Randomness.public_id`, not the secret) and the topology."""
     return {"config_fingerprint": config_fingerprint(config), "randomness": randomness_id,
             "topology": dict(topology)}

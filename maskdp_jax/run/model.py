@@ -31,10 +31,11 @@ import numpy as np
 import safetensors.numpy
 from flax import traverse_util
 
-from maskdp_jax import ghost, models, partition, weights
+from maskdp_jax import models, weights
+from maskdp_jax.core import ghost, partition
+from maskdp_jax.core.tokenizer import Tokenizer
 from maskdp_jax.data import atomic
 from maskdp_jax.data.clips import PixelNorm
-from maskdp_jax.tokenizer import Tokenizer
 
 # bfloat16: products in bfloat16; parameters, norms, softmax, residual stream, logits and every
 # gradient (so clipping, sums and noise) in float32 (models/mvit.py).
@@ -66,7 +67,7 @@ def compute_dtype_name(name: str, backend: str | None = None) -> str:
 
 # How the private pass gets each example's gradient norm (config.compute.per_example): "vmap"
 # materialises per-example gradients; "ghost" computes norms and the clipped sum from one
-# backward's activations and output cotangents (maskdp_jax.ghost); "auto" picks "ghost" for the
+# backward's activations and output cotangents (maskdp_jax.core.ghost); "auto" picks "ghost" for the
 # (model, fine-tuning strategy) pairs of AUTO_GHOST, "vmap" otherwise.
 PER_EXAMPLE = ("auto", "vmap", "ghost")
 # Why these pairs (docs/benchmarks.md, "Ghost norms"): at mvit_v2_s, full fine-tuning, the ghost
@@ -116,7 +117,7 @@ class RunModel:
 
     def tokenizer(self, *, fill_value: float = 0.0, fill_texture: float = 1.0) -> Tokenizer:
         """The cell geometry of the two views on this model's patch-embedding grid, and what
-        they write into hidden cells (:func:`maskdp_jax.tokenizer.hidden_fill`)."""
+        they write into hidden cells (:func:`maskdp_jax.core.tokenizer.hidden_fill`)."""
         return Tokenizer(patch_stride=tuple(self.module.patch_stride), fill_value=fill_value,
                          fill_texture=fill_texture)
 
@@ -128,14 +129,14 @@ class RunModel:
 
 
 def ghost_rules() -> ghost.Rules:
-    """The :class:`~maskdp_jax.ghost.LayerRule` of every trainable layer kind of our models
+    """The :class:`~maskdp_jax.core.ghost.LayerRule` of every trainable layer kind of our models
     (``models/ghost_rules.py``)."""
     return {key: ghost.LayerRule(**fields) for key, fields in models.ghost_rules.RULES.items()}
 
 
 def per_example_rules(compute_config: ml_collections.ConfigDict,
                       model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
-    """The private pass' ``ghost_rules`` (:func:`maskdp_jax.train_step.make_train_step`) for
+    """The private pass' ``ghost_rules`` (:func:`maskdp_jax.core.train_step.make_train_step`) for
     ``compute.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
     ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``)."""
     choice = compute_config.per_example

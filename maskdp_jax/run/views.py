@@ -16,7 +16,7 @@ both ("Anonymized"). ``config.view`` selects this for ``nonprivate`` runs:
 * ``private``: the private view, i.e. the private token cells, public cells filled. Not Table 3's
   background row: the avatar's filled cells keep its silhouette and motion visible.
 
-The views are the training tokeniser's (:meth:`maskdp_jax.tokenizer.Tokenizer.views`: the same
+The views are the training tokeniser's (:meth:`maskdp_jax.core.tokenizer.Tokenizer.views`: the same
 cells, erosion and fill value that ``maskdp`` trains on), applied to the training *and* the test
 clips, so the run measures how well that part alone predicts the label (the paper's reading: how
 much class information the context carries). The papers do not say which view the test clips
@@ -42,7 +42,8 @@ import einops
 import jax
 import numpy as np
 
-from maskdp_jax import data, tokenizer
+from maskdp_jax import data
+from maskdp_jax.core import tokenizer
 from maskdp_jax.data import synthetic
 
 VIEWS = ("full", "public", "background", "private")
@@ -69,7 +70,7 @@ def hide_cells(video: np.ndarray, pixel_mask: np.ndarray, hidden: np.ndarray, *,
 
     Returns:
       a new ``video`` with the hidden cells' pixels set to the tokeniser's fill
-      (:meth:`maskdp_jax.tokenizer.Tokenizer.fill`, what the views write into hidden cells).
+      (:meth:`maskdp_jax.core.tokenizer.Tokenizer.fill`, what the views write into hidden cells).
     """
     if views not in HIDE_VIEWS:
         raise ValueError(f"views must be one of {HIDE_VIEWS}; got {views!r}.")
@@ -261,7 +262,7 @@ class PublicFill(_Delegating):
 def fill_texture(fill: str) -> float:
     """The tokeniser's ``fill_texture`` for the hidden-cell fill ``fill`` (``FILLS``):
     ``constant`` writes ``fill_value`` alone (the flat grey the papers most likely used;
-    :func:`maskdp_jax.tokenizer.hidden_fill` says what it does to LayerNorm gradients at random
+    :func:`maskdp_jax.core.tokenizer.hidden_fill` says what it does to LayerNorm gradients at random
     initial weights), the others keep the ±1 texture (``backgrounds`` uses it only where a view is
     made without a background, never in training)."""
     if fill not in FILLS:

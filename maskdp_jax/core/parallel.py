@@ -20,8 +20,8 @@ to *varying* (``jax.lax.pcast(..., to="varying")``) before the gradient is taken
 differentiates its own examples only; the sums are then all-reduced explicitly.
 
 Multi-host: every process runs the same program (JAX's multi-controller runtime). The Poisson
-draw is a pure function of ``(seed, step, stream)`` (:mod:`maskdp_jax.sampling`), so all hosts cut
-the same physical batches; each host loads only its rows (:func:`process_rows`) and
+draw is a pure function of ``(seed, step, stream)`` (:mod:`maskdp_jax.core.sampling`), so all hosts
+cut the same physical batches; each host loads only its rows (:func:`process_rows`) and
 :func:`global_batch` assembles the global array.
 """
 

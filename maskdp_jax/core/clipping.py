@@ -12,11 +12,11 @@ lives in a single function:
   the zero vector (a valid clipped gradient, so sensitivity is unchanged) and counted;
 * the function returns the weighted *sum* ``sum_i w_i clip(g_i)`` with ``w_i in {0, 1}``. Adding or
   removing one example changes it by at most ``l2_clip_norm`` in L2 norm, which is what the
-  Gaussian noise in :mod:`maskdp_jax.noise` is calibrated to.
+  Gaussian noise in :mod:`maskdp_jax.core.noise` is calibrated to.
 
 Per-example gradients are materialised by ``vmap`` (the default), or, given the model's layer
 rules (``ghost_rules``), never materialised: the norms and the clipped sum come from one backward's
-activations and output gradients (:mod:`maskdp_jax.ghost`). Both paths feed the same statistics
+activations and output gradients (:mod:`maskdp_jax.core.ghost`). Both paths feed the same statistics
 and the same sum, so the argument above covers both.
 """
 
@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from maskdp_jax import ghost
 from maskdp_jax.accounting import inputs
+from maskdp_jax.core import ghost
 
 PyTree = Any
 
@@ -95,9 +95,9 @@ def clipped_grad_sum(
         what full fine-tuning of a large model needs). Same sum up to float32 summation order;
         privacy is unchanged (each example is still clipped on its own, the sum is the same).
       ghost_rules: ``None``: per-example gradients by ``vmap``. Otherwise the
-        :class:`~maskdp_jax.ghost.LayerRule` of every layer kind owning trainable parameters:
+        :class:`~maskdp_jax.core.ghost.LayerRule` of every layer kind owning trainable parameters:
         per-example norms and the clipped sum from one ordinary backward, without per-example
-        gradients (:mod:`maskdp_jax.ghost`; ``trainable`` must be a Flax parameter dict and
+        gradients (:mod:`maskdp_jax.core.ghost`; ``trainable`` must be a Flax parameter dict and
         ``loss_fn`` apply a Flax model). The same sum and statistics, to float rounding.
 
     Returns:

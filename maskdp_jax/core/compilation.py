@@ -10,7 +10,7 @@ shadow models equal the one-at-a-time loop's bit for bit. Passed per program, so
 environment variable is needed and other programs of the process are unchanged. It is an XLA:CPU
 option, so it is passed only when the default backend is the CPU.
 
-It lives in the DP core because the core's step (:func:`maskdp_jax.train_step.make_train_step`)
+It lives in the DP core because the core's step (:func:`maskdp_jax.core.train_step.make_train_step`)
 compiles its own pieces; every other user (the audit's shadow models, the benchmarks) imports it
 from here.
 """

@@ -1,20 +1,20 @@
 """Correlated noise for the private pass: (amplified) banded matrix factorization (BandMF).
 
 ``privacy.noise = "banded"`` (with ``privacy.bands``) selects it in a
-:class:`~maskdp_jax.plan.PrivacyPlan`, ``train.py`` and :class:`maskdp_jax.mechanism.Mechanism`
-(docs/guides/bandmf.md).
+:class:`~maskdp_jax.core.plan.PrivacyPlan`, ``train.py`` and
+:class:`maskdp_jax.core.mechanism.Mechanism` (docs/guides/bandmf.md).
 
 DP-SGD adds independent noise ``σ C z_t`` at every step. BandMF (Choquette-Choo et al., "(Amplified)
 Banded Matrix Factorization", NeurIPS 2023) adds ``σ C (𝐂⁻¹ z)_t`` instead, for a lower-triangular
 strategy matrix 𝐂 with ``b`` bands and unit column norms: the noise of step t is correlated with the
 last ``b − 1`` steps' so that it partly cancels in the model, the sum of the updates. Its privacy
 holds when every example takes part at most once in any ``b`` consecutive steps (b-min-separation):
-the cyclic Poisson sampler (:class:`maskdp_jax.sampling.PoissonSampler` with ``cycle_length = b``)
-gives each example one of ``b`` groups, drawn independently and secretly, and step t samples only
-group ``t mod b``, each of its members with probability ``b q`` (below 1: the plan refuses
+the cyclic Poisson sampler (:class:`maskdp_jax.core.sampling.PoissonSampler` with ``cycle_length =
+b``) gives each example one of ``b`` groups, drawn independently and secretly, and step t samples
+only group ``t mod b``, each of its members with probability ``b q`` (below 1: the plan refuses
 ``b B >= N``). The mechanism is then, for the accountant, DP-SGD with rate ``b q`` over
 ``ceil(T / b)`` rounds (:func:`maskdp_jax.accounting.events.banded_segment`, which
-:meth:`maskdp_jax.plan.PrivacyPlan.accounted` applies; jax_privacy's ``amplified_bandmf_event``
+:meth:`maskdp_jax.core.plan.PrivacyPlan.accounted` applies; jax_privacy's ``amplified_bandmf_event``
 states the same, and ``tests/test_maskdp_jax_bandmf.py`` compares the two).
 
 MaskDP: the private pass is DP-SGD on the private views, so the same construction applies to it
@@ -26,8 +26,8 @@ What this module holds, and why not jax_privacy's privatizer: the strategy is ja
 (:func:`strategy`: the optimised banded Toeplitz coefficients,
 ``matrix_factorization.toeplitz.optimize_banded_toeplitz``, column-normalised by
 ``banded.ColumnNormalizedBanded``), and so is the streaming product with 𝐂⁻¹; the standard normal
-``z_t`` is drawn by :mod:`maskdp_jax.noise` from the run's key folded with the step
-(:func:`maskdp_jax.noise.step_key`), the project's one randomness policy, which jax_privacy's
+``z_t`` is drawn by :mod:`maskdp_jax.core.noise` from the run's key folded with the step
+(:func:`maskdp_jax.core.noise.step_key`), the project's one randomness policy, which jax_privacy's
 privatizer (its own key splitting) would replace. The noise state is the last ``b`` vectors of
 ``𝐂⁻¹ z``: ``b`` times the trainable parameters in float32.
 """
@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import noise
+from maskdp_jax.core import noise
 
 PyTree = Any
 
@@ -124,7 +124,7 @@ class BandedNoise:
     def noise_like(self, tree: PyTree, key: jax.Array, state: NoiseState, *,
                    noise_multiplier: float, l2_clip_norm: float) -> tuple[PyTree, NoiseState]:
         """This step's noise shaped like ``tree`` and the next state; ``key`` is the step's key
-        (:func:`maskdp_jax.noise.step_key`), whose standard normal draw is ``z_t``."""
+        (:func:`maskdp_jax.core.noise.step_key`), whose standard normal draw is ``z_t``."""
         z = noise.standard_normal_flat(tree, key)
         y, (index, buffers) = self._inverse.multiply_next(z, (state.index, state.buffers))
         return (noise.unflatten_like(noise_multiplier * l2_clip_norm * y, tree),
@@ -137,7 +137,7 @@ def _banded_noise(steps: int, bands: int) -> BandedNoise:
 
 
 def for_plan(plan) -> BandedNoise:
-    """The :class:`BandedNoise` of a banded :class:`~maskdp_jax.plan.PrivacyPlan` (its planned
+    """The :class:`BandedNoise` of a banded :class:`~maskdp_jax.core.plan.PrivacyPlan` (its planned
     steps and bands; cached)."""
     return _banded_noise(plan.steps, plan.bands)
 

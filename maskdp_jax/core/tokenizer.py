@@ -40,7 +40,7 @@ class Views(NamedTuple):
 
     Attributes:
       public: ``[..., T, H, W, C]`` pixels of public cells, every other pixel the hidden-cell
-        fill (:func:`~maskdp_jax.tokenizer.hidden_fill`).
+        fill (:func:`~maskdp_jax.core.tokenizer.hidden_fill`).
       private: ``[..., T, H, W, C]`` pixels of private cells, every other pixel the fill.
       has_public: ``[...]`` bool, the clip has at least one public cell.
       has_private: ``[...]`` bool, the clip has at least one private cell.
@@ -166,7 +166,7 @@ def make_views(
       pixel_mask: ``[T, H, W]``, 1 = public (not protected), 0 = private (protected by DP).
       patch_stride: the patch-embedding stride that defines token cells.
       fill_value, fill_texture: what a view writes where it hides a cell
-        (:func:`~maskdp_jax.tokenizer.hidden_fill`): a fixed pattern, so it carries no
+        (:func:`~maskdp_jax.core.tokenizer.hidden_fill`): a fixed pattern, so it carries no
         information about either part.
       fill: ``[T, H, W, C]`` normalised pixels to write into hidden cells instead of the fixed
         pattern (a public background, :class:`maskdp_jax.run.views.PublicFill`). Privacy: the
@@ -207,7 +207,7 @@ class Tokenizer:
         model's patch embedding (one cell).
       fill_value, fill_texture: what a view writes where it hides a cell, a fixed pattern that
         carries no information about either part
-        (:func:`~maskdp_jax.tokenizer.hidden_fill`, which says why a texture).
+        (:func:`~maskdp_jax.core.tokenizer.hidden_fill`, which says why a texture).
 
     >>> Tokenizer(patch_stride=(16, 16)).grid((224, 224, 3))
     (14, 14)
@@ -275,7 +275,7 @@ class Tokenizer:
         return views
 
     def fill(self, clip_shape: tuple[int, ...]) -> np.ndarray:
-        """:func:`~maskdp_jax.tokenizer.hidden_fill` of a ``(T, H, W, C)`` clip (an
+        """:func:`~maskdp_jax.core.tokenizer.hidden_fill` of a ``(T, H, W, C)`` clip (an
         ``(H, W, C)`` image): float32 NumPy of that shape."""
         shape = (1, *clip_shape) if self.is_image else tuple(clip_shape)
         fill = hidden_fill(shape, patch_stride=self.clip_stride, fill_value=self.fill_value,

@@ -1,31 +1,32 @@
 """The masked DP gradient for any model and any training loop.
 
 One logical step of MaskDP-SGD (docs/design.md) in three pure pieces that the project's own step
-(:mod:`maskdp_jax.train_step`) is built from, and that a user's own ``jax.jit`` step can call:
+(:mod:`maskdp_jax.core.train_step`) is built from, and that a user's own ``jax.jit`` step can call:
 
 * :func:`public_grad_sum`: ``sum_i w_i grad L(x_i)``, no clipping, no noise (the public pass);
-* :func:`maskdp_jax.clipping.clipped_grad_sum`: ``sum_i w_i clip_C(grad L(x_i))`` (the private
+* :func:`maskdp_jax.core.clipping.clipped_grad_sum`: ``sum_i w_i clip_C(grad L(x_i))`` (the private
   pass, the one place where the sensitivity C is enforced);
 * :func:`noisy_gradient`: adds ``N(0, σ²C² I)`` to the private sum once per logical batch, adds
   the public sum and divides by the *expected* batch size B.
 
 :func:`pass_gradient` is one pass over one physical batch (the public sum or the clipped private
 sum, with its statistics): :func:`masked_gradient` and the project's step
-(:func:`maskdp_jax.train_step.make_train_step`) are both built from it, so the library call and
+(:func:`maskdp_jax.core.train_step.make_train_step`) are both built from it, so the library call and
 ``train.py`` compute the same update (tested in all three modes).
 
 :func:`masked_gradient` composes them for one batch per pass: it cuts the public and private
-views of pixel inputs with a :class:`~maskdp_jax.tokenizer.Tokenizer` and works inside the caller's
-``jax.jit`` and, with ``axis_name``, inside the caller's ``shard_map`` (per-example gradients are
-taken per device, the sums all-reduced, and the noise drawn from the replicated key once).
+views of pixel inputs with a :class:`~maskdp_jax.core.tokenizer.Tokenizer` and works inside the
+caller's ``jax.jit`` and, with ``axis_name``, inside the caller's ``shard_map`` (per-example
+gradients are taken per device, the sums all-reduced, and the noise drawn from the replicated key
+once).
 
 Why not jax_privacy's ``clipped_grad``: it clips every example's whole gradient, so it cannot
 leave part of each input unprotected; the public pass here needs the noise-free gradient of the
 public view, and the private pass the clipped gradient of the private view of the same video.
 
 >>> import jax, jax.numpy as jnp
->>> from maskdp_jax.plan import PrivacyPlan
->>> from maskdp_jax.tokenizer import Tokenizer, Views
+>>> from maskdp_jax.core.plan import PrivacyPlan
+>>> from maskdp_jax.core.tokenizer import Tokenizer, Views
 >>> plan = PrivacyPlan.calibrate(mode="maskdp", num_examples=100, batch_size=2, epochs=1,
 ...     l2_clip_norm=1.0, delta=1e-3, noise_multiplier=1.0)
 >>> def loss(w, image, label):                     # one example: image [H, W, C]
@@ -48,9 +49,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax import bandmf, clipping, noise, tokenizer
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.tokenizer import Tokenizer, Views
+from maskdp_jax.core import bandmf, clipping, noise, tokenizer
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.tokenizer import Tokenizer, Views
 
 PyTree = Any
 # loss_fn(params, inputs, targets) -> scalar loss of ONE example (no batch axis).
@@ -87,7 +88,7 @@ class Examples:
     of 2 would count an example twice (sensitivity 2C), a negative one would subtract it, and a
     soft mask would make uncertain pixels public; so, when the arrays are concrete (built on the
     host, before the caller's ``jit``), construction refuses weights outside {0, 1}, non-binary
-    masks (:func:`maskdp_jax.tokenizer.check_mask_values`, the data loader's rule) and row
+    masks (:func:`maskdp_jax.core.tokenizer.check_mask_values`, the data loader's rule) and row
     counts that disagree. Inside ``jit`` the values are tracers and are not checked again.
 
     Raises:
@@ -130,7 +131,7 @@ class GradStats(NamedTuple):
     Attributes:
       public_loss_sum: sum of the public pass's weighted losses (public data).
       public_count: sum of the public pass's weights (examples zeroed as non-finite excluded).
-      clip: the private pass's :class:`~maskdp_jax.clipping.ClipStats`.
+      clip: the private pass's :class:`~maskdp_jax.core.clipping.ClipStats`.
       public_nonfinite: real public examples whose input held NaN or inf: zeroed and counted,
         as the private pass does (``clip.num_nonfinite``).
     """
@@ -152,7 +153,7 @@ def public_grad_sum(
 
     Args:
       loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example (the signature of
-        :func:`~maskdp_jax.clipping.clipped_grad_sum`, so both passes share one loss).
+        :func:`~maskdp_jax.core.clipping.clipped_grad_sum`, so both passes share one loss).
       params: the pytree the gradient is taken against (trainable parameters).
       examples: pytree of ``[P, ...]`` arrays.
       weights: ``[P]``; a weight-0 row may hold anything (inf/NaN included) and contributes 0.
@@ -161,7 +162,7 @@ def public_grad_sum(
       ``(grad_sum, loss_sum)``: the structure of ``params`` and the scalar ``sum_i w_i L_i``.
       A real row whose floating inputs hold NaN or inf is dropped like a padding row (so one
       corrupt example cannot make the update non-finite);
-      :func:`maskdp_jax.gradient.public_nonfinite` counts them.
+      :func:`maskdp_jax.core.gradient.public_nonfinite` counts them.
 
     >>> import jax.numpy as jnp
     >>> g, l = public_grad_sum(lambda w, x: jnp.sum((w + 1) * x), jnp.zeros(2),
@@ -229,9 +230,10 @@ def noisy_gradient(
     Args:
       public_sum / private_sum: the passes' sums (None where the mode has no such pass).
       key: this step's noise key: fresh every step (e.g. ``fold_in(base, step)``), secret
-        (:mod:`maskdp_jax.randomness`), and the same on every replica.
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B) with independent
-        noise (a banded plan's noise has state: :func:`~maskdp_jax.gradient.banded_noisy_gradient`).
+        (:mod:`maskdp_jax.core.randomness`), and the same on every replica.
+      plan: the run's :class:`~maskdp_jax.core.plan.PrivacyPlan` (mode, σ, C, B) with independent
+        noise (a banded plan's noise has state:
+        :func:`~maskdp_jax.core.gradient.banded_noisy_gradient`).
 
     Raises:
       ValueError: a sum is missing for a pass the mode has, or given for one it lacks; or the
@@ -251,11 +253,11 @@ def banded_noisy_gradient(
     plan: PrivacyPlan,
 ) -> tuple[PyTree, Any]:
     """:func:`noisy_gradient` with BandMF's correlated noise: ``(public_sum + private_sum +
-    σC (𝐂⁻¹ z)_t) / B`` and the next noise state (:mod:`maskdp_jax.bandmf`; ``z_t`` is the
+    σC (𝐂⁻¹ z)_t) / B`` and the next noise state (:mod:`maskdp_jax.core.bandmf`; ``z_t`` is the
     standard normal draw of ``key``, this step's key).
 
     Args:
-      noise_state: the :class:`~maskdp_jax.bandmf.NoiseState` before this step (secret: it
+      noise_state: the :class:`~maskdp_jax.core.bandmf.NoiseState` before this step (secret: it
         holds past noise), e.g. ``TrainState.noise_state``.
       others: as :func:`noisy_gradient`; the plan must be banded.
 
@@ -278,7 +280,7 @@ def noisy_update(
     """The update direction of one logical step and the next noise state, whichever noise the
     plan adds: :func:`banded_noisy_gradient` for a banded plan, :func:`noisy_gradient` (the
     state, None, passed through) otherwise. What the train step and the
-    :class:`~maskdp_jax.mechanism.Mechanism` call.
+    :class:`~maskdp_jax.core.mechanism.Mechanism` call.
 
     Raises:
       ValueError: a banded plan without its noise state, or as the two functions.
@@ -299,7 +301,7 @@ def pass_gradient(
     """One pass over one physical batch: the sum it adds to the logical step, and its stats.
 
     ``public=True``: :func:`public_grad_sum` (no clipping: public data only). ``public=False``:
-    :func:`maskdp_jax.clipping.clipped_grad_sum` with the plan's C (each example's gradient
+    :func:`maskdp_jax.core.clipping.clipped_grad_sum` with the plan's C (each example's gradient
     clipped, per-example gradients ``microbatch_size`` at a time, or their norms from
     ``ghost_rules``, the same sum). The inputs are what the pass may see: public views (or whole
     videos in ``nonprivate``) for the public pass, private views (or whole videos in ``dp``) for
@@ -337,7 +339,7 @@ def pass_view(views: Views, weights: jnp.ndarray, *, public: bool) -> tuple[Any,
     the ``special`` adjacency's accounting assumes).
 
     Args:
-      views: :class:`~maskdp_jax.tokenizer.Views` with leading axes ``[P, ...]``.
+      views: :class:`~maskdp_jax.core.tokenizer.Views` with leading axes ``[P, ...]``.
       weights: ``[P]`` in {0, 1}.
     """
     has = views.has_public if public else views.has_private
@@ -374,7 +376,7 @@ def masked_sums(
 ) -> tuple[PyTree | None, PyTree | None, GradStats]:
     """The two passes' sums of one logical batch before any noise: ``(public_sum,
     private_sum, stats)`` (None for a pass the mode lacks), all-reduced over ``axis_name``.
-    What :func:`masked_gradient` and :meth:`maskdp_jax.mechanism.Mechanism.gradient` noise;
+    What :func:`masked_gradient` and :meth:`maskdp_jax.core.mechanism.Mechanism.gradient` noise;
     arguments as :func:`masked_gradient`. The private sum is clipped but not private yet:
     it must be noised (once) before it leaves."""
     mode = plan.mode
@@ -418,25 +420,25 @@ def masked_gradient(
 ) -> tuple[PyTree, GradStats]:
     """The noisy MaskDP (or DP, or non-private) gradient of one logical batch (low level).
 
-    The caller owns what :class:`maskdp_jax.mechanism.Mechanism` does for a training loop: a
-    fresh ``key`` at every step (:func:`maskdp_jax.noise.step_key`; one key reused adds the same
-    noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
+    The caller owns what :class:`maskdp_jax.core.mechanism.Mechanism` does for a training loop: a
+    fresh ``key`` at every step (:func:`maskdp_jax.core.noise.step_key`; one key reused adds the
+    same noise twice), batches drawn by the plan's sampling scheme, charging every call to a ledger
     and stopping at the plan's steps. Independent noise only: a banded plan's noise has a state
-    that the :class:`~maskdp_jax.mechanism.Mechanism` carries (or
-    :func:`~maskdp_jax.gradient.masked_sums` and
-    :func:`~maskdp_jax.gradient.banded_noisy_gradient`).
+    that the :class:`~maskdp_jax.core.mechanism.Mechanism` carries (or
+    :func:`~maskdp_jax.core.gradient.masked_sums` and
+    :func:`~maskdp_jax.core.gradient.banded_noisy_gradient`).
 
     ``maskdp``: public views of ``public`` unclipped, private views of ``private`` clipped per
     example to C, noise ``N(0, σ²C²)`` once, everything divided by the expected batch size B.
     ``dp``: ``private`` only, whole inputs clipped. ``nonprivate``: ``public`` only, whole
     inputs, no noise. With decoupled sampling the two passes see two independent Poisson draws
-    (:class:`~maskdp_jax.sampling.PoissonSampler`); with coupled sampling the same rows.
+    (:class:`~maskdp_jax.core.sampling.PoissonSampler`); with coupled sampling the same rows.
 
     Args:
       loss_fn: ``loss_fn(params, inputs, targets) -> scalar`` for ONE example (no batch axis);
         frozen parameters and the model are closed over.
       params: the trainable parameters (the gradient's structure).
-      plan: the run's :class:`~maskdp_jax.plan.PrivacyPlan`.
+      plan: the run's :class:`~maskdp_jax.core.plan.PrivacyPlan`.
       key: this step's noise key (see :func:`noisy_gradient`).
       public / private: the :class:`Examples` of each pass this mode has (None for the other).
         A pass with 0 rows adds nothing: the step is then the noise alone (and the other
@@ -447,8 +449,8 @@ def masked_gradient(
         gradients (params are cast to varying first, so no per-example gradient is summed over
         devices before clipping), the sums are ``psum``-ed, and every device adds the same noise.
       microbatch_size: per-example gradients of the private pass this many at a time
-        (:func:`~maskdp_jax.clipping.clipped_grad_sum`); same result, bounded memory.
-      ghost_rules: the model's layer rules (:mod:`maskdp_jax.ghost`): the private pass' norms
+        (:func:`~maskdp_jax.core.clipping.clipped_grad_sum`); same result, bounded memory.
+      ghost_rules: the model's layer rules (:mod:`maskdp_jax.core.ghost`): the private pass' norms
         and clipped sum without per-example gradients; same result to float rounding.
 
     Returns:

@@ -17,7 +17,7 @@ MaskDP draws (see docs/design.md, "One training step"):
 
 Draws are a pure function of ``(seed, step, stream)``: a resumed run or another host reproduces
 exactly the same batches without any sampler state beyond the seed. Whoever knows the seed knows
-every batch, so the private stream's seed must be secret (:mod:`maskdp_jax.randomness`; the
+every batch, so the private stream's seed must be secret (:mod:`maskdp_jax.core.randomness`; the
 default ``secret`` randomness gives each stream its own seed derived from a secret).
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from maskdp_jax.plan import Mode
+from maskdp_jax.core.plan import Mode
 
 PUBLIC_STREAM = 0
 PRIVATE_STREAM = 1
@@ -92,8 +92,8 @@ class PoissonSampler:
         """Indices included at ``step`` in ``stream``, in random order. ``[n]`` int64, n random.
 
         With ``cycle_length = b > 1`` the private stream is cyclic Poisson sampling (what banded
-        correlated noise needs, :mod:`maskdp_jax.bandmf`): every example belongs to one of ``b``
-        groups, drawn once per run independently of the data from the stream's (secret) seed,
+        correlated noise needs, :mod:`maskdp_jax.core.bandmf`): every example belongs to one of
+        ``b`` groups, drawn once per run independently of the data from the stream's (secret) seed,
         and step t includes each member of group ``t mod b`` with probability
         ``min(1, b B / N)``, no one else. The expected batch stays B; an example takes part at
         most once in any ``b`` consecutive steps. The public stream is never cyclic.
@@ -130,14 +130,14 @@ class PoissonSampler:
 
         Args:
           step: the logical step (the draws are a pure function of it and the seeds).
-          mode: a :class:`~maskdp_jax.plan.Mode` (or its string).
+          mode: a :class:`~maskdp_jax.core.plan.Mode` (or its string).
           sampling: the requested scheme; it applies to ``maskdp`` only
-            (:meth:`~maskdp_jax.plan.Mode.sampling_scheme`).
+            (:meth:`~maskdp_jax.core.plan.Mode.sampling_scheme`).
 
         Low level: the caller owns keeping ``sampling`` equal to the plan's (a coupled draw
         under a decoupled plan under-reports ε) and ``step`` equal to the step being charged.
-        :meth:`maskdp_jax.mechanism.Mechanism.batch` draws with the plan's scheme at the state's
-        step, and is what a training loop should call.
+        :meth:`maskdp_jax.core.mechanism.Mechanism.batch` draws with the plan's scheme at the
+        state's step, and is what a training loop should call.
         """
         mode = Mode(mode)
         coupled = mode.sampling_scheme(sampling) == "coupled"

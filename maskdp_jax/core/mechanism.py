@@ -2,15 +2,16 @@
 
 A DP-SGD guarantee holds only if four things agree: the noise is fresh at every step, the batches
 are drawn by the scheme the accountant composes, every noisy step is charged, and no step runs
-past the plan that set σ. The low-level pieces (:func:`~maskdp_jax.gradient.masked_gradient`,
-:class:`~maskdp_jax.sampling.PoissonSampler`, :meth:`~maskdp_jax.plan.PrivacyPlan.record_step`)
-leave each of these to the caller. A :class:`Mechanism` owns them:
+past the plan that set σ. The low-level pieces (:func:`~maskdp_jax.core.gradient.masked_gradient`,
+:class:`~maskdp_jax.core.sampling.PoissonSampler`,
+:meth:`~maskdp_jax.core.plan.PrivacyPlan.record_step`) leave each of these to the caller. A
+:class:`Mechanism` owns them:
 
 * **the noise stream**: the base key lives in :class:`MechanismState` with the step counter, and
-  :meth:`Mechanism.gradient` folds the counter in (:func:`maskdp_jax.noise.step_key`, the same
+  :meth:`Mechanism.gradient` folds the counter in (:func:`maskdp_jax.core.noise.step_key`, the same
   derivation as ``train.py``'s step), so the caller never handles a per-step key;
 * **the sampler**: :meth:`Mechanism.batch` draws the state's step with the plan's own scheme
-  (the scheme is given once, to :meth:`~maskdp_jax.plan.PrivacyPlan.calibrate`);
+  (the scheme is given once, to :meth:`~maskdp_jax.core.plan.PrivacyPlan.calibrate`);
 * **the ledger**: the call that adds the noise advances the counter, and the counter is the
   ledger (:meth:`Mechanism.ledger`, :meth:`Mechanism.epsilon` at any δ);
 * **the plan's end**: drawing or stepping past the planned steps raises (and inside ``jit``,
@@ -25,8 +26,8 @@ Why the key is state and not a constant: a function that closes over a key array
 into the program, and the persistent compilation cache would then keep the secret on disk.
 
 >>> import jax, jax.numpy as jnp, numpy as np
->>> from maskdp_jax.plan import PrivacyPlan
->>> from maskdp_jax.randomness import Randomness
+>>> from maskdp_jax.core.plan import PrivacyPlan
+>>> from maskdp_jax.core.randomness import Randomness
 >>> plan = PrivacyPlan.calibrate(mode="dp", num_examples=1000, batch_size=10, steps=2,
 ...     l2_clip_norm=1.0, delta=1e-5, noise_multiplier=1.0)
 >>> mech = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=0))
@@ -41,7 +42,7 @@ into the program, and the persistent compilation cache would then keep the secre
 >>> mech.batch(state)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-maskdp_jax.mechanism.PlanExhausted: step 2 is past the plan (steps 0 to 1 of 2): ...
+maskdp_jax.core.mechanism.PlanExhausted: step 2 is past the plan (steps 0 to 1 of 2): ...
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from maskdp_jax import accounting, bandmf, clipping, gradient, noise
+from maskdp_jax import accounting
 from maskdp_jax.accounting import events
-from maskdp_jax.gradient import ExampleLoss, Examples, GradStats
-from maskdp_jax.plan import PrivacyPlan
-from maskdp_jax.randomness import Randomness
-from maskdp_jax.sampling import LogicalBatch, PoissonSampler
-from maskdp_jax.tokenizer import Tokenizer
+from maskdp_jax.core import bandmf, clipping, gradient, noise
+from maskdp_jax.core.gradient import ExampleLoss, Examples, GradStats
+from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.randomness import Randomness
+from maskdp_jax.core.sampling import LogicalBatch, PoissonSampler
+from maskdp_jax.core.tokenizer import Tokenizer
 
 PyTree = Any
 
@@ -83,7 +85,7 @@ class MechanismState(NamedTuple):
         counter: the ledger is this many steps (:meth:`Mechanism.ledger`).
       key: the run's base noise key. **Secret**: whoever holds it can recompute every noise
         vector; keep the state, like the secret it comes from, out of anything published.
-      noise: banded noise's :class:`~maskdp_jax.bandmf.NoiseState` (past noise: secret too),
+      noise: banded noise's :class:`~maskdp_jax.core.bandmf.NoiseState` (past noise: secret too),
         None for independent noise.
     """
 
@@ -104,7 +106,8 @@ class Sums(NamedTuple):
       public: ``sum_i w_i grad L(public view_i)`` (trainable structure; public data).
       private: ``sum_i w_i clip_C(grad L(private view_i))``: clipped, **not private yet**, it
         must go through :meth:`Mechanism.finish` before it leaves.
-      stats: the passes' :class:`~maskdp_jax.gradient.GradStats` (``stats.clip`` is private data).
+      stats: the passes' :class:`~maskdp_jax.core.gradient.GradStats` (``stats.clip`` is private
+        data).
     """
 
     public: PyTree
@@ -125,8 +128,8 @@ class Mechanism:
     """A plan, the run's randomness and the steps already charged: the private step's owner.
 
     Attributes:
-      plan: the :class:`~maskdp_jax.plan.PrivacyPlan` (mode, σ, C, B, sampling scheme, steps).
-      randomness: the :class:`~maskdp_jax.randomness.Randomness` of the run (``secret`` for a
+      plan: the :class:`~maskdp_jax.core.plan.PrivacyPlan` (mode, σ, C, B, sampling scheme, steps).
+      randomness: the :class:`~maskdp_jax.core.randomness.Randomness` of the run (``secret`` for a
         real guarantee): the noise stream and both Poisson streams.
       history: the ledger segments charged under earlier plans (:meth:`replan` fills it); the
         plan's steps follow them.
@@ -218,7 +221,7 @@ class Mechanism:
 
         ``public`` is None in ``dp`` and ``private`` None in ``nonprivate`` (give that pass as
         None to :meth:`gradient`). Neither is ever truncated: pad them with
-        :func:`~maskdp_jax.sampling.padded_indices`.
+        :func:`~maskdp_jax.core.sampling.padded_indices`.
 
         Raises:
           PlanExhausted: ``step`` is past the plan.
@@ -234,11 +237,11 @@ class Mechanism:
     ) -> tuple[PyTree, MechanismState, GradStats]:
         """The noisy gradient of the state's step, and the state that charges it.
 
-        :func:`~maskdp_jax.gradient.masked_gradient` with this step's noise key
-        (:func:`maskdp_jax.noise.step_key` of the state's base key and counter); the returned
+        :func:`~maskdp_jax.core.gradient.masked_gradient` with this step's noise key
+        (:func:`maskdp_jax.core.noise.step_key` of the state's base key and counter); the returned
         state's counter is one higher, so the next call adds fresh noise and :meth:`epsilon`
         counts this step. Works eagerly and inside the caller's ``jit`` and ``shard_map``
-        (arguments as :func:`~maskdp_jax.gradient.masked_gradient`).
+        (arguments as :func:`~maskdp_jax.core.gradient.masked_gradient`).
 
         Returns:
           ``(grad, state, stats)``. Inside ``jit``, ``grad`` is NaN for a step past the plan
@@ -269,11 +272,11 @@ class Mechanism:
 
         ``public=True`` adds the unclipped gradient sum (public views only, or whole videos in
         ``nonprivate``); ``public=False`` the per-example clipped sum at the plan's C (private
-        views, or whole videos in ``dp``): :func:`~maskdp_jax.gradient.pass_gradient`.
+        views, or whole videos in ``dp``): :func:`~maskdp_jax.core.gradient.pass_gradient`.
 
         Args:
-          sums: the step's :class:`~maskdp_jax.mechanism.Sums` so far
-            (:meth:`~maskdp_jax.mechanism.Sums.zeros` before the first batch).
+          sums: the step's :class:`~maskdp_jax.core.mechanism.Sums` so far
+            (:meth:`~maskdp_jax.core.mechanism.Sums.zeros` before the first batch).
           loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
           params: the trainable parameters.
           examples: pytree of ``[P, ...]``: what this pass may see.
@@ -299,7 +302,7 @@ class Mechanism:
         """The noisy gradient of the state's step from its sums, and the state that charges it.
 
         Noise ``N(0, σ²C²)`` (or the banded noise) drawn once from this step's key
-        (:func:`maskdp_jax.noise.step_key` of the state's base key and counter: the only place
+        (:func:`maskdp_jax.core.noise.step_key` of the state's base key and counter: the only place
         a step's key is derived), added to the private sum, the public sum added, the whole
         divided by the expected batch size B. The returned state's counter is one higher, so
         the next call adds fresh noise and :meth:`epsilon` counts this step. Eagerly and inside

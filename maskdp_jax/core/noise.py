@@ -3,9 +3,9 @@
 Noise is added **once per logical batch**, to the sum of clipped private gradients accumulated over
 all physical batches of that logical batch, with standard deviation ``noise_multiplier *
 l2_clip_norm`` per coordinate. The key of a logical step is :func:`step_key` of the run's base
-key (the one place the per-step key is derived: :class:`maskdp_jax.mechanism.Mechanism` and
-:func:`maskdp_jax.train_step.make_train_step` both call it), identical on every replica, so that
-all replicas add the same noise and apply the same update.
+key (the one place the per-step key is derived: :class:`maskdp_jax.core.mechanism.Mechanism` and
+:func:`maskdp_jax.core.train_step.make_train_step` both call it), identical on every replica, so
+that all replicas add the same noise and apply the same update.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def step_key(base_key: jax.Array, step: jnp.ndarray | int) -> jax.Array:
     which an adversary who sees two updates can cancel.
 
     Args:
-      base_key: the run's secret base key (:meth:`maskdp_jax.randomness.Randomness.noise_key`).
+      base_key: the run's secret base key (:meth:`maskdp_jax.core.randomness.Randomness.noise_key`).
       step: the logical step, a Python int or a traced integer scalar.
     """
     return jax.random.fold_in(base_key, step)

@@ -2,7 +2,7 @@
 
 The private pass needs, for every example ``i`` of a physical batch, the norm of its gradient
 ``‖∇L_i‖`` (to clip it) and the weighted sum ``Σ_i c_i ∇L_i`` with ``c_i = w_i C / max(‖∇L_i‖,
-C)``. :func:`maskdp_jax.clipping.clipped_grad_sum`'s default path materialises every ``∇L_i``
+C)``. :func:`maskdp_jax.core.clipping.clipped_grad_sum`'s default path materialises every ``∇L_i``
 (``vmap`` of a per-example backward). For a layer whose parameter enters as ``y = a W`` the
 per-example gradient is ``a_iᵀ g_i`` (``a_i``: the layer's input over example ``i``'s tokens,
 ``g_i = ∂L_i/∂y_i``: its output cotangent), so its squared norm is either ``‖a_iᵀ g_i‖²``
@@ -30,8 +30,8 @@ gradient would be a sum over calls, which no per-call rule sees) is an error nam
 
 Privacy: the result is the same function as the ``vmap`` path's (tests compare the two on the
 model: every per-example norm, the clipped sum and the statistics), so the sensitivity argument of
-:mod:`maskdp_jax.clipping` is unchanged: each example contributes ``c_i ∇L_i`` with norm ``<= C``;
-an example with a non-finite loss or norm, or weight 0, contributes exactly zero (its rows are
+:mod:`maskdp_jax.core.clipping` is unchanged: each example contributes ``c_i ∇L_i`` with norm ``<=
+C``; an example with a non-finite loss or norm, or weight 0, contributes exactly zero (its rows are
 replaced by zeros with ``where`` before any product, :class:`ClipWeights`, so a NaN cannot leak
 into the sum).
 
@@ -199,7 +199,7 @@ def clipped_sum(
 
     Args:
       loss_fn, trainable, examples, weights, l2_clip_norm: as for
-        :func:`maskdp_jax.clipping.clipped_grad_sum` (``loss_fn`` of ONE example; ``trainable``
+        :func:`maskdp_jax.core.clipping.clipped_grad_sum` (``loss_fn`` of ONE example; ``trainable``
         a Flax parameter dict; ``examples`` with a leading axis ``[P, ...]``; ``weights [P]`` in
         {0, 1}).
       rules: the :class:`LayerRule` of every layer kind that owns trainable parameters.
@@ -207,7 +207,7 @@ def clipped_sum(
     Returns:
       ``(grad_sum, norms, losses, finite)``: the clipped sum (``trainable``'s structure), and per
       example ``[P]`` the gradient norm (0 where not finite), the loss and whether both were
-      finite. :func:`maskdp_jax.clipping.clipped_grad_sum` turns them into its statistics.
+      finite. :func:`maskdp_jax.core.clipping.clipped_grad_sum` turns them into its statistics.
 
     Raises:
       ValueError: a layer owning trainable parameters has no rule, is only partly covered by

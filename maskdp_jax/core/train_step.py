@@ -37,9 +37,9 @@ A video's loss is the mean over its K clips (multi-clip, Luo et al. 2024), so th
 the video. The step is split into jitted pieces (accumulate one pass over a physical batch,
 finalise) because a Poisson logical batch has a random number of physical batches;
 :func:`make_train_step` composes them into ``train_step(state, batch)``. Its private part is the
-run's :class:`~maskdp_jax.mechanism.Mechanism`, the same object the library trains with
-(:meth:`~maskdp_jax.mechanism.Mechanism.accumulate` per pass and physical batch,
-:meth:`~maskdp_jax.mechanism.Mechanism.finish` once per logical step): the noise key, the step
+run's :class:`~maskdp_jax.core.mechanism.Mechanism`, the same object the library trains with
+(:meth:`~maskdp_jax.core.mechanism.Mechanism.accumulate` per pass and physical batch,
+:meth:`~maskdp_jax.core.mechanism.Mechanism.finish` once per logical step): the noise key, the step
 counter and banded noise's state are ``state.privacy``.
 """
 
@@ -55,9 +55,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax import compilation, ghost, gradient, parallel, partition, tokenizer
-from maskdp_jax.mechanism import Mechanism, MechanismState, Sums
-from maskdp_jax.plan import PrivacyPlan
+from maskdp_jax.core import compilation, ghost, gradient, parallel, partition, tokenizer
+from maskdp_jax.core.mechanism import Mechanism, MechanismState, Sums
+from maskdp_jax.core.plan import PrivacyPlan
 
 PyTree = Any
 Batch = dict[str, jnp.ndarray]
@@ -75,9 +75,9 @@ class TrainState(struct.PyTreeNode):
       trainable: trainable parameters (the only ones released with noise).
       frozen: frozen parameters (closed over by the loss; never updated).
       opt_state: optax state of the optimiser over ``trainable``.
-      privacy: the :class:`~maskdp_jax.mechanism.MechanismState` of the run's
-        :class:`~maskdp_jax.mechanism.Mechanism`: the step counter (the run's one counter, which
-        is the ledger), the secret base noise key and banded noise's past noise. Checkpointed
+      privacy: the :class:`~maskdp_jax.core.mechanism.MechanismState` of the run's
+        :class:`~maskdp_jax.core.mechanism.Mechanism`: the step counter (the run's one counter,
+        which is the ledger), the secret base noise key and banded noise's past noise. Checkpointed
         with the rest (checkpoints are private), never logged (its ``repr`` hides the secret).
     """
 
@@ -107,7 +107,7 @@ class TrainState(struct.PyTreeNode):
 
 @jax.jit
 def zeros_accumulator(trainable: PyTree) -> Sums:
-    """The step's :class:`~maskdp_jax.mechanism.Sums` of zeros for ``trainable``, made by one
+    """The step's :class:`~maskdp_jax.core.mechanism.Sums` of zeros for ``trainable``, made by one
     program (one leaf at a time, the host spent a noticeable part of each step on it); its
     leaves are distinct buffers, as donation needs."""
     return Sums.zeros(trainable)
@@ -127,8 +127,8 @@ def video_losses(apply_fn: ApplyFn, params: PyTree, video: jnp.ndarray,
 def one_video_loss(apply_fn: ApplyFn, frozen: PyTree, trainable: PyTree,
                    example: tuple[jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
     """The loss of ONE video ``(clips [K, ...], label [])``: the per-example loss both passes
-    take their gradients of (:func:`maskdp_jax.gradient.public_grad_sum`,
-    :func:`maskdp_jax.clipping.clipped_grad_sum`)."""
+    take their gradients of (:func:`maskdp_jax.core.gradient.public_grad_sum`,
+    :func:`maskdp_jax.core.clipping.clipped_grad_sum`)."""
     clips, label = example
     return video_losses(apply_fn, partition.merge(trainable, frozen), clips[None],
                         label[None])[0]
@@ -155,7 +155,7 @@ def model_video(video: jnp.ndarray, pixel_norm: PixelNorm | None) -> jnp.ndarray
 class PixelViews:
     """The :data:`.ViewFn` of pixel batches: ``tokens.views`` of ``video [P, K, T, H, W, C]``
     (normalised) and ``mask [P, K, T, H, W]``. The public view is a function of the public
-    pixels and the mask only (:mod:`maskdp_jax.tokenizer`). Hashable, so a jit or cache may key
+    pixels and the mask only (:mod:`maskdp_jax.core.tokenizer`). Hashable, so a jit or cache may key
     on it.
 
     Attributes:
@@ -194,7 +194,8 @@ def accumulate(
     microbatch_size: int | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,
 ) -> Sums:
-    """Add one pass over one physical batch (:meth:`~maskdp_jax.mechanism.Mechanism.accumulate`).
+    """Add one pass over one physical batch
+    (:meth:`~maskdp_jax.core.mechanism.Mechanism.accumulate`).
 
     ``public=True``: ``sum_i w_i grad L(view_pu_i)``, no clipping; it depends only on public
     pixels, the masks and the labels (normalisation is per pixel, so it moves no private pixel
@@ -202,7 +203,7 @@ def accumulate(
     ``microbatch_size``: per-example gradients ``m`` at a time (None: the whole physical batch
     at once), the same sum in bounded memory. ``ghost_rules``: None computes per-example
     gradients by ``vmap``; the model's layer rules compute the norms and the clipped sum without
-    them (:mod:`maskdp_jax.ghost`), the same sum. ``views``, ``pixel_norm``: see
+    them (:mod:`maskdp_jax.core.ghost`), the same sum. ``views``, ``pixel_norm``: see
     :func:`pass_input`.
     """
     video, weights = pass_input(batch, public=public, plan=mechanism.plan, views=views,
@@ -218,7 +219,7 @@ def finalize(
     mechanism: Mechanism,
 ) -> tuple[TrainState, dict[str, jnp.ndarray]]:
     """Noise the private sum once, divide by the expected batch size, apply the optimiser
-    (:meth:`~maskdp_jax.mechanism.Mechanism.finish`: the state's key folded with its step).
+    (:meth:`~maskdp_jax.core.mechanism.Mechanism.finish`: the state's key folded with its step).
 
     Args:
       state: state before the step.
@@ -261,28 +262,29 @@ def make_train_step(
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
       tx: optax optimiser over the trainable subtree.
-      mechanism: the run's :class:`~maskdp_jax.mechanism.Mechanism`: its plan sets the mode, C,
-        σ and the expected batch size B, its :meth:`~maskdp_jax.mechanism.Mechanism.accumulate`
-        and :meth:`~maskdp_jax.mechanism.Mechanism.finish` are the step's private part (the
-        library's :meth:`~maskdp_jax.mechanism.Mechanism.gradient` is the same two), and the
+      mechanism: the run's :class:`~maskdp_jax.core.mechanism.Mechanism`: its plan sets the mode, C,
+        σ and the expected batch size B, its :meth:`~maskdp_jax.core.mechanism.Mechanism.accumulate`
+        and :meth:`~maskdp_jax.core.mechanism.Mechanism.finish` are the step's private part (the
+        library's :meth:`~maskdp_jax.core.mechanism.Mechanism.gradient` is the same two), and the
         noise comes from ``state.privacy`` (its key folded with its step).
       views: how the ``maskdp`` views of a physical batch are made (:data:`.ViewFn`): for pixel
         batches ``PixelViews(tokens)`` with the model's tokeniser; unused by ``dp`` and
         ``nonprivate``.
       microbatch_size: per-example gradients of the private pass ``m`` at a time (None: the
         whole physical batch); same update, bounded memory.
-      mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.parallel.make_mesh`):
+      mesh: None for one device; else a 1-D data mesh (:func:`maskdp_jax.core.parallel.make_mesh`):
         physical batches are split over its devices, each device clips the per-example gradients
         of its own examples, the sums are all-reduced, and the replicated finalisation adds one
         noise draw (same update as one device for the same state and batch). ``state`` must then
-        be replicated on the mesh (:func:`maskdp_jax.parallel.replicate`) and the physical batch
-        size a multiple of the number of devices.
+        be replicated on the mesh (:func:`maskdp_jax.core.parallel.replicate`) and the physical
+        batch size a multiple of the number of devices.
       pixel_norm: the training split's ``data.clips.PixelNorm``: uint8 batches are normalised
         inside the jitted accumulation (None: batches must arrive normalised, float32).
       ghost_rules: how the private pass gets per-example norms (``config.compute.per_example``):
-        None, per-example gradients by ``vmap``; the model's :class:`~maskdp_jax.ghost.LayerRule`
-        mapping (``run.model.ghost_rules()``), from activations and output cotangents
-        of one backward (:mod:`maskdp_jax.ghost`). Same update to float rounding.
+        None, per-example gradients by ``vmap``; the model's
+        :class:`~maskdp_jax.core.ghost.LayerRule` mapping (``run.model.ghost_rules()``), from
+        activations and output cotangents of one backward (:mod:`maskdp_jax.core.ghost`). Same
+        update to float rounding.
 
     Returns:
       A function of ``(state, batch: LogicalBatchData)``; it runs one jitted accumulation per

@@ -6,7 +6,7 @@ composes), the sampling rate ``q = B / N``, the number of logical steps, δ, the
 noise multiplier σ and the accountant that set σ. It is built and validated once
 (:meth:`PrivacyPlan.calibrate`); nothing downstream re-derives or re-checks these numbers. In the
 spirit of jax_privacy's ``DPExecutionPlan`` (a calibrated bundle of the mechanism's settings), but
-for one fixed mechanism, the (Masked) DP-SGD step of :mod:`maskdp_jax.train_step`.
+for one fixed mechanism, the (Masked) DP-SGD step of :mod:`maskdp_jax.core.train_step`.
 
 Privacy meaning of the fields:
 
@@ -39,8 +39,9 @@ from typing import Any
 
 from dp_accounting import dp_event
 
-from maskdp_jax import accounting, bandmf
+from maskdp_jax import accounting
 from maskdp_jax.accounting import accountant, events, inputs
+from maskdp_jax.core import bandmf
 
 
 class Mode(enum.StrEnum):
@@ -124,7 +125,7 @@ class PrivacyPlan:
       mode: :class:`Mode`.
       num_examples: N, training videos (the number the unit of privacy is counted in).
       batch_size: B, the expected Poisson batch size and the divisor of the update.
-      steps: planned logical steps. :class:`maskdp_jax.mechanism.Mechanism` and ``train.py``'s
+      steps: planned logical steps. :class:`maskdp_jax.core.mechanism.Mechanism` and ``train.py``'s
         guard refuse to run past them; :meth:`record_step` (the low-level call) does not.
       l2_clip_norm: C, per-example clip norm of the private pass.
       noise_multiplier: σ; the noise on the clipped sum has std ``σ C``. 0 without a private pass.
@@ -138,7 +139,7 @@ class PrivacyPlan:
       target_epsilon: the ε σ was calibrated to, or None when σ was given (no ε budget to
         enforce beyond the planned steps) or the mode has no private pass.
       noise: ``"independent"`` (DP-SGD's fresh Gaussian at every step) or ``"banded"``
-        (BandMF's correlated noise on the private pass, :mod:`maskdp_jax.bandmf`).
+        (BandMF's correlated noise on the private pass, :mod:`maskdp_jax.core.bandmf`).
       bands: b, the banded strategy's bands and the cyclic sampler's groups (1 when
         independent). ε is composed by :meth:`accounted`.
     """
@@ -217,7 +218,7 @@ class PrivacyPlan:
 
     @property
     def banded(self) -> bool:
-        """Whether the private pass adds banded correlated noise (:mod:`maskdp_jax.bandmf`)."""
+        """Whether the private pass adds banded correlated noise (:mod:`maskdp_jax.core.bandmf`)."""
         return self.noise == "banded"
 
     def accounted(self, ledger: accounting.Ledger) -> accounting.Ledger:
@@ -261,7 +262,7 @@ class PrivacyPlan:
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
             the two in private modes; neither without a private pass.
           noise / bands: ``"independent"`` (DP-SGD) or ``"banded"`` correlated noise with
-            ``bands`` bands (:mod:`maskdp_jax.bandmf`: cyclic Poisson sampling of the private
+            ``bands`` bands (:mod:`maskdp_jax.core.bandmf`: cyclic Poisson sampling of the private
             pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)`` rounds).
 
         Raises:
@@ -327,7 +328,7 @@ class PrivacyPlan:
         """Add ``steps`` (default one) executed logical steps of this plan to ``ledger``.
 
         Low level: nothing stops a caller from recording more steps than planned, or none. A
-        :class:`maskdp_jax.mechanism.Mechanism` charges every noisy step itself.
+        :class:`maskdp_jax.core.mechanism.Mechanism` charges every noisy step itself.
         """
         ledger.record(q=self.q, noise_multiplier=self.noise_multiplier, steps=steps)
 

@@ -47,7 +47,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from maskdp_jax import sampling
+from maskdp_jax.core import sampling
 
 
 class RandomnessMode(enum.StrEnum):
