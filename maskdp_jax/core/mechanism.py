@@ -54,7 +54,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from maskdp_jax import accounting
+import maskdp_jax.accounting as accounting
 from maskdp_jax.accounting import events
 from maskdp_jax.core import bandmf, clipping, gradient, noise
 from maskdp_jax.core.gradient import ExampleLoss, Examples, GradStats

@@ -39,7 +39,7 @@ from typing import Any
 
 from dp_accounting import dp_event
 
-from maskdp_jax import accounting
+import maskdp_jax.accounting as accounting
 from maskdp_jax.accounting import accountant, events, inputs
 from maskdp_jax.core import bandmf
 
