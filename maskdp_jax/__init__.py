@@ -19,18 +19,16 @@ The API, by task:
 
 * the plan: :class:`PrivacyPlan` (``calibrate`` for a target ε or a given σ), and the choices
   it is made of: :class:`Mode`, :class:`Sampling`, :class:`Adjacency`, :class:`Accountant`;
-* the private step: :class:`Mechanism` (the plan with its noise stream, sampler and ledger:
-  ``init``, ``batch``, ``gradient``, ``epsilon``, ``replan``), :class:`MechanismState`,
-  :class:`PlanExhausted`. What a training loop should use; the pieces below are for
-  researchers, and each says what its caller then owns;
+* the private step, its one public route: :class:`Mechanism` (the plan with its noise stream,
+  sampler and ledger: ``init``, ``batch``, ``gradient``, several physical batches per step by
+  ``accumulate`` and ``finish``, ``epsilon``, ``replan``), :class:`MechanismState`,
+  :class:`PlanExhausted`; what it takes and gives: :class:`Examples`, :class:`GradStats`,
+  :class:`ClipStats`. The pieces it is built from (:mod:`maskdp_jax.core.gradient`,
+  :mod:`maskdp_jax.core.clipping`, :mod:`maskdp_jax.core.sampling`) are importable there for
+  research; each says what its caller then owns (the noise key, the ledger, the plan's end);
 * views: :class:`Tokenizer` (video ``(st, sh, sw)`` or image ``(sh, sw)`` cells),
   :func:`tokenizer_for` (from a model's declared ``patch_stride``/``patch_size``), :class:`Views`;
-* the gradient: :func:`masked_gradient` (one call), or its pieces :func:`public_grad_sum`,
-  :func:`clipped_grad_sum` and :func:`noisy_gradient` for several physical batches per step
-  (:func:`pass_gradient`: one pass over one physical batch, what both :func:`masked_gradient`
-  and :func:`make_train_step` are built from);
-  :class:`Examples`, :class:`GradStats`, :class:`ClipStats`;
-* batches: :class:`PoissonSampler` (public and private draws), :class:`LogicalBatch`,
+* batches: :class:`LogicalBatch` (a step's draws, :meth:`Mechanism.batch`),
   :func:`physical_batches` (fixed-size batches with weight-0 padding), :func:`padded_indices`
   (a whole logical batch padded to a multiple of a size);
 * randomness: :class:`Randomness`, :class:`RandomnessMode` and :func:`draw_secret` (the secret
@@ -70,7 +68,6 @@ _EXPORTS = {
     "RandomnessMode": "maskdp_jax.core.randomness",
     "Sampling": "maskdp_jax.accounting",
     "calibrate_noise_multiplier": "maskdp_jax.accounting",
-    "clipped_grad_sum": "maskdp_jax.core.clipping",
     "ClipStats": "maskdp_jax.core.clipping",
     "draw_secret": "maskdp_jax.core.randomness",
     "epsilon": "maskdp_jax.accounting",
@@ -80,23 +77,14 @@ _EXPORTS = {
     "LogicalBatch": "maskdp_jax.core.sampling",
     "LogicalBatchData": "maskdp_jax.core.train_step",
     "make_train_step": "maskdp_jax.core.train_step",
-    "masked_gradient": "maskdp_jax.core.gradient",
     "Mechanism": "maskdp_jax.core.mechanism",
     "MechanismState": "maskdp_jax.core.mechanism",
     "Mode": "maskdp_jax.core.plan",
-    "noisy_gradient": "maskdp_jax.core.gradient",
     "padded_indices": "maskdp_jax.core.sampling",
-    "pass_examples": "maskdp_jax.core.gradient",
-    "pass_gradient": "maskdp_jax.core.gradient",
-    "pass_view": "maskdp_jax.core.gradient",
     "physical_batches": "maskdp_jax.core.sampling",
     "PixelViews": "maskdp_jax.core.train_step",
     "PlanExhausted": "maskdp_jax.core.mechanism",
-    "PoissonSampler": "maskdp_jax.core.sampling",
     "PrivacyPlan": "maskdp_jax.core.plan",
-    "PRIVATE_STREAM": "maskdp_jax.core.sampling",
-    "public_grad_sum": "maskdp_jax.core.gradient",
-    "PUBLIC_STREAM": "maskdp_jax.core.sampling",
     "Randomness": "maskdp_jax.core.randomness",
     "Tokenizer": "maskdp_jax.core.tokenizer",
     "tokenizer_for": "maskdp_jax.core.tokenizer",
@@ -131,25 +119,13 @@ if TYPE_CHECKING:
         calibrate_noise_multiplier,
         epsilon,
     )
-    from maskdp_jax.core.clipping import ClipStats, clipped_grad_sum  # noqa: F401
-    from maskdp_jax.core.gradient import (  # noqa: F401
-        Examples,
-        GradStats,
-        masked_gradient,
-        noisy_gradient,
-        pass_examples,
-        pass_gradient,
-        pass_view,
-        public_grad_sum,
-    )
+    from maskdp_jax.core.clipping import ClipStats  # noqa: F401
+    from maskdp_jax.core.gradient import Examples, GradStats  # noqa: F401
     from maskdp_jax.core.mechanism import Mechanism, MechanismState, PlanExhausted  # noqa: F401
     from maskdp_jax.core.plan import Mode, PrivacyPlan  # noqa: F401
     from maskdp_jax.core.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
     from maskdp_jax.core.sampling import (  # noqa: F401
-        PRIVATE_STREAM,
-        PUBLIC_STREAM,
         LogicalBatch,
-        PoissonSampler,
         padded_indices,
         physical_batches,
     )

@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 import maskdp_jax as mdp
 from maskdp_jax import configs, data
-from maskdp_jax.core import parallel
+from maskdp_jax.core import parallel, sampling
 from maskdp_jax.reporting import plots, run_report
 from maskdp_jax.reporting import privacy as privacy_lib
 from maskdp_jax.run import command, evaluation, features, views
@@ -128,8 +128,8 @@ def load_logical_batch(dataset: data.Dataset, batch: mdp.LogicalBatch, *,
         return out
 
     return mdp.LogicalBatchData(
-        public=cut(batch.public, mdp.PUBLIC_STREAM),
-        private=cut(batch.private, mdp.PRIVATE_STREAM),
+        public=cut(batch.public, sampling.PUBLIC_STREAM),
+        private=cut(batch.private, sampling.PRIVATE_STREAM),
     )
 
 

@@ -65,6 +65,7 @@ import jax, jax.numpy as jnp, numpy as np, optax
 import configs, data, models                       # the user's own packages
 import maskdp_jax as mdp
 from maskdp_jax.configs import default              # ours, beside theirs
+from maskdp_jax.core import gradient
 from maskdp_jax.run import model as run_model
 
 assert models.NAME == "the user models"
@@ -84,10 +85,10 @@ for step in range(plan.steps):
     def rows(i):
         i, weight = mdp.padded_indices(i, multiple_of=16)
         return mdp.Examples(inputs=images[i], targets=labels[i], masks=masks[i], weights=weight)
-    grad, _ = mdp.masked_gradient(loss, w, plan=plan,
-                                  key=jax.random.fold_in(rng.noise_key(), step),
-                                  public=rows(drawn.public), private=rows(drawn.private),
-                                  tokens=mdp.Tokenizer(patch_stride=(4, 4)))
+    grad, _ = gradient.masked_gradient(loss, w, plan=plan,
+                                       key=jax.random.fold_in(rng.noise_key(), step),
+                                       public=rows(drawn.public), private=rows(drawn.private),
+                                       tokens=mdp.Tokenizer(patch_stride=(4, 4)))
     w = w - 0.1 * grad
     plan.record_step(ledger)
 config = default.get_config()

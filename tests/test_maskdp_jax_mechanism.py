@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import maskdp_jax as mdp
-from maskdp_jax.core import noise
+from maskdp_jax.core import gradient, noise, sampling
 
 N, B = 200, 8
 
@@ -123,13 +123,14 @@ def test_epsilon_stops_at_the_plan_and_a_step_past_it_is_refused():
     with pytest.raises(mdp.PlanExhausted, match="past the plan"):
         mech.gradient(constant_loss, jnp.zeros((4, 4, 1)), state, public=rows(np.arange(3)),
                       private=rows(np.arange(3)), tokens=TOKENS)
-    # Inside jit a traced counter cannot raise: the gradient past the plan is NaN.
-    past = jax.jit(lambda s, pu, pr: mech.gradient(constant_loss, jnp.zeros((4, 4, 1)), s,
+    # Inside jit the counter is traced: the same budget rule refuses the step when it runs, with
+    # the same message (no gradient comes back), while a planned step runs as before.
+    step = jax.jit(lambda s, pu, pr: mech.gradient(constant_loss, jnp.zeros((4, 4, 1)), s,
                                                    public=pu, private=pr, tokens=TOKENS))
-    grad, after, _ = past(state, rows(np.arange(3)), rows(np.arange(3)))
-    assert np.all(np.isnan(np.asarray(grad))) and int(after.step) == 3
-    # ... and ε counts that step: nothing executed is left out of the ledger.
-    assert mech.epsilon(after) > mech.epsilon(state)
+    with pytest.raises(Exception, match=r"PlanExhausted: step 2 is past the plan.*replan"):
+        jax.block_until_ready(step(state, rows(np.arange(3)), rows(np.arange(3))))
+    _, first, _ = step(mech.init(), rows(np.arange(3)), rows(np.arange(3)))
+    assert int(first.step) == 1
 
 
 def test_replan_goes_on_with_the_steps_already_charged():
@@ -139,7 +140,8 @@ def test_replan_goes_on_with_the_steps_already_charged():
     longer = mech.replan(state, plan=plan(steps=3, noise_multiplier=2.0))
     assert longer.first_step == 2 and longer.end_step == 5
     drawn = longer.batch(state)  # step 2 is the new plan's first
-    np.testing.assert_array_equal(drawn.private, mech.sampler.draw(2, stream=mdp.PRIVATE_STREAM))
+    np.testing.assert_array_equal(drawn.private,
+                                  mech.sampler.draw(2, stream=sampling.PRIVATE_STREAM))
     _, state, _ = longer.gradient(constant_loss, jnp.zeros((4, 4, 1)), state,
                                   public=rows(drawn.public), private=rows(drawn.private),
                                   tokens=TOKENS)
@@ -224,12 +226,12 @@ def test_a_non_finite_public_pixel_is_dropped_and_counted():
     inputs[1, 0, 0, 0] = np.nan  # a public pixel (left half)
     inputs[2, 1, 0, 0] = np.inf
     p = plan("nonprivate")
-    grad, stats = mdp.masked_gradient(linear_loss, jnp.zeros((4, 4, 1)), plan=p,
-                                      key=jax.random.key(0),
-                                      public=mdp.Examples(**examples(inputs=inputs)))
-    clean, _ = mdp.masked_gradient(linear_loss, jnp.zeros((4, 4, 1)), plan=p,
-                                   key=jax.random.key(0), public=mdp.Examples(**examples(
-                                       weights=np.array([1.0, 0.0, 0.0, 1.0]))))
+    grad, stats = gradient.masked_gradient(linear_loss, jnp.zeros((4, 4, 1)), plan=p,
+                                           key=jax.random.key(0),
+                                           public=mdp.Examples(**examples(inputs=inputs)))
+    clean, _ = gradient.masked_gradient(linear_loss, jnp.zeros((4, 4, 1)), plan=p,
+                                        key=jax.random.key(0), public=mdp.Examples(**examples(
+                                            weights=np.array([1.0, 0.0, 0.0, 1.0]))))
     assert float(stats.public_nonfinite) == 2 and float(stats.public_count) == 2
     np.testing.assert_allclose(np.asarray(grad), np.asarray(clean))
 

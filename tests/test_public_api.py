@@ -19,6 +19,7 @@ import optax
 import pytest
 
 import maskdp_jax as mdp
+from maskdp_jax.core import clipping, gradient
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
@@ -50,7 +51,7 @@ def _plan(mode, sigma=1.0, clip=1.0):
 
 
 def _grad(s, plan, *, public=None, private=None, key=0):
-    fn = jax.jit(lambda params, pub, priv, k: mdp.masked_gradient(
+    fn = jax.jit(lambda params, pub, priv, k: gradient.masked_gradient(
         s.loss_fn, params, plan=plan, key=k, public=pub, private=priv,
         tokens=mdp.tokenizer_for(s.model)))
     return fn(s.params, public, private, jax.random.key(key))
@@ -133,19 +134,20 @@ def test_the_pieces_compose_to_the_one_call(setup):
     def example_loss(p, ex):
         return s.loss_fn(p, *ex)
 
-    pub_in, pub_w = mdp.pass_examples(s.batch, public=True, plan=plan, tokens=tokens)
-    priv_in, priv_w = mdp.pass_examples(s.batch, public=False, plan=plan, tokens=tokens)
-    public_sum, _ = mdp.public_grad_sum(example_loss, s.params, (pub_in, s.batch.targets), pub_w)
-    private_sum, _ = mdp.clipped_grad_sum(example_loss, s.params, (priv_in, s.batch.targets),
-                                          priv_w, l2_clip_norm=plan.l2_clip_norm)
-    pieces = mdp.noisy_gradient(public_sum, private_sum, key, plan=plan)
+    pub_in, pub_w = gradient.pass_examples(s.batch, public=True, plan=plan, tokens=tokens)
+    priv_in, priv_w = gradient.pass_examples(s.batch, public=False, plan=plan, tokens=tokens)
+    public_sum, _ = gradient.public_grad_sum(example_loss, s.params, (pub_in, s.batch.targets),
+                                             pub_w)
+    private_sum, _ = clipping.clipped_grad_sum(example_loss, s.params, (priv_in, s.batch.targets),
+                                               priv_w, l2_clip_norm=plan.l2_clip_norm)
+    pieces = gradient.noisy_gradient(public_sum, private_sum, key, plan=plan)
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
                  grad, pieces)
     with pytest.raises(ValueError, match="needs a public pass"):
-        mdp.masked_gradient(s.loss_fn, s.params, plan=plan, key=key, private=s.batch,
+        gradient.masked_gradient(s.loss_fn, s.params, plan=plan, key=key, private=s.batch,
                             tokens=tokens)
     with pytest.raises(ValueError, match="give Examples\\(masks=...\\)"):
-        mdp.masked_gradient(s.loss_fn, s.params, plan=plan, key=key, tokens=tokens,
+        gradient.masked_gradient(s.loss_fn, s.params, plan=plan, key=key, tokens=tokens,
                             public=s.batch.replace(masks=None), private=s.batch)
 
 
@@ -154,6 +156,7 @@ import sys, jax, jax.numpy as jnp, numpy as np, optax
 from jax.sharding import PartitionSpec as P
 sys.path.insert(0, sys.argv[1])
 import maskdp_jax as mdp
+from maskdp_jax.core import gradient
 from own_model import SmallCNN, make_data
 images, labels, masks = make_data(8)
 model = SmallCNN(); params = model.init(jax.random.key(0), images[:1])["params"]
@@ -165,8 +168,8 @@ batch = mdp.Examples(inputs=jnp.asarray(images), targets=jnp.asarray(labels),
                      masks=jnp.asarray(masks), weights=jnp.ones(8))
 tokens = mdp.tokenizer_for(model)
 def grad(params, pub, priv, key, axis_name=None):
-    return mdp.masked_gradient(loss, params, plan=plan, key=key, public=pub, private=priv,
-                               tokens=tokens, axis_name=axis_name)[0]
+    return gradient.masked_gradient(loss, params, plan=plan, key=key, public=pub, private=priv,
+                                    tokens=tokens, axis_name=axis_name)[0]
 key = jax.random.key(1)
 one = jax.jit(grad)(params, batch, batch, key)
 mesh = jax.make_mesh((2,), ("data",))

@@ -14,9 +14,9 @@ past the plan that set σ. The low-level pieces (:func:`~maskdp_jax.core.gradien
   (the scheme is given once, to :meth:`~maskdp_jax.core.plan.PrivacyPlan.calibrate`);
 * **the ledger**: the call that adds the noise advances the counter, and the counter is the
   ledger (:meth:`Mechanism.ledger`, :meth:`Mechanism.epsilon` at any δ);
-* **the plan's end**: drawing or stepping past the planned steps raises (and inside ``jit``,
-  where a value cannot raise, the gradient of a step past the plan is NaN), unless the caller
-  re-plans explicitly (:meth:`Mechanism.replan`, whose ledger keeps the earlier steps).
+* **the plan's end**: drawing or stepping past the planned steps raises :class:`PlanExhausted`
+  (inside ``jit`` when the step runs: the call fails with it), unless the caller re-plans
+  explicitly (:meth:`Mechanism.replan`, whose ledger keeps the earlier steps).
 
 Shaped like jax_privacy's privatizer (an optax-style transformation whose state carries the noise
 key), but for the whole masked step: jax_privacy's noise transform neither draws the batches nor
@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import maskdp_jax.accounting as accounting
 from maskdp_jax.accounting import events
@@ -244,24 +245,28 @@ class Mechanism:
         (arguments as :func:`~maskdp_jax.core.gradient.masked_gradient`).
 
         Returns:
-          ``(grad, state, stats)``. Inside ``jit``, ``grad`` is NaN for a step past the plan
-          (a traced counter cannot raise; a NaN update cannot go unnoticed).
+          ``(grad, state, stats)``.
 
         Raises:
-          PlanExhausted: (eagerly) the state's step is past the plan.
+          PlanExhausted: the state's step is past the plan: eagerly at the call; inside ``jit``
+            when the step runs (the call then fails with a runtime error that carries it).
           ValueError: (eagerly) a state whose step's noise this mechanism already released: a
             retry or a loop that does not rebind ``state`` would add the same noise twice.
         """
         public_sum, private_sum, stats = gradient.masked_sums(
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
             axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
-        planned = (state.step >= self.first_step) & (state.step < self.end_step)
+        # Inside the caller's jit the counter is traced: the budget rule runs on the host when
+        # the step executes, and a step past the plan fails the call with its PlanExhausted
+        # (the trainer's batches are drawn by batch_at, which refuses that step before).
+        jax.debug.callback(self._check_traced_step, state.step)
         grad, state = self.finish(Sums(public_sum, private_sum, stats), state)
-        # Inside the caller's jit a traced counter cannot raise: a step past the plan gives a
-        # NaN gradient, which cannot go unnoticed (the trainer's batches are drawn by batch_at,
-        # which refuses that step on the host).
-        grad = jax.tree.map(lambda g: jnp.where(planned, g, jnp.nan), grad)
         return grad, state, stats
+
+    def _check_traced_step(self, step) -> None:
+        """:meth:`check_step` of a counter that was traced (one per model under ``vmap``)."""
+        for s in np.ravel(np.asarray(step)):
+            self.check_step(int(s))
 
     def accumulate(
         self, sums: Sums, loss_fn: Any, params: PyTree, examples: Any, weights: jnp.ndarray, *,
@@ -342,14 +347,15 @@ class Mechanism:
         if taken < 0:
             raise PlanExhausted(f"state at step {int(state.step)} is before this plan's first "
                                 f"step {self.first_step}: it belongs to another mechanism.")
-        if taken:  # every step taken, past the plan too (a NaN step in jit): never under-count
+        if taken:  # every step taken, even one past the plan: never under-count
             self.plan.record_step(ledger, steps=taken)
         return ledger
 
     def epsilon(self, state: MechanismState, *, delta: float | None = None,
-                method: str | None = None) -> float:
+                method: accounting.Accountant | str | None = None) -> float:
         """ε spent up to ``state`` at ``delta`` (default the plan's; any ``0 < δ < 1/N``), by
-        ``method`` (default the plan's accountant). ∞ in ``nonprivate``."""
+        ``method`` (an :class:`~maskdp_jax.accounting.Accountant` or its value; default the
+        plan's accountant). ∞ in ``nonprivate``."""
         return self.plan.epsilon(self.ledger(state), delta=delta, method=method)
 
     def replan(self, state: MechanismState, *, plan: PrivacyPlan) -> Mechanism:

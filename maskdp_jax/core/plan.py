@@ -105,7 +105,15 @@ class Mode(enum.StrEnum):
 
 
 MODES = tuple(m.value for m in Mode)
-NOISES = ("independent", "banded")
+class Noise(enum.StrEnum):
+    """The private pass's noise: DP-SGD's fresh Gaussian at every step, or banded correlated
+    noise (:mod:`maskdp_jax.core.bandmf`)."""
+
+    INDEPENDENT = "independent"
+    BANDED = "banded"
+
+
+NOISES = tuple(n.value for n in Noise)
 
 
 def _batch_hint(num_examples: int) -> str:
@@ -155,7 +163,7 @@ class PrivacyPlan:
     sampling: inputs.Sampling = inputs.Sampling.DECOUPLED
     accountant: inputs.Accountant = inputs.Accountant.PLD
     target_epsilon: float | None = None
-    noise: str = "independent"
+    noise: Noise = Noise.INDEPENDENT
     bands: int = 1
 
     def __post_init__(self):
@@ -194,6 +202,7 @@ class PrivacyPlan:
 
     def _check_noise(self) -> None:
         inputs.check_choice("noise", self.noise, NOISES)
+        object.__setattr__(self, "noise", Noise(self.noise))
         if isinstance(self.bands, bool) or not isinstance(self.bands, int) or self.bands < 1:
             raise ValueError(f"bands must be an integer >= 1; got {self.bands!r}.")
         if self.noise == "independent":
@@ -237,17 +246,19 @@ class PrivacyPlan:
     # ------------------------------------------------------------------------------------------
     @classmethod
     def calibrate(
-        cls, *, mode: str, num_examples: int, batch_size: int, l2_clip_norm: float,
+        cls, *, mode: Mode | str, num_examples: int, batch_size: int, l2_clip_norm: float,
         delta: float, epochs: float | None = None, steps: int | None = None,
-        adjacency: str = "special",
-        sampling: str = "decoupled", accountant: str = "pld",
+        adjacency: inputs.Adjacency | str = inputs.Adjacency.SPECIAL,
+        sampling: inputs.Sampling | str = inputs.Sampling.DECOUPLED,
+        accountant: inputs.Accountant | str = inputs.Accountant.PLD,
         target_epsilon: float | None = None, noise_multiplier: float | None = None,
-        noise: str = "independent", bands: int = 1,
+        noise: Noise | str = Noise.INDEPENDENT, bands: int = 1,
     ) -> PrivacyPlan:
         """The plan of a run: steps from the epochs, σ given or calibrated to ``target_epsilon``.
 
         Args:
-          mode: ``"maskdp"``, ``"dp"``, ``"public_only"`` or ``"nonprivate"``.
+          mode: a :class:`Mode` (or its value: ``"maskdp"``, ``"dp"``, ``"public_only"``,
+            ``"nonprivate"``); every choice below takes its enum or the enum's value.
           num_examples: N, training videos.
           batch_size: B, expected batch size (``q = B / N``).
           epochs: planned epochs (:func:`maskdp_jax.accounting.steps_for_epochs`), or
@@ -261,9 +272,10 @@ class PrivacyPlan:
             (smallest such σ, :func:`maskdp_jax.accounting.calibrate_noise_multiplier`).
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
             the two in private modes; neither without a private pass.
-          noise / bands: ``"independent"`` (DP-SGD) or ``"banded"`` correlated noise with
-            ``bands`` bands (:mod:`maskdp_jax.core.bandmf`: cyclic Poisson sampling of the private
-            pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)`` rounds).
+          noise / bands: :class:`Noise`: ``"independent"`` (DP-SGD) or ``"banded"`` correlated
+            noise with ``bands`` bands (:mod:`maskdp_jax.core.bandmf`: cyclic Poisson sampling of
+            the private pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)``
+            rounds).
 
         Raises:
           ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.

@@ -78,19 +78,20 @@ class Randomness:
     """Source of the noise key and of the sampler seeds of one run.
 
     Attributes:
-      mode: ``"secret"`` or ``"seeded"``.
+      mode: :class:`RandomnessMode` (or its value, ``"secret"`` or ``"seeded"``).
       seed: ``config.seed`` (public). In ``seeded`` mode the only source.
       secret: 128-bit integer (``secret`` mode only). Never printed or logged; it belongs in
         checkpoints only (:meth:`to_meta`).
     """
 
-    mode: str
+    mode: RandomnessMode
     seed: int
     secret: int | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"randomness mode must be one of {MODES}; got {self.mode!r}.")
+        object.__setattr__(self, "mode", RandomnessMode(self.mode))
         if (self.mode == "secret") != (self.secret is not None):
             raise ValueError("a secret is needed in 'secret' mode and only there.")
         if self.secret is not None and not 0 <= self.secret < 2 ** (8 * SECRET_BYTES):

@@ -181,9 +181,10 @@ def padded_indices(indices: np.ndarray, *, multiple_of: int) -> tuple[np.ndarray
     """A whole logical batch as one array padded to a multiple of ``multiple_of`` rows: the
     concatenation of :func:`physical_batches` (an empty draw gives one batch of padding).
 
-    For a loop that jits one call per logical step (``maskdp_jax.masked_gradient``): the
-    shapes take a few values (multiples of ``multiple_of`` around B), each compiled once, and
-    the batch is never truncated. Padding rows have weight 0 and contribute exactly zero.
+    For a loop that jits one call per logical step
+    (:func:`maskdp_jax.core.gradient.masked_gradient`): the shapes take a few values (multiples
+    of ``multiple_of`` around B), each compiled once, and the batch is never truncated. Padding
+    rows have weight 0 and contribute exactly zero.
 
     Returns:
       ``(indices [n'], weights [n'])``, ``n'`` the smallest positive multiple of
