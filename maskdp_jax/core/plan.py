@@ -272,10 +272,10 @@ class PrivacyPlan:
             (smallest such σ, :func:`maskdp_jax.accounting.calibrate_noise_multiplier`).
           noise_multiplier: σ >= 0 given directly (then no ε target is enforced). Exactly one of
             the two in private modes; neither without a private pass.
-          noise / bands: :class:`Noise`: ``"independent"`` (DP-SGD) or ``"banded"`` correlated
-            noise with ``bands`` bands (:mod:`maskdp_jax.core.bandmf`: cyclic Poisson sampling of
-            the private pass, σ calibrated for rate ``bands q`` over ``ceil(steps / bands)``
-            rounds).
+          noise / bands: :class:`~maskdp_jax.core.plan.Noise`: ``"independent"`` (DP-SGD) or
+            ``"banded"`` correlated noise with ``bands`` bands (:mod:`maskdp_jax.core.bandmf`:
+            cyclic Poisson sampling of the private pass, σ calibrated for rate ``bands q`` over
+            ``ceil(steps / bands)`` rounds).
 
         Raises:
           ValueError: invalid numbers (δ >= 1/N, q >= 1, ...) or an unreachable ε target.
