@@ -87,6 +87,10 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     # motion is learned by step ~100; not re-tuned for the person setting. Under Adam, dp mode
     # is invariant to C when every example is clipped.
     config.privacy.l2_clip_norm = 0.1
+    # maskdp: the parameters the private pass trains, by a fine-tuning strategy's name (linear:
+    # the head; norms; selective), a part of model.finetune's; the public pass trains them all.
+    # C and the noise then cover that part alone. "": every trainable parameter.
+    config.privacy.private_finetune = ""
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
     # The private pass's noise: "independent" (DP-SGD) or "banded" (BandMF: noise correlated over

@@ -45,6 +45,8 @@ EPOCHS = (16.0, 32.0)
 def get_config(arg: str = "person") -> ml_collections.ConfigDict:
     if arg in MODES:
         return _stage_two(arg)
+    if arg == "private_part":
+        return _private_part()
     config = sweep_headline.get_config(arg)
     config.title = f"Every mode's strategy and learning rate on the validation split ({arg})"
     config.base.input.eval_split = "validation"
@@ -85,3 +87,27 @@ def tuned(mode: str) -> tuple[tuple[str, object], ...]:
     finetune, lr = STAGE_ONE[mode]
     return (("model.finetune", finetune), ("optimizer.learning_rate", lr),
             *STAGE_TWO[mode].items())
+
+
+#: The parts of the parameters the private pass may train, from the head up.
+PRIVATE_PARTS = ("linear", "selective")
+
+
+def _private_part() -> ml_collections.ConfigDict:
+    """MaskDP with its public pass at public-only's best (full fine-tuning, its learning rate
+    and epochs) and its private pass over a part of the parameters
+    (``privacy.private_finetune``: the head, or the last blocks' norms and the head) × C: does
+    a private pass on few parameters add to what the public views learn alone?"""
+    config = get_config("person")
+    finetune, lr = STAGE_ONE["public_only"]
+    config.title = (f"maskdp: the private pass over part of the parameters, the public pass at "
+                    f"public-only's best ({finetune}, {lr:g}), on the validation split")
+    config.base.model.finetune, config.base.optimizer.learning_rate = finetune, lr
+    config.base.num_epochs = STAGE_TWO["public_only"]["num_epochs"]
+    config.sweep.modes = ("maskdp",)
+    config.sweep.variants = tuple(
+        (f"{part}_C{c:g}", (("privacy.private_finetune", part), ("privacy.l2_clip_norm", c)))
+        for part in PRIVATE_PARTS for c in (0.03, 0.3))
+    config.config_path = "configs/sweep_tuning.py:private_part"
+    return config
+

@@ -434,15 +434,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                                       tokens=tokens, workdir=workdir)
         tx = build_optimizer(config, steps=plan.steps,
                              steps_per_epoch=plan.num_examples / plan.batch_size)
-        mesh, mechanism = data_parallel_mesh(config), guard.mechanism
+        mesh, mechanism = data_parallel_mesh(config), with_private_part(guard.mechanism, built,
+                                                                         config)
         train_step = make_step(config, apply_fn=step_apply, views=step_views, tx=tx,
                                mechanism=mechanism, mesh=mesh, pixel_norm=step_ds.pixel_norm)
-        state, resumed = guard.resume(
-            mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx,
-                                  mechanism=mechanism))
-        if resumed:
-            print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
-                  f"{plan.steps}.")
+        state = initial_state(guard, built=built, tx=tx, mechanism=mechanism)
 
         # --- Train ---------------------------------------------------------------------------
         def batch_at(step):  # a pure function of the step, so it can be prepared ahead
@@ -475,6 +471,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     return json.loads(json.dumps(run.to_dict()))
 
 
+def initial_state(guard: PrivacyGuard, *, built: run_model.RunModel, tx, mechanism):
+    """The state the run starts from: the last checkpoint's (the guard's resume checks) or a
+    fresh one from the built model."""
+    state, resumed = guard.resume(
+        mdp.TrainState.create(trainable=built.trainable, frozen=built.frozen, tx=tx,
+                              mechanism=mechanism))
+    if resumed:
+        print(f"Resumed from {guard.checkpoint_dir} at step {int(state.step)} of "
+              f"{mechanism.plan.steps}.")
+    return state
+
+
+def with_private_part(mechanism: mdp.Mechanism, built: run_model.RunModel,
+                      config: ml_collections.ConfigDict) -> mdp.Mechanism:
+    """The guard's mechanism, its private pass over the part of the trainable parameters that
+    ``privacy.private_finetune`` names (all of them when it is empty)."""
+    return mechanism.with_private_mask(built.private_mask(
+        config.privacy.private_finetune, num_last_blocks=config.model.num_last_blocks))
+
+
 def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechanism, mesh,
               pixel_norm):
     """The run's ``train_step(state, batch)`` on ``mechanism``, with the config's compute
@@ -482,7 +498,8 @@ def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechani
     return mdp.make_train_step(
         apply_fn=apply_fn, views=views, tx=tx, mechanism=mechanism, mesh=mesh,
         microbatch_size=config.compute.microbatch_size or None, pixel_norm=pixel_norm,
-        ghost_rules=run_model.per_example_rules(config.compute, config.model))
+        ghost_rules=run_model.per_example_rules(
+            config.compute, config.model, private_part=config.privacy.private_finetune))
 
 
 def announce(run: run_report.RunReport, config: ml_collections.ConfigDict, *, plan: mdp.PrivacyPlan,

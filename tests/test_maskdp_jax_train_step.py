@@ -411,7 +411,8 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
 
 @pytest.mark.parametrize("mode,noise_kind", [
     ("maskdp", "independent"), ("dp", "independent"), ("public_only", "independent"),
-    ("nonprivate", "independent"), ("maskdp", "banded"), ("dp", "banded")])
+    ("nonprivate", "independent"), ("maskdp", "banded"), ("dp", "banded"),
+    ("maskdp", "private_head")])
 def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind):
     """``make_train_step`` (what train.py runs) and ``Mechanism.gradient`` (the library's call)
     are one private step: two logical steps of each, from one mechanism state, the trainer's
@@ -427,10 +428,13 @@ def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind
         plan = PrivacyPlan(mode=mode, num_examples=1000, batch_size=4, steps=4, l2_clip_norm=0.5,
                            noise_multiplier=0.7, delta=1e-5, noise="banded", bands=2)
         cfg["mechanism"] = Mechanism(plan=plan, randomness=SEEDED)
-    mech = cfg["mechanism"]
-    plan = mech.plan
     tx = optax.sgd(1.0)
     state = _state(params, tx, trainable_names=("norm", "head"))
+    if noise_kind == "private_head":  # the private pass over the head, the public over all
+        cfg["mechanism"] = Mechanism(plan=cfg["mechanism"].plan, randomness=SEEDED,
+                                     private_mask=_head_only(state.trainable))
+    mech = cfg["mechanism"]
+    plan = mech.plan
     state = state.replace(privacy=mech.init(state.trainable))
     library_params, library_state = _copy((state.trainable, state.privacy))
     step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg)
@@ -464,6 +468,66 @@ def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind
                  state.privacy.noise, library_state.noise)
     assert _leaves_norm(jax.tree.map(jnp.subtract, state.trainable,
                                      _state(params, tx, ("norm", "head")).trainable)) > 0
+
+
+def _head_only(trainable):
+    """The mask of the head's leaves in ``trainable``."""
+    return jax.tree_util.tree_map_with_path(lambda path, _: path[0].key == "head", trainable)
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_a_private_pass_over_the_head_leaves_the_rest_to_the_public_views(tiny_model, trial):
+    """With ``private_mask`` on the head, the private pass trains the head alone: every other
+    trainable parameter's update is the public pass's, bit for bit whatever the private pixels
+    and with σ > 0 (no private gradient and no noise reaches it), while the head's update moves
+    with the private pixels; the private sum is the head's clipped per-example sum (norm ≤ C
+    over the head)."""
+    _, params, apply_fn = tiny_model
+    tx = optax.sgd(1.0)
+    base = _state(params, tx, trainable_names=("norm", "head"))
+    cfg = _cfg("maskdp", sigma=2.0, b=4, c=0.05)
+    mech = Mechanism(plan=cfg["mechanism"].plan, randomness=SEEDED,
+                     private_mask=_head_only(base.trainable))
+    cfg["mechanism"] = mech
+    step = make_train_step(apply_fn=apply_fn, tx=tx, **cfg)
+    batch, other = _with_other_private_pixels(trial)
+    updates = []
+    for private in (batch, other):
+        state = _copy(base)
+        new, _ = step(state, LogicalBatchData(public=[batch], private=[private]))
+        updates.append(jax.tree.map(jnp.subtract, new.trainable, base.trainable))
+    public_only = _cfg("public_only", b=4)
+    reference, _ = make_train_step(apply_fn=apply_fn, tx=tx, **public_only)(
+        _copy(base), LogicalBatchData(public=[batch], private=[]))
+    reference = jax.tree.map(jnp.subtract, reference.trainable, base.trainable)
+    for update in updates:
+        _assert_tree_equal({k: v for k, v in update.items() if k != "head"},
+                           {k: v for k, v in reference.items() if k != "head"})
+    assert not np.allclose(updates[0]["head"]["kernel"], updates[1]["head"]["kernel"])
+    assert not np.allclose(updates[0]["head"]["kernel"], reference["head"]["kernel"])
+    # The private sum is the clipped sum of a run whose only trainable parameter is the head
+    # (the rest frozen): each video's head gradient clipped to C over the head, nothing else.
+    acc = _private(base, batch, apply_fn, cfg, acc=mech.zeros(base.trainable))
+    assert set(acc.private) == {"head"}
+    head_only = _state(params, tx, trainable_names=("head",))
+    reference_acc = _private(head_only, batch, apply_fn, _cfg("maskdp", sigma=2.0, b=4, c=0.05))
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7),
+                 acc.private, reference_acc.private)
+    assert int(acc.stats.clip.num_clipped) == int(acc.stats.clip.count) > 0  # C binds here
+
+
+def test_a_private_pass_over_part_of_the_parameters_is_maskdp_s_alone():
+    plan = _cfg("dp")["mechanism"].plan
+    with pytest.raises(ValueError, match="MaskDP's.*fine-tuning strategy"):
+        Mechanism(plan=plan, randomness=SEEDED, private_mask={"head": {"kernel": True}})
+    maskdp = _cfg("maskdp")["mechanism"].plan
+    with pytest.raises(ValueError, match="selects no parameter"):
+        Mechanism(plan=maskdp, randomness=SEEDED, private_mask={"head": {"kernel": False}})
+    banded = PrivacyPlan(mode="maskdp", num_examples=1000, batch_size=4, steps=4,
+                         l2_clip_norm=0.5, noise_multiplier=0.7, delta=1e-5, noise="banded",
+                         bands=2)
+    with pytest.raises(ValueError, match="needs independent noise"):
+        Mechanism(plan=banded, randomness=SEEDED, private_mask={"head": {"kernel": True}})
 
 
 def test_a_step_consumes_its_state(tiny_model):

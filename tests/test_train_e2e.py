@@ -100,6 +100,55 @@ def test_train_and_evaluate_each_mode(mode, tmp_path, capsys):
     assert "(`model/`)" in markdown and "load_trained" in markdown
 
 
+def test_a_private_pass_over_the_head_trains_the_rest_as_public_only_training_does(tmp_path):
+    """``privacy.private_finetune="linear"`` in train.py: the private pass trains the head
+    alone, so every other parameter ends where public-only training (the same seed, hence the
+    same initial weights and public batches) puts it: no private gradient and no noise reaches
+    it; the head does not (its private sum and noise do)."""
+    import jax
+    from flax import traverse_util
+
+    trained = {}
+    for mode, private in (("maskdp", "linear"), ("public_only", "")):
+        config = _tiny_config(mode)
+        config.privacy.private_finetune = private
+        config.tensorboard = False
+        train.train_and_evaluate(config, str(tmp_path / mode))
+        params = run_model.load_trained(str(tmp_path / mode / train.MODEL_DIR)).model.params
+        trained[mode] = traverse_util.flatten_dict(jax.device_get(params))
+    assert trained["maskdp"].keys() == trained["public_only"].keys()
+    for path, value in trained["maskdp"].items():
+        if path[0] == "head":
+            assert not np.allclose(value, trained["public_only"][path]), path
+        else:
+            np.testing.assert_allclose(value, trained["public_only"][path], rtol=1e-5,
+                                       atol=1e-6, err_msg=str(path))
+
+
+def test_a_private_pass_over_part_of_the_parameters_is_refused_where_it_means_nothing():
+    config = _tiny_config("dp")
+    config.privacy.private_finetune = "linear"
+    with pytest.raises(ValueError, match="privacy.private_finetune.*mode 'dp'"):
+        run_config.check_config(config)
+    config = _tiny_config("maskdp")
+    config.privacy.private_finetune = "head"
+    with pytest.raises(ValueError, match="privacy.private_finetune"):
+        run_config.check_config(config)
+    config.privacy.private_finetune = "linear"
+    config.compute.per_example = "ghost"
+    with pytest.raises(ValueError, match="compute.per_example='vmap'"):
+        run_config.check_config(config)
+    import jax
+
+    model = _tiny_config("maskdp").model
+    model.finetune = "linear"
+    built = run_model.build(model, num_classes=8, seed=0)
+    with pytest.raises(ValueError, match="freezes"):
+        built.private_mask("norms")
+    assert built.private_mask("") is None
+    assert all(jax.tree.leaves(built.private_mask("linear")))
+
+
 def test_plan_privacy_divides_by_expected_batch_and_counts_steps():
     config = _tiny_config("maskdp")
     plan = run_config.privacy_plan(config, num_examples=64)

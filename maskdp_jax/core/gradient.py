@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from maskdp_jax.core import bandmf, clipping, noise, tokenizer
+from maskdp_jax.core import bandmf, clipping, noise, partition, tokenizer
 from maskdp_jax.core.plan import PrivacyPlan
 from maskdp_jax.core.tokenizer import Tokenizer, Views
 
@@ -209,12 +209,35 @@ def _check_sums(public_sum: PyTree | None, private_sum: PyTree | None, plan: Pri
             f" and private_sum {'given' if mode.has_private_pass else 'None'}.")
 
 
+def private_part(params: PyTree, private_mask: PyTree | None) -> PyTree:
+    """The parameters the private pass trains: those of ``private_mask`` (a tree of booleans
+    in the structure of ``params``; True: trained by the private pass), or all of ``params``
+    without a mask."""
+    return params if private_mask is None else partition.split(params, private_mask)[0]
+
+
 def _average(public_sum: PyTree | None, noised_private: PyTree | None,
              plan: PrivacyPlan) -> PyTree:
-    """``(public_sum + noised_private) / B``, B the plan's *expected* batch size."""
+    """``(public_sum + noised_private) / B``, B the plan's *expected* batch size. A private sum
+    over part of the parameters (:func:`private_part`) is added to those leaves of the public
+    sum; the others are the public sum alone: no private gradient and no noise reaches them."""
     parts = [p for p in (public_sum, noised_private) if p is not None]
-    total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
+    if len(parts) == 2 and jax.tree.structure(public_sum) != jax.tree.structure(noised_private):
+        total = partition.merge(
+            jax.tree.map(jnp.add, private_part(public_sum, _mask_of(public_sum, noised_private)),
+                         noised_private), public_sum)
+    else:
+        total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
     return jax.tree.map(lambda g: g / plan.batch_size, total)
+
+
+def _mask_of(params: PyTree, part: PyTree) -> PyTree:
+    """The mask that selects ``part``'s leaves (nested dicts) out of ``params``."""
+    from flax import traverse_util
+
+    keys = set(traverse_util.flatten_dict(part))
+    return traverse_util.unflatten_dict(
+        {k: k in keys for k in traverse_util.flatten_dict(params)})
 
 
 def noisy_gradient(
@@ -297,6 +320,7 @@ def pass_gradient(
     loss_fn: Callable[[PyTree, Any], jnp.ndarray], params: PyTree, examples: Any,
     weights: jnp.ndarray, *, public: bool, plan: PrivacyPlan,
     microbatch_size: int | None = None, ghost_rules: Any = None,
+    private_mask: PyTree | None = None,
 ) -> tuple[PyTree, GradStats]:
     """One pass over one physical batch: the sum it adds to the logical step, and its stats.
 
@@ -315,10 +339,14 @@ def pass_gradient(
       public: which pass.
       plan: the run's plan (C for the private pass).
       microbatch_size / ghost_rules: how the private pass gets per-example norms.
+      private_mask: the private pass trains only these leaves of ``params`` (True), the others
+        closed over as constants: its clipped sum, hence C and the noise, cover those leaves
+        alone (:func:`private_part`); None: all of ``params``. Not with ``ghost_rules``.
 
     Returns:
-      ``(sum, stats)``: the structure of ``params`` and this pass's :class:`GradStats` (the
-      other pass's fields zero), to add over physical batches and passes.
+      ``(sum, stats)``: the structure of ``params`` (the private pass with a mask: of its part)
+      and this pass's :class:`GradStats` (the other pass's fields zero), to add over physical
+      batches and passes.
     """
     zero = jnp.zeros((), jnp.float32)
     if public:
@@ -326,6 +354,17 @@ def pass_gradient(
         dropped = public_nonfinite(examples, weights)
         return grads, GradStats(loss_sum, jnp.sum(weights) - dropped,
                                 clipping.ClipStats.zeros(), dropped)
+    if private_mask is not None:
+        if ghost_rules is not None:
+            raise ValueError("ghost norms follow every trainable layer; a private pass over part "
+                             "of the parameters takes its per-example gradients by vmap "
+                             "(compute.per_example='vmap').")
+        params, rest = partition.split(params, private_mask)
+        whole_loss = loss_fn
+
+        def loss_fn(part, example):
+            return whole_loss(partition.merge(part, rest), example)
+
     grads, clip = clipping.clipped_grad_sum(
         loss_fn, params, examples, weights, l2_clip_norm=plan.l2_clip_norm,
         microbatch_size=microbatch_size, ghost_rules=ghost_rules)
@@ -373,12 +412,13 @@ def masked_sums(
     public: Examples | None = None, private: Examples | None = None,
     tokens: Tokenizer | None = None, axis_name: str | None = None,
     microbatch_size: int | None = None, ghost_rules: Any = None,
+    private_mask: PyTree | None = None,
 ) -> tuple[PyTree | None, PyTree | None, GradStats]:
     """The two passes' sums of one logical batch before any noise: ``(public_sum,
     private_sum, stats)`` (None for a pass the mode lacks), all-reduced over ``axis_name``.
     What :func:`masked_gradient` and :meth:`maskdp_jax.core.mechanism.Mechanism.gradient` noise;
-    arguments as :func:`masked_gradient`. The private sum is clipped but not private yet:
-    it must be noised (once) before it leaves."""
+    arguments as :func:`masked_gradient`, and ``private_mask`` as :func:`pass_gradient`. The
+    private sum is clipped but not private yet: it must be noised (once) before it leaves."""
     mode = plan.mode
     for name, given, needed in (("public", public, mode.has_public_pass),
                                 ("private", private, mode.has_private_pass)):
@@ -397,13 +437,14 @@ def masked_sums(
     for is_public, batch in ((True, public), (False, private)):
         if batch is None:
             continue
+        mask = None if is_public else private_mask
         if _rows(batch.inputs) == 0:  # an empty draw: this pass adds nothing (the noise stays)
-            sums[is_public] = jax.tree.map(jnp.zeros_like, params)
+            sums[is_public] = jax.tree.map(jnp.zeros_like, private_part(params, mask))
             continue
         inputs, weights = pass_examples(batch, public=is_public, plan=plan, tokens=tokens)
         sums[is_public], pass_stats = pass_gradient(
             example_loss, params, (inputs, batch.targets), weights, public=is_public, plan=plan,
-            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+            microbatch_size=microbatch_size, ghost_rules=ghost_rules, private_mask=mask)
         stats = jax.tree.map(jnp.add, stats, pass_stats)
     public_sum, private_sum = sums.get(True), sums.get(False)
     if axis_name is not None:

@@ -59,7 +59,7 @@ import maskdp_jax.accounting as accounting
 from maskdp_jax.accounting import events
 from maskdp_jax.core import bandmf, clipping, gradient, noise
 from maskdp_jax.core.gradient import ExampleLoss, Examples, GradStats
-from maskdp_jax.core.plan import PrivacyPlan
+from maskdp_jax.core.plan import Mode, PrivacyPlan
 from maskdp_jax.core.randomness import Randomness
 from maskdp_jax.core.sampling import LogicalBatch, PoissonSampler
 from maskdp_jax.core.tokenizer import Tokenizer
@@ -116,11 +116,14 @@ class Sums(NamedTuple):
     stats: GradStats
 
     @classmethod
-    def zeros(cls, params: PyTree) -> Sums:
-        """Sums of zeros in the structure of ``params``, each leaf its own buffer (donatable)."""
+    def zeros(cls, params: PyTree, private_mask: PyTree | None = None) -> Sums:
+        """Sums of zeros in the structure of ``params`` (the private sum: of the part the private
+        pass trains, ``private_mask`` as :class:`Mechanism`'s), each leaf its own buffer
+        (donatable)."""
         zero = jnp.zeros((), jnp.float32)
+        private = gradient.private_part(params, private_mask)
         return cls(public=jax.tree.map(jnp.zeros_like, params),
-                   private=jax.tree.map(jnp.zeros_like, params),
+                   private=jax.tree.map(jnp.zeros_like, private),
                    stats=GradStats(zero, zero, clipping.ClipStats.zeros(), zero))
 
 
@@ -134,11 +137,18 @@ class Mechanism:
         real guarantee): the noise stream and both Poisson streams.
       history: the ledger segments charged under earlier plans (:meth:`replan` fills it); the
         plan's steps follow them.
+      private_mask: ``maskdp`` only: the private pass trains just these parameters (a tree of
+        booleans in the structure of the trainable parameters; True: trained on the private
+        views), while the public pass trains them all. The private pass's clipped sum, hence C
+        and the noise, then cover those leaves alone: the others are updated from public views
+        only and get no noise. The guarantee is unchanged (the same clipped sum, the same σ),
+        over fewer dimensions. None: the private pass trains every trainable parameter.
     """
 
     plan: PrivacyPlan
     randomness: Randomness = dataclasses.field(repr=False)
     history: tuple[events.Segment, ...] = ()
+    private_mask: Any = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.plan, PrivacyPlan):
@@ -153,6 +163,17 @@ class Mechanism:
         # state would add the same noise to another gradient, and the difference of the two
         # releases would carry none (the ledger charges the step once).
         object.__setattr__(self, "_released", set())
+        if self.private_mask is not None:
+            if self.plan.mode is not Mode.MASKDP:
+                raise ValueError(f"a private pass over part of the parameters is MaskDP's (its "
+                                 f"public pass trains the rest); mode {self.plan.mode.value!r}: "
+                                 "choose the trained parameters with the fine-tuning strategy.")
+            if self.plan.banded:
+                raise ValueError("banded noise keeps past noise of every trainable parameter: "
+                                 "a private pass over part of them needs independent noise.")
+            if not any(jax.tree.leaves(self.private_mask)):
+                raise ValueError("private_mask selects no parameter: the private pass would "
+                                 "train nothing (use mode='public_only').")
         if self.plan.banded and self.history:
             raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
                              "follow a history of other steps (plan all the steps at the start).")
@@ -255,7 +276,8 @@ class Mechanism:
         """
         public_sum, private_sum, stats = gradient.masked_sums(
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
-            axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+            axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules,
+            private_mask=self.private_mask)
         # Inside the caller's jit the counter is traced: the budget rule runs on the host when
         # the step executes, and a step past the plan fails the call with its PlanExhausted
         # (the trainer's batches are drawn by batch_at, which refuses that step before).
@@ -267,6 +289,16 @@ class Mechanism:
         """:meth:`check_step` of a counter that was traced (one per model under ``vmap``)."""
         for s in np.ravel(np.asarray(step)):
             self.check_step(int(s))
+
+    def with_private_mask(self, private_mask: PyTree | None) -> Mechanism:
+        """This mechanism (plan, randomness, history) with its private pass over
+        ``private_mask``'s parameters (None: all)."""
+        return dataclasses.replace(self, private_mask=private_mask)
+
+    def zeros(self, params: PyTree) -> Sums:
+        """The step's :class:`~maskdp_jax.core.mechanism.Sums` before its first pass, for
+        ``params`` (the trainable parameters) and this mechanism's ``private_mask``."""
+        return Sums.zeros(params, self.private_mask)
 
     def accumulate(
         self, sums: Sums, loss_fn: Any, params: PyTree, examples: Any, weights: jnp.ndarray, *,
@@ -281,7 +313,7 @@ class Mechanism:
 
         Args:
           sums: the step's :class:`~maskdp_jax.core.mechanism.Sums` so far
-            (:meth:`~maskdp_jax.core.mechanism.Sums.zeros` before the first batch).
+            (:meth:`zeros` before the first batch).
           loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
           params: the trainable parameters.
           examples: pytree of ``[P, ...]``: what this pass may see.
@@ -298,7 +330,8 @@ class Mechanism:
                              f"{'public' if public else 'private'} pass.")
         grads, stats = gradient.pass_gradient(
             loss_fn, params, examples, weights, public=public, plan=self.plan,
-            microbatch_size=microbatch_size, ghost_rules=ghost_rules)
+            microbatch_size=microbatch_size, ghost_rules=ghost_rules,
+            private_mask=None if public else self.private_mask)
         field = "public" if public else "private"
         return sums._replace(**{field: jax.tree.map(jnp.add, getattr(sums, field), grads)},
                              stats=jax.tree.map(jnp.add, sums.stats, stats))
@@ -316,7 +349,7 @@ class Mechanism:
         Returns:
           ``(grad, state)``. A step past the plan is refused eagerly here and on the host by
           :meth:`batch_at` (whose batches a loop needs anyway); inside ``jit`` nothing here can
-          refuse it (:meth:`gradient` then returns NaN).
+          refuse it (:meth:`gradient` checks the traced step on the host when it runs).
 
         Raises:
           PlanExhausted: (eagerly) the state's step is past the plan.
@@ -377,4 +410,5 @@ class Mechanism:
                                  f"{getattr(plan, name)!r}. Start a new mechanism instead "
                                  "(its ε does not compose with this one's).")
         return Mechanism(plan=plan, randomness=self.randomness,
-                         history=tuple(self.ledger(state).segments))
+                         history=tuple(self.ledger(state).segments),
+                         private_mask=self.private_mask)

@@ -297,12 +297,17 @@ def make_train_step(
     if microbatch_size is not None and microbatch_size <= 0:
         raise ValueError(f"microbatch_size must be > 0 or None; got {microbatch_size}.")
 
+    # A private pass over part of the parameters sums over that part (a static choice: its own
+    # small program).
+    zeros = (zeros_accumulator if mechanism.private_mask is None
+             else jax.jit(mechanism.zeros))
+
     def build(public: bool):
         fn = functools.partial(accumulate, public=public, apply_fn=apply_fn,
                                mechanism=mechanism, views=views, pixel_norm=pixel_norm,
                                microbatch_size=microbatch_size, ghost_rules=ghost_rules)
         if mesh is not None:
-            fn = parallel.shard_accumulation(fn, zeros_accumulator, mesh)
+            fn = parallel.shard_accumulation(fn, zeros, mesh)
         return compilation.jit(fn, donate_argnums=0)
 
     public, private = build(True), build(False)
@@ -311,7 +316,7 @@ def make_train_step(
 
     def train_step(state: TrainState, batch: LogicalBatchData):
         # A batch of a pass the mode lacks is refused by Mechanism.accumulate as it is traced.
-        acc = zeros_accumulator(state.trainable)
+        acc = zeros(state.trainable)
         for b in batch.public:
             acc = public(acc, state.trainable, state.frozen, b)
         for b in batch.private:

@@ -122,6 +122,20 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
             _fail("model.num_last_blocks",
                   f"must be in [0, {blocks}] ({m.name!r} has {blocks} blocks); "
                   f"got {m.num_last_blocks!r}.")
+    private = config.privacy.private_finetune
+    if private:
+        _choice("privacy.private_finetune", private, ("", *models.finetune.STRATEGIES))
+        if config.mode != "maskdp":
+            _fail("privacy.private_finetune",
+                  f"restricts MaskDP's private pass to part of the parameters (its public pass "
+                  f"trains the rest); mode {config.mode!r} has no public pass beside a private "
+                  "one: choose the trained parameters with model.finetune and leave it empty.")
+        if config.privacy.noise != "independent":
+            _fail("privacy.private_finetune", "needs privacy.noise='independent' (banded noise "
+                  "keeps past noise of every trainable parameter).")
+        if config.compute.per_example == "ghost":
+            _fail("privacy.private_finetune", "needs compute.per_example='vmap' (ghost norms "
+                  "follow every trainable layer).")
     clip = _clip_shape(config)
     if clip is not None and tuple(clip) != tuple(preset["input_size"]):
         _fail("model.name",

@@ -104,6 +104,30 @@ class RunModel:
         """The full parameter tree (trainable and frozen merged)."""
         return partition.merge(self.trainable, self.frozen)
 
+    def private_mask(self, strategy: str, *, num_last_blocks: int = 2) -> Any:
+        """The trainable parameters that fine-tuning ``strategy`` selects, as a mask in the
+        structure of ``trainable`` (``Mechanism.private_mask``: what the private pass
+        trains); None for ``""`` (all of them).
+
+        Raises:
+          ValueError: the strategy selects a frozen parameter, or no trainable one.
+        """
+        if not strategy:
+            return None
+        wanted = traverse_util.flatten_dict(models.finetune.trainable_mask(
+            self.params, strategy=strategy, num_last_blocks=num_last_blocks))
+        trainable = traverse_util.flatten_dict(self.trainable)
+        outside = sorted("/".join(k) for k, v in wanted.items() if v and k not in trainable)
+        if outside:
+            raise ValueError(f"privacy.private_finetune={strategy!r} selects parameters that "
+                             f"model.finetune freezes ({outside[:3]}...): choose a part of the "
+                             "trained parameters (e.g. 'linear', the head).")
+        mask = {k: bool(wanted[k]) for k in trainable}
+        if not any(mask.values()):
+            raise ValueError(f"privacy.private_finetune={strategy!r} selects no trainable "
+                             "parameter.")
+        return traverse_util.unflatten_dict(mask)
+
     def apply_from(self, start_block: int) -> Callable[[Any, jax.Array], jax.Array]:
         """``apply(params, tokens) -> logits`` that starts at block ``start_block``: the
         trainable suffix the feature cache's steps run (``tokens [n, L, D]``, the cached output
@@ -135,13 +159,18 @@ def ghost_rules() -> ghost.Rules:
 
 
 def per_example_rules(compute_config: ml_collections.ConfigDict,
-                      model_config: ml_collections.ConfigDict) -> ghost.Rules | None:
+                      model_config: ml_collections.ConfigDict, *,
+                      private_part: str = "") -> ghost.Rules | None:
     """The private pass' ``ghost_rules`` (:func:`maskdp_jax.core.train_step.make_train_step`) for
     ``compute.per_example``: None for ``vmap``, :func:`ghost_rules` for ``ghost``, and for
-    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``)."""
+    ``auto`` the measured choice for ``model.name`` and ``model.finetune`` (``AUTO_GHOST``), or
+    ``vmap`` where the private pass trains a part of the parameters (``private_part``,
+    ``privacy.private_finetune``: ghost norms follow every trainable layer)."""
     choice = compute_config.per_example
     if choice not in PER_EXAMPLE:
         raise ValueError(f"compute.per_example must be one of {PER_EXAMPLE}; got {choice!r}.")
+    if choice == "auto" and private_part:
+        choice = "vmap"
     if choice == "auto":
         pair = (model_config.name, model_config.finetune)
         choice = "ghost" if pair in AUTO_GHOST else "vmap"
