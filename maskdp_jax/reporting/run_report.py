@@ -192,8 +192,9 @@ def write(run: RunReport, workdir: str) -> tuple[str, str]:
     os.makedirs(workdir, exist_ok=True)
     json_path = os.path.join(workdir, REPORT_JSON)
     md_path = os.path.join(workdir, "report.md")
-    with open(json_path, "w") as f:
-        json.dump(run.to_dict(), f, indent=2, sort_keys=True)
+    with open(json_path, "w") as f:  # compact: report.md is the page a person reads
+        json.dump(run.to_dict(), f, sort_keys=True, separators=(",", ":"))
+        f.write("\n")
     with open(md_path, "w") as f:
         f.write(run.to_markdown())
     return json_path, md_path
