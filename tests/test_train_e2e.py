@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import maskdp_jax as mdp
 from maskdp_jax import train
 from maskdp_jax.configs import default
 from maskdp_jax.run import config as run_config
@@ -100,29 +101,24 @@ def test_train_and_evaluate_each_mode(mode, tmp_path, capsys):
     assert "(`model/`)" in markdown and "load_trained" in markdown
 
 
-def test_a_private_pass_over_the_head_trains_the_rest_as_public_only_training_does(tmp_path):
-    """``privacy.private_finetune="linear"`` in train.py: the private pass trains the head
-    alone, so every other parameter ends where public-only training (the same seed, hence the
-    same initial weights and public batches) puts it: no private gradient and no noise reaches
-    it; the head does not (its private sum and noise do)."""
+def test_train_py_gives_the_mechanism_the_private_part_its_config_names():
+    """``privacy.private_finetune`` reaches the step: train.py's mechanism carries the mask of
+    the named part of the trainable parameters (the step's behaviour under a mask is
+    tests/test_maskdp_jax_train_step.py's), the guard's plan and randomness unchanged."""
     import jax
-    from flax import traverse_util
 
-    trained = {}
-    for mode, private in (("maskdp", "linear"), ("public_only", "")):
-        config = _tiny_config(mode)
-        config.privacy.private_finetune = private
-        config.tensorboard = False
-        train.train_and_evaluate(config, str(tmp_path / mode))
-        params = run_model.load_trained(str(tmp_path / mode / train.MODEL_DIR)).model.params
-        trained[mode] = traverse_util.flatten_dict(jax.device_get(params))
-    assert trained["maskdp"].keys() == trained["public_only"].keys()
-    for path, value in trained["maskdp"].items():
-        if path[0] == "head":
-            assert not np.allclose(value, trained["public_only"][path]), path
-        else:
-            np.testing.assert_allclose(value, trained["public_only"][path], rtol=1e-5,
-                                       atol=1e-6, err_msg=str(path))
+    config = _tiny_config("maskdp")
+    built = run_model.build(config.model, num_classes=8, seed=0)
+    guard_mechanism = mdp.Mechanism(plan=mdp.PrivacyPlan.calibrate(
+        mode="maskdp", num_examples=64, batch_size=16, steps=2, l2_clip_norm=0.1, delta=1e-3,
+        noise_multiplier=1.0), randomness=mdp.Randomness(mode="seeded", seed=0))
+    assert train.with_private_part(guard_mechanism, built, config).private_mask is None
+    config.privacy.private_finetune = "linear"
+    mech = train.with_private_part(guard_mechanism, built, config)
+    assert (mech.plan, mech.randomness) == (guard_mechanism.plan, guard_mechanism.randomness)
+    flat = jax.tree_util.tree_flatten_with_path(mech.private_mask)[0]
+    assert {path[0].key for path, trains in flat if trains} == {"head"}
+    assert any(not trains for _, trains in flat)  # the rest: the public pass alone
 
 
 def test_a_private_pass_over_part_of_the_parameters_is_refused_where_it_means_nothing():
