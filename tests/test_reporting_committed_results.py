@@ -625,11 +625,9 @@ def test_docs_anonymisation_quality_table_is_the_committed_benchmark():
         rows = json.load(f)["rows"]
     with open(os.path.join(directory, "results.md")) as f:
         table_md = f.read()
-    with open(guide("anonymize")) as f:
-        page = f.read()
+    page = record("anonymisation")  # the guide's measurements live in its record
     table = anonymize_quality.table(rows)
     assert table in table_md and table in page
-    assert table in record("anonymisation")
     by = {(r["clip"], r["method"]): r for r in rows}
 
     def missed(clip):
@@ -713,7 +711,7 @@ def _code_of(path: str, root: str, text: str | None = None) -> str:
 
 
 def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
-    """docs/guides/anonymize.md: the held-out and validation tables are
+    """The anonymisation record (the guide's measurements): the held-out and validation tables are
     benchmarks/anonymize_quality's tables of the committed heldout.json / validation.json (as
     their .md files have them), deface's row is its committed run, the counts and shares quoted
     against the issue's targets are those runs', and the default's body settings are the ones
@@ -721,8 +719,7 @@ def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
     from benchmarks import anonymize_quality
 
     directory = os.path.join(ROOT, "docs", "results", "anonymize_quality")
-    with open(guide("anonymize")) as f:
-        page = f.read()
+    page = record("anonymisation")  # the guide's measurements live in its record
     flat = " ".join(page.split())
     runs = {}
     for stem in ("heldout", "validation"):
@@ -760,7 +757,7 @@ def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
     row = _read(os.path.join(directory, "deface.md")).split("\n")[4]
     assert row.startswith("| deface") and f"{deface['frames'] / deface['seconds']:.2f}" in row
     back = [p["face_blurred"] for p in deface["people"] if p["view"] == "back" and not p["tags"]]
-    assert f"| {sum(back)}/{len(back)} faces blurred |" in page
+    assert f"| {sum(back)}/{len(back)} faces blurred |" in _read(guide("anonymize"))
     validation = runs["validation"]
     best = max(anonymize_quality.found(validation, r["method"])["all"][0] for r in validation)
     assert anonymize_quality.found(validation, "after")["all"][0] == best
