@@ -20,13 +20,11 @@ back). It is *exact in sum* (Σ_j s_j = φ(all) − φ(none) to float rounding, 
 additivity error) and deterministic given its seed. ``lime``: the ``lime`` package's weighted
 ridge fit (:class:`lime.lime_base.LimeBase`) on random coalitions (each sample hides a uniformly
 random number of random cells, as ``lime_image`` does with superpixels; cosine distance, kernel
-width 0.25), reported with its local R². At the same budget of model evaluations (the jitted
-model scores 513 coalitions in ≈ 0.17 s here), in ``docs/results/audit_feature_masking``
-SHAP took 0.13 s per video and model against LIME's 0.18 (LIME's weighted ridge fit over 256
-features costs more than SHAP's bookkeeping), is exact in sum, and put more of the identity
-sensitivity on the subjects' emblems, the planted ground truth (0.17 against 0.13; 0.0625, the
-emblem's 16 of 256 cells, is a uniform spread). So SHAP is the default (Gu & Chen 2024 Fig. 9 also
-found it the more stable).
+width 0.25), reported with its local R². At the same budget of model evaluations SHAP is
+cheaper (LIME's weighted ridge fit costs more than SHAP's bookkeeping), exact in sum, and in the
+committed audit (``docs/results/audit_feature_masking``, its report's ``explainers``) put more of
+the identity sensitivity on the subjects' emblems, the planted ground truth. So SHAP is the
+default (Gu & Chen 2024 Fig. 9 also found it the more stable).
 
 **Masks** (:func:`keep_cells`). Per subject, the binary programme
 ``max mᵀU_z  s.t.  mᵀS_z ≤ (1 − α) ΣS_z`` (m = 1 keeps a cell) by :func:`scipy.optimize.milp`
