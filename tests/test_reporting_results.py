@@ -256,6 +256,18 @@ def test_the_tuned_headline_runs_each_mode_at_its_own_settings_on_every_data_dra
         sweep.grid(config)
 
 
+def test_the_floor_trains_the_head_alone_over_the_headline_draws():
+    """configs/sweep_floor.py: a non-private probe and DP-SGD on the head of the frozen
+    backbone, each at its linear learning rate, on the tuned headline's draws and seeds."""
+    from maskdp_jax.configs import sweep_floor, sweep_headline_tuned
+
+    runs = dict(sweep.grid(sweep_floor.get_config()))
+    assert {r.mode for r in runs.values()} == {"nonprivate", "dp"}
+    assert all(r.model.finetune == "linear" for r in runs.values())
+    assert {r.input.data_seed for r in runs.values()} == set(sweep_headline_tuned.DATA_SEEDS)
+    assert len(runs) == 5 * 3 * (1 + 2)
+
+
 def test_over_data_draws_the_gap_interval_is_taken_over_the_draws(tmp_path):
     """With several data draws the difference is taken within each draw and its interval over
     the draws' differences (J − 1 degrees of freedom): a draw effect shared by both modes
