@@ -274,6 +274,25 @@ def test_stage_two_tuned_each_mode_from_its_stage_one_best(mode):
     assert results.variant_table(rows, named) in _read(os.path.join(root, "results.md"))
 
 
+
+def test_the_private_pass_over_part_of_the_parameters_was_measured_on_validation():
+    """docs/results/tuning_private_part: MaskDP with its public pass at public-only's best and its
+    private pass over the head or the last norms × C, on the validation split; the guide's table
+    is the reports' (beside public-only's best on the same seeds)."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_tuning
+
+    root = os.path.join(ROOT, "docs", "results", "tuning_private_part")
+    found = _load(root)
+    config = sweep_tuning.get_config("private_part")
+    assert {r["run"] for r in found} == {n for n, _ in sweep.grid(config)}
+    assert all(r["config"]["input"]["eval_split"] == "validation" for r in found)
+    assert all(r["config"]["model"]["finetune"] == "full" for r in found)
+    named = {n: dict(o) for n, o in config.sweep.variants}
+    table = results.variant_table(results.rows(found), named)
+    for path in (os.path.join(root, "results.md"), guide("training")):
+        assert table in _read(path), path
+
 SWEEP_RUNS = os.path.join(ROOT, "docs", "results", "synthetic")
 
 
