@@ -109,8 +109,8 @@ def run(config, workdir: str) -> dict[str, Any]:
     _check_audit(config.audit)
     report = _STUDIES[config.audit](config)
     os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    with open(os.path.join(workdir, "report.json"), "w") as f:  # compact: report.md is the page
+        json.dump(report, f, separators=(",", ":"))
     write_outputs(config, workdir, report)
     return report
 
