@@ -48,6 +48,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import traverse_util
 
 from maskdp_jax.core import bandmf, clipping, noise, partition, tokenizer
 from maskdp_jax.core.plan import PrivacyPlan
@@ -223,21 +224,13 @@ def _average(public_sum: PyTree | None, noised_private: PyTree | None,
     sum; the others are the public sum alone: no private gradient and no noise reaches them."""
     parts = [p for p in (public_sum, noised_private) if p is not None]
     if len(parts) == 2 and jax.tree.structure(public_sum) != jax.tree.structure(noised_private):
-        total = partition.merge(
-            jax.tree.map(jnp.add, private_part(public_sum, _mask_of(public_sum, noised_private)),
-                         noised_private), public_sum)
+        total = traverse_util.flatten_dict(public_sum)
+        for path, value in traverse_util.flatten_dict(noised_private).items():
+            total[path] = total[path] + value
+        total = traverse_util.unflatten_dict(total)
     else:
         total = parts[0] if len(parts) == 1 else jax.tree.map(jnp.add, *parts)
     return jax.tree.map(lambda g: g / plan.batch_size, total)
-
-
-def _mask_of(params: PyTree, part: PyTree) -> PyTree:
-    """The mask that selects ``part``'s leaves (nested dicts) out of ``params``."""
-    from flax import traverse_util
-
-    keys = set(traverse_util.flatten_dict(part))
-    return traverse_util.unflatten_dict(
-        {k: k in keys for k in traverse_util.flatten_dict(params)})
 
 
 def noisy_gradient(

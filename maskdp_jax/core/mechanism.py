@@ -278,10 +278,12 @@ class Mechanism:
             loss_fn, params, plan=self.plan, public=public, private=private, tokens=tokens,
             axis_name=axis_name, microbatch_size=microbatch_size, ghost_rules=ghost_rules,
             private_mask=self.private_mask)
-        # Inside the caller's jit the counter is traced: the budget rule runs on the host when
-        # the step executes, and a step past the plan fails the call with its PlanExhausted
-        # (the trainer's batches are drawn by batch_at, which refuses that step before).
-        jax.debug.callback(self._check_traced_step, state.step)
+        if isinstance(state.step, jax.core.Tracer):
+            # Inside the caller's jit the counter is traced: the budget rule runs on the host
+            # when the step executes, and a step past the plan fails the call with its
+            # PlanExhausted (eagerly, finish checks it; the trainer's batches are drawn by
+            # batch_at, which refuses that step before).
+            jax.debug.callback(self._check_traced_step, state.step)
         grad, state = self.finish(Sums(public_sum, private_sum, stats), state)
         return grad, state, stats
 
