@@ -213,9 +213,12 @@ def synthetic_input() -> ml_collections.ConfigDict:
         size=32,
         num_subjects=0,           # > 0: subjects with an emblem on the background
         # person: the avatar's action is the label, the room adds context | context: the label
-        # is (avatar motion, room stripes) | pretrain: the public pretraining corpus
-        # (data/synthetic.py, "Settings")
+        # is (avatar motion, room stripes) | share: a share of the label in the room alone |
+        # pretrain: the public pretraining corpus (data/synthetic.py, "Settings")
         setting="person",
+        # share only (required there): the fraction of videos whose label only the private room
+        # shows (data/synthetic.py; configs/sweep_where_it_pays.py)
+        private_share=config_dict.placeholder(float),
         data_seed=0,              # the generator's seed (public)
         # constant: the label shows in every frame | segment: only during cue_frames frames of
         # each video, so clips of a video differ (data/synthetic.py; configs/sweep_multiclip.py)

@@ -23,6 +23,17 @@ orientation; the label is the direction. Its own random stream, so it shares no 
 ``person`` or ``context`` split of any seed. :func:`public_rooms` renders its rooms without
 avatars: the public backgrounds of ``hidden_fill="backgrounds"``.
 
+``"share"`` (the where-it-pays study, configs/sweep_where_it_pays.py): a share ``private_share``
+of the label lives in the private part alone, the rest in the public part alone. Four classes.
+Each video's label is shown by one part, chosen per video with probability ``private_share`` for
+the room: then the room's stripes run in one of four orientations (across, along, and the two
+diagonals), the label's, and the avatar stands still; otherwise the avatar moves in the label's
+direction (right, left, down, up) over a room of a random orientation. Whether the avatar moves
+is public, so a model of the public view knows when the label is in the room but not which:
+the public view can give at best ``1 - private_share + private_share / 4``, the full video 100 %.
+``private_share`` is the fraction of videos whose label only private pixels show: 0 is a label
+in the avatar alone, 1 a label in the room alone (the avatar then only tells where the room is).
+
 ``"context"`` (earlier releases' default, kept because it is where MaskDP's limits show): the
 label combines one property of each region, so both carry class signal and neither alone suffices:
 
@@ -97,11 +108,14 @@ PIXEL_NORM = clips.PixelNorm((PIXEL_MEAN,), (PIXEL_STD,))  # 0 at mid-grey
 CUES = ("constant", "segment")
 
 
-SETTINGS = ("context", "person", "pretrain")
+SETTINGS = ("context", "person", "pretrain", "share")
 POSES = ("standing", "crouching")
 PERSON_CLASS_NAMES = tuple(f"{m} / {p}" for p in POSES for m in MOTIONS)
 DIRECTIONS = ("right", "left", "down", "up", "down-right", "down-left", "up-right", "up-left")
 _DIRECTION_VELOCITY = {**_VELOCITY, 4: (1, 1), 5: (1, -1), 6: (-1, 1), 7: (-1, -1)}
+#: share: the room's four stripe orientations, one per class (the direction the stripes run)
+ORIENTATIONS = ("horizontal", "vertical", "diagonal", "antidiagonal")
+SHARE_CLASS_NAMES = tuple(f"{m} / {o}" for m, o in zip(MOTIONS, ORIENTATIONS, strict=True))
 POSE_SHOWN = 0.4  # person: fraction of videos whose avatar shows its pose in its shape
 CONTEXT_AGREES = 0.9  # person: probability the room's stripes agree with the pose
 
@@ -110,13 +124,14 @@ def class_names(setting: str) -> tuple[str, ...]:
     """The class names of a setting's labels (module docstring, "Settings")."""
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}; got {setting!r}.")
-    return {"context": CLASS_NAMES, "person": PERSON_CLASS_NAMES, "pretrain": DIRECTIONS}[setting]
+    return {"context": CLASS_NAMES, "person": PERSON_CLASS_NAMES, "pretrain": DIRECTIONS,
+            "share": SHARE_CLASS_NAMES}[setting]
 
 
 @functools.lru_cache(maxsize=4)
 def _generate(num_videos: int, *, frames: int, size: int, seed: int, cue: str = "constant",
               cue_frames: int = 0, clip_frames: int = 0, background: bool = False,
-              setting: str = "context"):
+              setting: str = "context", private_share: float = 0.0):
     """``(frames uint8 [N, F, S, S, 3], masks uint8 [N, F, S, S], labels int32 [N])``, read-only;
     ``frames`` is the room without the avatar when ``background`` (module docstring).
 
@@ -127,6 +142,10 @@ def _generate(num_videos: int, *, frames: int, size: int, seed: int, cue: str = 
         frames_u8, masks, labels = _draw(num_videos, frames=frames, size=size, seed=seed, cue=cue,
                                          cue_frames=cue_frames, clip_frames=clip_frames,
                                          background=background)
+    elif setting == "share":
+        frames_u8, masks, labels = _draw_share(num_videos, frames=frames, size=size, seed=seed,
+                                               private_share=private_share,
+                                               background=background)
     else:
         frames_u8, masks, labels = _draw_scene(num_videos, frames=frames, size=size, seed=seed,
                                                setting=setting, background=background)
@@ -278,6 +297,39 @@ def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: 
     left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
     video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=height,
                                 width=width, background=background)
+    return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
+
+
+def _draw_share(num_videos: int, *, frames: int, size: int, seed: int, private_share: float,
+                background: bool = False):
+    """The ``share`` setting (module docstring, "Settings"): per video, the label is the room's
+    stripe orientation (probability ``private_share``; the avatar stands still) or the avatar's
+    direction (the room's orientation is random). Its own random stream."""
+    rng = np.random.default_rng([seed, 3])
+    labels = np.arange(num_videos) % len(SHARE_CLASS_NAMES)
+    rng.shuffle(labels)
+    in_room = rng.random(num_videos) < private_share
+    orientation = np.where(in_room, labels, rng.integers(0, len(ORIENTATIONS), num_videos))
+    t, y, x = _grid(frames, size)
+    o = orientation[:, None, None, None]
+    # The coordinate the stripes vary along; the diagonals' is scaled to keep the same period.
+    coord = np.where(o == 0, y, np.where(o == 1, x, np.where(o == 2, (y + x) / np.sqrt(2),
+                                                                (y - x) / np.sqrt(2))))
+    wave = _stripe_wave(rng, num_videos, t)
+    video = _paint_room(rng, num_videos, wave(coord))
+
+    # The avatar: a square box of checked clothing, still or moving one pixel per frame.
+    box = rng.integers(11 * size // 32, 13 * size // 32 + 1, num_videos)
+    travel = np.where(in_room, 0, frames - 1)
+    dy, dx = np.array([_VELOCITY[int(m)] for m in labels]).T
+    dy, dx = np.where(in_room, 0, dy), np.where(in_room, 0, dx)
+    y0 = rng.integers(np.where(dy < 0, travel, 0), size - box - np.where(dy > 0, travel, 0) + 1)
+    x0 = rng.integers(np.where(dx < 0, travel, 0), size - box - np.where(dx > 0, travel, 0) + 1)
+    moved = np.arange(frames)[None]
+    top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
+    left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
+    video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=box,
+                                width=box, background=background)
     return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
 
 
@@ -459,16 +511,29 @@ def make_splits(
     *, num_train: int, num_test: int, frames: int = 16, clip_frames: int = 8, size: int = 32,
     seed: int = 0, clip_sampling: str = "uniform", num_subjects: int = 0, subject_seed: int = 0,
     cue: str = "constant", cue_frames: int = 4, background: bool = False,
-    setting: str = "context",
+    setting: str = "context", private_share: float | None = None,
 ) -> tuple[SyntheticMaskedActions, SyntheticMaskedActions]:
     """Generate the train and test splits (different seeds, same distribution); ``clip_sampling``
     places the training clips (the test split's evaluation views are fixed). ``num_subjects > 0``
     gives every video a subject whose emblem is painted on its background; ``cue="segment"`` shows
     the label only during ``cue_frames`` frames of each video; ``background=True`` gives the room
-    without the avatar (module docstring)."""
+    without the avatar; ``private_share`` in [0, 1] is the ``share`` setting's fraction of videos
+    whose label only the room shows, and is required there and refused elsewhere (module
+    docstring)."""
     if cue not in CUES:
         raise ValueError(f"cue must be one of {CUES}; got {cue!r}.")
     names = class_names(setting)
+    if (setting == "share") != (private_share is not None):
+        raise ValueError("private_share (the fraction of videos whose label only the room shows) "
+                         "is the 'share' setting's, and that setting needs it; got "
+                         f"setting={setting!r}, private_share={private_share!r}.")
+    if setting == "share":
+        if not 0.0 <= private_share <= 1.0:
+            raise ValueError(f"private_share is a fraction of videos, in [0, 1]; got "
+                             f"{private_share!r}.")
+        if num_subjects:
+            raise ValueError("subjects are drawn on the person, context and pretrain settings; "
+                             "use num_subjects=0 with setting='share'.")
     if setting != "context":
         if cue != "constant":
             raise ValueError(f"setting={setting!r} draws constant-cue videos; the segment cue is "
@@ -490,6 +555,8 @@ def make_splits(
     drawn = dict(cue=cue, cue_frames=cue_frames if cue == "segment" else 0,
                  clip_frames=clip_frames if cue == "segment" else 0, background=background,
                  setting=setting)
+    if setting == "share":
+        drawn["private_share"] = float(private_share)
     if min(num_train, num_test) < len(names):
         raise ValueError(
             f"need at least {len(names)} videos per split (one per class); "

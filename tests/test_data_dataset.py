@@ -191,6 +191,59 @@ def test_every_setting_draws_its_labels_and_the_person_pose_shows_in_the_mask(se
         assert 0 < sum(tall) + sum(wide) < len(masks)  # shown in some videos, not all
 
 
+def _room_orientation(rooms: np.ndarray) -> np.ndarray:
+    """Per room of ``uint8 [N, F, S, S, 3]`` the orientation (synthetic.ORIENTATIONS) its
+    stripes run in: the neighbour step along which its pixels change least."""
+    r = rooms.astype(np.float32).mean(-1)
+    steps = (r[..., :, 1:] - r[..., :, :-1],      # along x: horizontal stripes
+             r[..., 1:, :] - r[..., :-1, :],      # along y: vertical stripes
+             r[..., 1:, :-1] - r[..., :-1, 1:],   # down-left: stripes of constant y + x
+             r[..., 1:, 1:] - r[..., :-1, :-1])   # down-right: stripes of constant y - x
+    return np.argmin([np.abs(d).mean(axis=(1, 2, 3)) for d in steps], axis=0)
+
+
+def _avatar_steps(masks: np.ndarray) -> np.ndarray:
+    """``[N, 2]`` the avatar's (dy, dx) from the first frame to the second (its mask's corner)."""
+    def corner(m):
+        ys, xs = np.nonzero(m)
+        return ys.min(), xs.min()
+    return np.array([np.subtract(corner(m[1]), corner(m[0])) for m in masks])
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_the_share_setting_shows_each_label_in_the_room_or_in_the_avatar(share):
+    """In a fraction ``private_share`` of the videos the room's orientation is the label and the
+    avatar stands still; in the others the avatar moves in the label's direction."""
+    train_split, _ = synthetic.make_splits(num_train=64, num_test=8, setting="share",
+                                           private_share=share)
+    rooms, _ = synthetic.make_splits(num_train=64, num_test=8, setting="share",
+                                     private_share=share, background=True)
+    labels = train_split.labels
+    np.testing.assert_array_equal(np.bincount(labels), [16] * 4)
+    steps = _avatar_steps(train_split.masks)
+    still = (steps == 0).all(axis=1)
+    np.testing.assert_array_equal(steps[~still],
+                                  np.reshape([synthetic._VELOCITY[int(y)] for y in labels[~still]],
+                                             (-1, 2)))
+    assert abs(still.mean() - share) <= 0.15
+    # The stripes' orientation read from the rooms (a room of two near colours reads as noise)
+    # is the label where the avatar stands still, and independent of it where it moves.
+    read = _room_orientation(rooms.frames) == labels
+    if share > 0:
+        assert read[still].mean() >= 0.9
+    if share < 1:
+        assert read[~still].mean() <= 0.5
+
+
+def test_private_share_is_the_share_settings_alone_and_a_fraction():
+    with pytest.raises(ValueError, match="private_share .* is the 'share' setting's"):
+        synthetic.make_splits(num_train=8, num_test=8, setting="share")
+    with pytest.raises(ValueError, match="private_share .* is the 'share' setting's"):
+        synthetic.make_splits(num_train=8, num_test=8, setting="person", private_share=0.5)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]; got 1.5"):
+        synthetic.make_splits(num_train=8, num_test=8, setting="share", private_share=1.5)
+
+
 def test_the_public_rooms_hold_no_avatar_and_no_label():
     rooms = synthetic.public_rooms(frames=16, size=32)
     assert rooms.dtype == np.uint8 and rooms.shape == (synthetic.NUM_PUBLIC_ROOMS, 16, 32, 32, 3)

@@ -184,7 +184,7 @@ def _build_splits(
             clip_frames=config.clip_frames, size=config.size, seed=config.data_seed,
             clip_sampling=config.clip_sampling, num_subjects=config.num_subjects,
             cue=config.cue, cue_frames=config.cue_frames, background=background,
-            setting=config.setting,
+            setting=config.setting, private_share=config.get("private_share"),
         )
     if config.dataset in FOLDER_DATASETS:
         options = video_options(config, mode=mode)

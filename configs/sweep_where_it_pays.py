@@ -1,0 +1,60 @@
+r"""Where MaskDP pays: the share of the label that only private pixels show × ε, with public-only,
+DP and MaskDP in every cell, each mode at its tuned settings.
+
+    python -m maskdp_jax.sweep --config=configs/sweep_where_it_pays.py \
+        --workdir=docs/results/where_it_pays --workers=2
+
+The data are the embedded dataset's ``share`` setting (data/synthetic.py, "Settings"): in a
+fraction ``input.private_share`` of the videos the label is shown by the private room alone (its
+stripes' orientation; the avatar stands still), in the others by the public avatar alone (its
+direction). So public-only can reach at best ``1 - share + share / 4``, the full video 100 %:
+MaskDP's public pass learns the public share without noise, its private pass must learn the
+rest under DP; DP learns both under DP.
+
+Each mode runs at the settings that won its tuning on the default setting's validation split
+(configs/sweep_tuning.py, ``tuned``): this study measures where the method pays at the settings a
+user would take from the product, not a per-cell optimum (a per-cell tuning would multiply the
+grid by the tuning budget). Every run is evaluated on its validation split
+(``input.eval_split = "validation"``), never on a test split: the study guides a choice (whether
+to use MaskDP), so it is read where choices are made.
+
+Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
+
+* ``slice`` (default): shares {0, ¼, ½, ¾, 1} × ε {1, 8}, N = 1,024, seeds 0–2 on data draw 0;
+* ``full``: the same shares × ε {1, 8} × N {1,024, 4,096}, seeds 0–4 on data draws 0–2.
+"""
+
+import ml_collections
+
+from maskdp_jax.configs import sweep_headline, sweep_tuning
+
+SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
+MODES = ("public_only", "dp", "maskdp")
+GRIDS = ("slice", "full")
+
+
+def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
+    if grid not in GRIDS:
+        raise ValueError(f"unknown grid {grid!r}; choose one of {GRIDS} "
+                         "(--config=configs/sweep_where_it_pays.py:<grid>).")
+    config = sweep_headline.get_config("person")
+    config.title = f"Where MaskDP pays: the label's private share × ε ({grid})"
+    config.base.input.setting = "share"
+    config.base.input.private_share = SHARES[0]
+    config.base.input.eval_split = "validation"
+    config.sweep.modes = MODES
+    config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in MODES)
+    config.sweep.epsilons = (1.0, 8.0)
+    sizes = (1024,) if grid == "slice" else (1024, 4096)
+    config.sweep.variants = tuple(
+        (f"share{share:g}" + ("" if len(sizes) == 1 else f"_n{n}"),
+         (("input.private_share", share), ("input.num_train", n)))
+        for n in sizes for share in SHARES)
+    if grid == "slice":
+        config.sweep.seeds = (0, 1, 2)
+        config.sweep.data_seeds = (0,)
+    else:
+        config.sweep.seeds = (0, 1, 2, 3, 4)
+        config.sweep.data_seeds = (0, 1, 2)
+    config.config_path = f"configs/sweep_where_it_pays.py:{grid}"
+    return config
