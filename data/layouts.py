@@ -38,7 +38,8 @@ Layouts:
   only, ``train`` is every video of the class folders that it does not list (and the other way
   round). With neither, a seeded, stratified held-out split (:func:`seeded_split`): in every
   class the ``round(test_fraction * n)`` videos (at least 1 and at most n - 1 when n >= 2) with
-  the smallest ``sha256(f"{seed}/{class}/{file}")`` are ``test``. Ranking by a per-video hash
+  the smallest ``sha256(f"{seed}/{class}/{file stem}")`` are ``test`` (the stem: a source
+  ``.mp4`` and its anonymised ``.mkv`` fall on the same side). Ranking by a per-video hash
   (not a shuffle) makes a video's side independent of the listing order, and adding or removing
   one video moves at most one other. The split depends only on file names and the public seed.
 """
@@ -80,8 +81,9 @@ TSH_CV_CAMERAS = {
     "cv2": {"train": frozenset((1, 3, 4, 6, 7)), "val": frozenset((5,)), "test": frozenset((2,))},
 }
 
-_NTU_NAME = re.compile(r"^S(\d{3})C(\d{3})P(\d{3})R(\d{3})A(\d{3})_rgb\.avi$")
-_TSH_NAME = re.compile(r"^(.+)_p(\d+)_r(\d+)_v(\d+)_c(\d+)\.mp4$")
+# The official extension, or the anonymiser's (its outputs are named for their container).
+_NTU_NAME = re.compile(r"^S(\d{3})C(\d{3})P(\d{3})R(\d{3})A(\d{3})_rgb\.(?:avi|mkv|mp4)$")
+_TSH_NAME = re.compile(r"^(.+)_p(\d+)_r(\d+)_v(\d+)_c(\d+)\.(?:mp4|mkv)$")
 
 
 class LayoutError(ValueError):
@@ -180,7 +182,7 @@ def ucf101(*, video_dir: str, split_dir: str, split: int, subset: str) -> Layout
                 f"{where}: label {fields[1]} contradicts the class directory {class_dir!r} "
                 f"(index {label + 1} in {index_file})."
             )
-        records.append(VideoRecord(os.path.join(video_dir, key), key, label, where))
+        records.append(VideoRecord(listed_path(video_dir, key), key, label, where))
     return _check_nonempty(
         Layout(tuple(records), tuple(class_names)), what=list_file, subset=subset
     )
@@ -210,11 +212,29 @@ def hmdb51(*, video_dir: str, split_dir: str, split: int, subset: str) -> Layout
             if fields[1] == want:
                 key = f"{name}/{fields[0]}"
                 records.append(VideoRecord(
-                    os.path.join(video_dir, key), key, label, f"{path} line {number}"
+                    listed_path(video_dir, key), key, label, f"{path} line {number}"
                 ))
     return _check_nonempty(
         Layout(tuple(records), class_names), what=f"{split_dir} ({subset})", subset=subset
     )
+
+
+#: The anonymiser's output extensions (maskdp_jax.anonymize.pipeline.output_name): a listed
+#: video that is missing is read from its anonymised output of the same stem.
+ANONYMISED_EXTENSIONS = (".mkv", ".mp4")
+
+
+def listed_path(video_dir: str, key: str) -> str:
+    """The file a split file's ``key`` names under ``video_dir``: the file itself, or, where it
+    is missing, the anonymiser's output of the same stem (``.mkv``, or ``.mp4`` for its h264
+    store), whose name follows its container, not the source's (an official list names
+    ``v_X.avi``; ``python -m maskdp_jax.anonymize`` writes ``v_X.mkv``)."""
+    path = os.path.join(video_dir, key)
+    if os.path.isfile(path):
+        return path
+    stem = os.path.splitext(path)[0]
+    return next((stem + ext for ext in ANONYMISED_EXTENSIONS if os.path.isfile(stem + ext)),
+                path)
 
 
 def _video_files(video_dir: str) -> list[str]:
@@ -234,7 +254,7 @@ def ntu60(*, video_dir: str, protocol: str, subset: str) -> Layout:
         if m is None:
             raise LayoutError(
                 f"{os.path.join(video_dir, name)}: not an NTU RGB+D file name "
-                "SsssCcccPpppRrrrAaaa_rgb.avi."
+                "SsssCcccPpppRrrrAaaa_rgb.avi (or the anonymiser's .mkv / .mp4)."
             )
         camera, performer, action = int(m[2]), int(m[3]), int(m[5])
         if not 1 <= action <= 60:
@@ -265,7 +285,7 @@ def toyota_smarthome(*, video_dir: str, protocol: str, subset: str) -> Layout:
         if m is None:
             raise LayoutError(
                 f"{os.path.join(video_dir, name)}: not a Smarthome name "
-                "<Activity>_pXX_rYY_vZZ_cWW.mp4."
+                "<Activity>_pXX_rYY_vZZ_cWW.mp4 (or the anonymiser's .mkv)."
             )
         parsed.append((name, m[1], int(m[2]), int(m[5])))
     if protocol == "cs":
@@ -308,7 +328,10 @@ def seeded_split(keys_by_class: dict[str, list[str]], *, test_fraction: float,
         if n < 2:
             continue  # a lone video trains (a class needs a training video)
         k = min(max(round(test_fraction * n), 1), n - 1)
-        rank = sorted(keys, key=lambda key: hashlib.sha256(f"{seed}/{key}".encode()).hexdigest())
+        # The stem, not the file name: a video keeps its side when it is re-encoded (the
+        # anonymiser's .mkv of a source .mp4 falls where the source does).
+        rank = sorted(keys, key=lambda key: hashlib.sha256(
+            f"{seed}/{os.path.splitext(key)[0]}".encode()).hexdigest())
         held_out.update(rank[:k])
     return held_out
 
@@ -341,7 +364,7 @@ def folder(*, video_dir: str, split_dir: str, subset: str, test_fraction: float 
             where = f"{path} line {number}"
             if "/" not in key or key.split("/")[0] not in index:
                 raise LayoutError(f"{where}: class of {key!r} is not a folder of {video_dir}.")
-            out.append(VideoRecord(os.path.join(video_dir, key), key, index[key.split("/")[0]],
+            out.append(VideoRecord(listed_path(video_dir, key), key, index[key.split("/")[0]],
                                    where))
         return out
 

@@ -399,8 +399,9 @@ def test_folder_outputs_train_layout_and_resumes(tmp_path, carphone):
     st, opts = pipeline.Stages(segmenter=segment.GrabCutPeople()), pipeline.Options()
     summary = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
     assert sorted(summary["videos"]) == ["talk/a.avi", "talk/b.mp4"]
-    for key in summary["videos"]:
-        video = pipeline.read_video(os.path.join(dst, key))
+    for key in summary["videos"]:  # named for their container, the sidecar says which
+        assert summary["videos"][key]["outputs"]["video"] == os.path.splitext(key)[0] + ".mkv"
+        video = pipeline.read_video(os.path.join(dst, os.path.splitext(key)[0] + ".mkv"))
         mask, _ = decode.load_mask(os.path.join(masks, os.path.splitext(key)[0] + ".npz"))
         assert mask.shape == video.shape[:3] and 0 < mask.mean() < 1
         with pytest.raises(ValueError, match="un-anonymised source video"):
@@ -421,11 +422,15 @@ def test_folder_outputs_train_layout_and_resumes(tmp_path, carphone):
     with pytest.raises(ValueError, match=r"un-anonymised source video.*public_part=source"):
         dataset(src, "anonymised")
     assert len(dataset(src, "source")) == len(dataset(dst, "anonymised")) == len(layout.records)
+    # the seeded split goes by the stem: each anonymised video is on its source's side
+    anonymised = layouts.folder(video_dir=dst, split_dir="", subset="train", test_fraction=0.5)
+    assert ([os.path.splitext(r.key)[0] for r in anonymised.records]
+            == [os.path.splitext(r.key)[0] for r in layout.records])
     with pytest.raises(ValueError, match="public_part must be one of"):
         dataset(dst, "raw")
-    before = os.path.getmtime(os.path.join(dst, "talk/a.avi"))
+    before = os.path.getmtime(os.path.join(dst, "talk/a.mkv"))
     again = pipeline.anonymize_folder(src, dst, masks, st, opts, progress=False)
-    assert os.path.getmtime(os.path.join(dst, "talk/a.avi")) == before  # resumed, not redone
+    assert os.path.getmtime(os.path.join(dst, "talk/a.mkv")) == before  # resumed, not redone
     assert again["videos"] == summary["videos"]
 
 
@@ -494,6 +499,43 @@ def test_unsafe_folders_and_resumes_are_refused(tmp_path):
     redone = pipeline.anonymize_folder(src, dst, masks, st, dataclasses.replace(
         opts, store="h264"), overwrite=True, progress=False)
     assert redone["videos"]["c/a.mp4"]["store"] == "h264"
+    # the lossless run's .mkv went with its settings: one copy of the video, named for H.264
+    assert sorted(os.listdir(os.path.join(dst, "c"))) == ["a.mp4"]
+
+
+def test_an_earlier_releases_source_named_outputs_are_read_and_renamed_not_redone(tmp_path):
+    """Outputs written under the source's name (FFV1 in Matroska as ``a.mp4``, by earlier
+    releases) still train, and a rerun renames them to ``a.mkv`` instead of anonymising again;
+    the summary then names the file. A split file naming the source (``.mp4``) finds the
+    ``.mkv``."""
+    video, person = scene(t=6)
+    src, dst, masks, bg = (str(tmp_path / d) for d in ("src", "dst", "masks", "bg"))
+    write_source(src, {"c/a.mp4": video})
+    st = pipeline.Stages(segmenter=FixedSegmenter(person))
+    first = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False,
+                                      background_dir=bg)
+    # What an earlier release left: the source's names, a summary without "outputs".
+    for folder in (dst, bg):
+        os.replace(os.path.join(folder, "c", "a.mkv"), os.path.join(folder, "c", "a.mp4"))
+    sidecar = os.path.join(masks, "c", "a.json")
+    earlier = json.loads(open(sidecar).read())
+    del earlier["outputs"]
+    open(sidecar, "w").write(json.dumps(earlier))
+    written = pipeline.read_video(os.path.join(dst, "c", "a.mp4"))  # still read
+    assert written.shape == video.shape
+    before = os.stat(os.path.join(dst, "c", "a.mp4")).st_mtime_ns
+    again = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False,
+                                      background_dir=bg)
+    for folder in (dst, bg):
+        assert sorted(os.listdir(os.path.join(folder, "c"))) == ["a.mkv"]
+    assert os.stat(os.path.join(dst, "c", "a.mkv")).st_mtime_ns == before  # renamed, not redone
+    assert again["videos"]["c/a.mp4"]["settings"] == first["videos"]["c/a.mp4"]["settings"]
+    np.testing.assert_array_equal(pipeline.read_video(os.path.join(dst, "c", "a.mkv")), written)
+    os.makedirs(tmp_path / "split")
+    (tmp_path / "split" / "train.txt").write_text("c/a.mp4\n")
+    layout = layouts.folder(video_dir=dst, split_dir=str(tmp_path / "split"), subset="train")
+    assert [r.path for r in layout.records] == [os.path.join(dst, "c", "a.mkv")]
+    assert [r.key for r in layout.records] == ["c/a.mp4"]  # the mask still mirrors the key
 
 
 def test_stages_are_held_to_their_declarations():
@@ -849,7 +891,7 @@ def test_resume_redoes_a_replaced_source_and_ignores_output_irrelevant_flags(tmp
     write_source(src, {"c/a.mp4": video})
     st = pipeline.Stages(segmenter=segment.BackgroundSubtraction(detector="none"))
     first = pipeline.anonymize_folder(src, dst, masks, st, pipeline.Options(), progress=False)
-    out = os.path.join(dst, "c", "a.mp4")
+    out = os.path.join(dst, "c", "a.mkv")
     before = os.path.getmtime(out)
     again = pipeline.anonymize_folder(src, dst, masks, st,
                                       pipeline.Options(refuse_no_person=True), progress=False)
@@ -941,7 +983,7 @@ def test_a_folder_with_a_person_less_clip_finishes_and_lists_it(tmp_path, capsys
     assert summary["videos"]["b/walk.mp4"]["public_fraction"] > 0  # the video after it is done
     source = pipeline.read_video(os.path.join(src, "a", "empty.mp4"))
     np.testing.assert_array_equal(
-        pipeline.read_video(str(tmp_path / "run" / "dst" / "a" / "empty.mp4")), source)
+        pipeline.read_video(str(tmp_path / "run" / "dst" / "a" / "empty.mkv")), source)
     mask, _ = decode.load_mask(str(tmp_path / "run" / "masks" / "a" / "empty.npz"))
     assert mask.shape == source.shape[:3] and not mask.any()
     assert cli(argv("refuse") + ["--config.refuse_no_person=True"]) == 2
@@ -995,7 +1037,7 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
     kill = ("import os, signal, sys\nfrom maskdp_jax.data import atomic\n"
             "with atomic.replacing(sys.argv[1]), atomic.replacing(sys.argv[2]), "
             "atomic.replacing(sys.argv[3]):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
-    killed = subprocess.run([sys.executable, "-c", kill, os.path.join(dst, "c", "a.mp4"),
+    killed = subprocess.run([sys.executable, "-c", kill, os.path.join(dst, "c", "a.mkv"),
                              os.path.join(masks, "c", "a.npz"), os.path.join(dst, "summary.json")],
                             cwd=ROOT)
     assert killed.returncode == -9
@@ -1005,7 +1047,7 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left(tmp_path):
                       for f in files if f.endswith(".tmp"))
 
     assert len(temporaries()) == 3
-    others = [os.path.join(dst, "c", ".b.mp4.0123456789ab.tmp"),  # not an output of this run
+    others = [os.path.join(dst, "c", ".b.mkv.0123456789ab.tmp"),  # not an output of this run
               os.path.join(masks, "c", "notes.tmp")]
     for path in others:
         open(path, "w").close()

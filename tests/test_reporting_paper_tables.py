@@ -93,7 +93,8 @@ def test_raw_videos_to_our_table_beside_the_papers(tmp_path, capsys):
     assert len(summary["videos"]) == 10
     for key in summary["videos"]:
         stem = os.path.splitext(key)[0]
-        assert os.path.isfile(os.path.join(out["background"], key))
+        assert summary["videos"][key]["outputs"]["background"] == stem + ".mkv"
+        assert os.path.isfile(os.path.join(out["background"], stem + ".mkv"))
         assert os.path.isfile(os.path.join(out["person"], stem + ".npz"))
 
     config = sweep_paper.get_config("ucf101")

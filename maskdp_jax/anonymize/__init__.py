@@ -3,7 +3,8 @@ video and the public mask that MaskDP trains with.
 
     python -m maskdp_jax.anonymize --src VIDEO_DIR --dst OUT_DIR --mask_dir MASK_DIR [--config=...]
 
-writes every video of ``VIDEO_DIR`` (same relative paths) anonymised to ``OUT_DIR``, its mask to
+writes every video of ``VIDEO_DIR`` (same relative paths and stems, ``.mkv``: lossless FFV1 in
+Matroska) anonymised to ``OUT_DIR``, its mask to
 ``MASK_DIR/<same path stem>.npz`` (uint8 ``[T, H, W]``, 1 = public) and ``OUT_DIR/summary.json``:
 exactly the layout ``train.py`` reads (``input.data_dir=OUT_DIR``, ``input.mask_dir=MASK_DIR``).
 

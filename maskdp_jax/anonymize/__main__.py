@@ -38,7 +38,8 @@ def define_flags(fv: flags.FlagValues, argv) -> None:
     flags.DEFINE_string("src", None, "Folder of source videos (any nesting, e.g. "
                         "<class>/<video>). Required.", required=True, flag_values=fv)
     flags.DEFINE_string("dst", None, "Output folder: the anonymised videos, same relative "
-                        "paths. Required.", required=True, flag_values=fv)
+                        "paths, named for their container (.mkv lossless, .mp4 h264). "
+                        "Required.", required=True, flag_values=fv)
     flags.DEFINE_string("mask_dir", None, "Output folder of the public masks (train.py's "
                         "input.mask_dir). Required.", required=True, flag_values=fv)
     flags.DEFINE_bool("overwrite", False, "Redo videos whose outputs exist.", flag_values=fv)

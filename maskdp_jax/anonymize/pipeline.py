@@ -3,13 +3,18 @@
 
 Output, for each source video ``<src>/<key>``:
 
-* ``<dst>/<key>``: the anonymised video under the same relative path and file name (so split
-  files such as UCF-101's ``trainlist01.txt`` still name it). ``store="lossless"`` (default)
-  writes FFV1 ``bgr0`` in a Matroska container whatever the extension: decord and PyAV read it
-  back bit-exactly. ``store="h264"``: H.264 (crf 18) in MP4, and the public mask is eroded by
-  ``codec_margin`` px more; not a guarantee (:mod:`maskdp_jax.anonymize`).
+* ``<dst>/<key stem>.mkv``: the anonymised video under the same relative path, named for its
+  container (:func:`output_name`). ``store="lossless"`` (default) writes FFV1 ``bgr0`` in
+  Matroska (``.mkv``): decord and PyAV read it back bit-exactly. ``store="h264"``: H.264
+  (crf 18) in MP4 (``.mp4``), and the public mask is eroded by ``codec_margin`` px more; not a
+  guarantee (:mod:`maskdp_jax.anonymize`). Split files that name the source (UCF-101's
+  ``trainlist01.txt`` names ``.avi``) still find it: the layouts read a listed video's
+  ``.mkv`` / ``.mp4`` output where the listed file is missing (:mod:`maskdp_jax.data.layouts`).
+  Outputs of earlier releases, written under the source's name whatever their container, are
+  still read, and a rerun renames them to :func:`output_name` instead of redoing them.
 * ``<mask_dir>/<key stem>.npz``: uint8 ``[T, H, W]`` under ``mask``, 1 = public (the eroded
-  avatar region), and ``<mask_dir>/<key stem>.json``: the video's summary.
+  avatar region), and ``<mask_dir>/<key stem>.json``: the video's summary, whose ``outputs``
+  names the files written for it, relative to their folders.
 * ``<dst>/summary.json``: every video's summary (public fraction, the frames whose written mask
   has no public pixel, what the segmenter read), the videos in which no person was found, and the
   settings.
@@ -20,10 +25,10 @@ would, and listed as such (``refuse_no_person=True`` stops the run there instead
 
 Optional outputs, for the papers' other rows (configs point at them):
 
-* ``<background_dir>/<key>`` (``background_dir``): the *inpainted background*, the video with the
-  person removed and no avatar (Schneider et al. 2024b Table 3, "Inpainted Background";
-  ``--config.view= background`` with ``--config.input.background_dir``). Every pixel of it is
-  private (the room).
+* ``<background_dir>/<key stem>.mkv`` (``background_dir``; ``.mp4`` for ``store="h264"``):
+  the *inpainted background*, the video with the person removed and no avatar (Schneider et al.
+  2024b Table 3, "Inpainted Background"; ``--config.view= background`` with
+  ``--config.input.background_dir``). Every pixel of it is private (the room).
 * ``<person_dir>/<key stem>.npz`` (``person_dir``): the cleaned person mask, uint8 ``[T, H, W]``
   under ``mask``, 1 = person. As a training ``mask_dir`` over the *source* videos it makes the
   person public and the rest private: Schneider et al. 2024a's "Real World MaskDP" rows, which
@@ -369,6 +374,17 @@ def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -
         container.mux(stream.encode())
 
 
+#: The file extension of each ``store``'s container (:func:`write_video`).
+CONTAINER_EXTENSIONS = {"lossless": ".mkv", "h264": ".mp4"}
+
+
+def output_name(key: str, store: str) -> str:
+    """The relative name an anonymised video of source ``key`` is written under: the source's
+    path and stem with its container's extension (:data:`CONTAINER_EXTENSIONS`), so that a tool
+    that goes by the name reads FFV1 in Matroska as ``.mkv``."""
+    return os.path.splitext(key)[0] + CONTAINER_EXTENSIONS[store]
+
+
 def _save(path: str, content: bytes | str) -> None:
     """Atomically write ``content`` to ``path``, making its directory."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -495,11 +511,11 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
 
     def outputs(key: str) -> dict[str, str]:
         """What this run writes for ``key``: name -> path."""
-        stem = os.path.splitext(key)[0]
-        paths = {"video": os.path.join(dst, key), "mask": os.path.join(mask_dir, stem + ".npz"),
+        stem, name = os.path.splitext(key)[0], output_name(key, options.store)
+        paths = {"video": os.path.join(dst, name), "mask": os.path.join(mask_dir, stem + ".npz"),
                  "summary": os.path.join(mask_dir, stem + ".json")}
         if background_dir:
-            paths["background"] = os.path.join(background_dir, key)
+            paths["background"] = os.path.join(background_dir, name)
         if person_dir:
             paths["person"] = os.path.join(person_dir, stem + ".npz")
         if preview_dir:
@@ -534,24 +550,29 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         source = os.path.join(src, key)
         signature = source_signature(source)
         extra = {k: paths[k] for k in ("background", "person") if k in paths}
-        if not overwrite and all(os.path.isfile(p) for p in
-                                 (out_path, stem + ".npz", stem + ".json", *extra.values())):
+        earlier = None
+        if os.path.isfile(stem + ".json"):
             with open(stem + ".json") as f:
-                done = json.load(f)
-            if done.get("settings") != settings:
+                earlier = json.load(f)
+        if not overwrite and earlier is not None:
+            if earlier.get("settings") != settings:
                 raise InputError(
-                    f"{out_path} was made with other settings than this run's (stages, reads, "
-                    "store or options differ; see its summary "
+                    f"{key}'s outputs were made with other settings than this run's (stages, "
+                    "reads, store or options differ; see its summary "
                     f"{stem}.json): rerun with --overwrite, or write to another --dst and "
                     "--mask_dir. Nothing was changed.")
-            if done.get("source") == signature:
-                removed += remove_left_over(paths.values())
-                videos[key] = done
-                continue
-            print(f"{key}: the source changed since its outputs were written (size, "
-                  "modification time, probe or content digest differ from its summary): "
-                  "anonymised again.",
-                  flush=True)
+            for old, new in _earlier_videos(earlier, key, paths, dst=dst,
+                                            background_dir=background_dir):
+                if not os.path.exists(new):  # an earlier release's name: keep the video
+                    os.replace(old, new)
+            if all(os.path.isfile(p) for p in (out_path, stem + ".npz", *extra.values())):
+                if earlier.get("source") == signature:
+                    removed += remove_left_over(paths.values())
+                    videos[key] = earlier
+                    continue
+                print(f"{key}: the source changed since its outputs were written (size, "
+                      "modification time, probe or content digest differ from its summary): "
+                      "anonymised again.", flush=True)
         removed += remove_left_over(paths.values())
         frames = read_video(source)
         shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
@@ -563,6 +584,12 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                   "in summary.json).", flush=True)
         result.summary["settings"] = settings
         result.summary["source"] = signature
+        result.summary["outputs"] = {
+            "video": os.path.relpath(out_path, dst), "mask": os.path.relpath(stem + ".npz",
+                                                                             mask_dir),
+            **{k: os.path.relpath(extra[k], d) for k, d in (("background", background_dir),
+                                                            ("person", person_dir))
+               if k in extra}}
         write_video(out_path, result.video, store=options.store, fps=_fps(source))
         _save(stem + ".npz", _npz(result.public))
         if "background" in extra:
@@ -573,6 +600,11 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         _save(stem + ".json", _json(result.summary))
         if preview_dir:
             _save(paths["preview"], _png(preview(shown, result)))
+        # An earlier run's videos under other names (another store's container, or an earlier
+        # release's source-named file) would stay beside these as a second copy of the video.
+        for old, _ in _earlier_videos(earlier or {}, key, paths, dst=dst,
+                                      background_dir=background_dir):
+            os.remove(old)
         videos[key] = result.summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
@@ -597,6 +629,26 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
               "run's outputs.", flush=True)
     _save(summary_path, _json(summary))
     return summary
+
+
+def _earlier_videos(earlier: dict, key: str, paths: dict[str, str], *, dst: str,
+                    background_dir: str) -> list[tuple[str, str]]:
+    """``(earlier path, this run's path)`` of each video (anonymised, background) that the run
+    summarised in ``earlier`` (a video's summary; ``{}`` for none) wrote for ``key`` under
+    another name than this run's ``paths``, and that still exists: the name its ``outputs``
+    records, or, in a summary of an earlier release without it, the source's name
+    (``<dst>/<key>``)."""
+    if not earlier:
+        return []
+    named = earlier.get("outputs", {"video": key, "background": key})
+    found = []
+    for name, folder in (("video", dst), ("background", background_dir)):
+        if name not in paths or name not in named or not folder:
+            continue
+        old = os.path.join(folder, named[name])
+        if os.path.normpath(old) != os.path.normpath(paths[name]) and os.path.isfile(old):
+            found.append((old, paths[name]))
+    return found
 
 
 def _check_output_dirs(src: str, dst: str, mask_dir: str, stages: Stages, *,
