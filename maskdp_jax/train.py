@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import time
-import warnings
 from typing import Any
 
 import jax
@@ -183,12 +182,10 @@ def load_data(config: ml_collections.ConfigDict):
     run_config.check_dataset_size(config, num_examples=len(train_ds))
     if mdp.Mode(config.mode).uses_views:
         stride = run_model.patch_stride(config.model.name)
-        _, no_public = mdp.warn_degenerate_masks(
-            data.mask_chunks(train_ds), source=train_ds.name, patch_stride=stride)
-        why = no_public and run_datasets.explain_lost_public_regions(train_ds,
-                                                                     patch_stride=stride)
-        if why:
-            warnings.warn(why, stacklevel=1)
+        mdp.warn_degenerate_masks(
+            data.mask_chunks(train_ds), source=train_ds.name, patch_stride=stride,
+            explain_no_public=lambda: run_datasets.explain_lost_public_regions(
+                train_ds, patch_stride=stride))
     elif config.view in views.CELL_VIEWS:
         data.check_masks(train_ds)
     return train_ds, test_ds

@@ -286,7 +286,7 @@ def test_a_public_region_lost_to_resize_and_cells_is_explained(tmp_path):
     assert (cov[:, 0] > 0.04).all() and (cov[:, 1] > 0).all() and (cov[:, 2] == 2).all()
     why = run_datasets.explain_lost_public_regions(train_ds, patch_stride=(2, 4, 4))
     assert why is not None
-    assert re.search(r"folder/train: 2 of 2 videos checked have public pixels in their masks but "
+    assert re.search(r"Of 2 videos checked, 2 have public pixels in their masks but "
                      r"no public token cell\. Median public area: 4\.\d% of the source frames, "
                      r"\d\.\d% after the conservative resize \(factor 2: the public region "
                      r"shrinks by 4 source px per side\), 0% after the erosion.*Lost at: the "
@@ -294,3 +294,14 @@ def test_a_public_region_lost_to_resize_and_cells_is_explained(tmp_path):
                      r"regions larger \(at least 22 source px across", why), why
     # A large enough avatar keeps its cells: nothing to explain.
     assert run_datasets.explain_lost_public_regions(train_ds, patch_stride=(1, 1, 1)) is None
+    # The trainer's check says it in one warning: the count, where it was lost, the fix.
+    from maskdp_jax.configs import video_paper
+
+    config = video_paper.paper_config(dataset="folder", num_epochs=1.0, delta=1e-3)
+    config.input, config.batch_size, config.model.name = c, 1, "mvit_test"
+    with pytest.warns(UserWarning) as record:
+        train.load_data(config)
+    said = [str(w.message) for w in record if "token cell" in str(w.message)]
+    assert len(said) == 1, said
+    assert re.search(r"folder/train: 2/2 videos have no public token cell .*ordinary DP-SGD.* "
+                     r"Of 2 videos checked, 2 have public pixels .*To keep them", said[0])

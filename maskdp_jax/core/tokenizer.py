@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import einops
@@ -380,6 +380,7 @@ def warn_degenerate_masks(
     *,
     patch_stride: tuple[int, int, int],
     source: str = "dataset",
+    explain_no_public: Callable[[], str | None] | None = None,
 ) -> tuple[int, int]:
     """Warn, once with the totals, about videos with no private or no public token cell.
 
@@ -392,6 +393,8 @@ def warn_degenerate_masks(
         (``data.mask_chunks(dataset)``) instead of held in memory.
       patch_stride: the patch-embedding stride.
       source: dataset name for the message.
+      explain_no_public: called only when some video has no public cell; its text (where the
+        public region was lost and the fix) ends that warning, so one check gives one warning.
 
     Returns:
       ``(num_all_public, num_all_private)`` counts of videos.
@@ -423,10 +426,11 @@ def warn_degenerate_masks(
             stacklevel=2,
         )
     if all_private:
+        why = explain_no_public() if explain_no_public is not None else None
         warnings.warn(
             f"{source}: {all_private}/{n} videos have no public token cell (after conservative "
             "erosion to the patch grid). For them MaskDP is ordinary DP-SGD on the whole video; "
-            "they contribute no public gradient.",
+            "they contribute no public gradient." + (f" {why}" if why else ""),
             stacklevel=2,
         )
     return all_public, all_private

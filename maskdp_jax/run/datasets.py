@@ -241,8 +241,8 @@ def explain_lost_public_regions(
     stage = ("the conservative resize" if resized == 0 else
              f"the erosion to whole {st}x{sh}x{sw} token cells")
     return (
-        f"{dataset.name}: {int(lost.sum())} of {len(idx)} videos checked have public pixels in "
-        f"their masks but no public token cell. Median public area: {100 * src:.1f}% of the "
+        f"Of {len(idx)} videos checked, {int(lost.sum())} have public pixels in their masks "
+        f"but no public token cell. Median public area: {100 * src:.1f}% of the "
         f"source frames, {100 * resized:.1f}% after the conservative resize (factor "
         f"{scale:.2g}: the public region shrinks by {margin:.2g} source px per side), 0% after "
         f"the erosion to token cells (a cell is public only if all its {sh}x{sw} px in all "
