@@ -1,5 +1,6 @@
 r"""Where MaskDP pays: the share of the label that only private pixels show × ε, with public-only,
-DP and MaskDP in every cell, each mode at its tuned settings.
+DP and MaskDP in every cell, each mode at its tuned settings, and non-private training as the
+control of what the full video allows this model at all.
 
     python -m maskdp_jax.sweep --config=configs/sweep_where_it_pays.py \
         --workdir=docs/results/where_it_pays --workers=2
@@ -29,7 +30,7 @@ import ml_collections
 from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
-MODES = ("public_only", "dp", "maskdp")
+MODES = ("nonprivate", "public_only", "dp", "maskdp")
 GRIDS = ("slice", "full")
 
 

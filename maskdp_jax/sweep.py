@@ -160,10 +160,13 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     variants = bool(s.variants)
     per_mode = {} if variants else _per_class_accuracies(config, reports)
     names = ["results.csv", "results.md"] + (["per_class.png"] if per_mode else [])
-    if len(s.epsilons) > 1:
+    if len(s.epsilons) > 1 and not variants:  # the variants' runs are not one curve
         names.append("accuracy_vs_epsilon.png")
     if len(set(s.clips) | {1}) > 1:
         names.append("accuracy_vs_clips.png")
+    shares = results.share_table(table_rows)
+    if shares:
+        names.append("accuracy_vs_share.png")
     paths = {name: os.path.join(workdir, name) for name in names}
     results.write_csv(table_rows, paths["results.csv"])
     delta = config.base.privacy.delta
@@ -183,6 +186,11 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
         )
     if "per_class.png" in paths:
         _per_class_plot(config, reports, per_mode, paths["per_class.png"])
+    split = config.base.input.get("eval_split", "test")
+    if shares:
+        plots.accuracy_vs_share(table_rows, paths["accuracy_vs_share.png"], split=split,
+                                chance=1 / num_classes,
+                                title=f"Where MaskDP pays ({config.base.model.name})")
     recorded = results.recorded_command(workdir)
     if recorded:
         produced = (f"Produced by `{recorded['command']}` at commit `{recorded['commit']}` "
@@ -214,13 +222,18 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                     "the randomness key at every K), test top-1 in %; per mode, the mean "
                     f"difference K = {max(s.clips)} − K = 1 in points with its 95 % paired t "
                     "interval and the exact two-sided sign test:\n\n" + paired + "\n\n")
+        if shares:
+            f.write(f"Where MaskDP pays: {split} top-1 by the label's share in the private "
+                    "part (the share setting, data/synthetic.py) and ε; the gap's interval "
+                    "holds both differences at once (reporting/results.py, "
+                    "`best_baseline_gap`).\n\n" + shares + "\n\n")
         if variants:
-            split = config.base.input.get("eval_split", "test")
             f.write("Variants of the base config (`sweep.variants`), each over the same seeds; "
                     f"{split} top-1 in % (input.eval_split = {split}).\n\n")
             named = {n: dict(o) for n, o in s.variants}
             f.write(results.variant_table(table_rows, named) + "\n\n")
-            best = results.best_variant_table(table_rows, named, split=split)
+            # Variants over the data (the share setting's) are cells of a study, not choices.
+            best = "" if shares else results.best_variant_table(table_rows, named, split=split)
             if best:
                 f.write(f"The best variant of each mode by its mean {split} top-1 (each mode had "
                         f"the same variants, seeds and ε):\n\n{best}\n\n")
@@ -229,7 +242,8 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
                     "testing on one view of every video (`--config.view`, "
                     "maskdp_jax/run/views.py).\n\n")
             f.write(results.view_table(table_rows) + "\n\n")
-        for name, caption in (("accuracy_vs_epsilon.png", "accuracy vs epsilon"),
+        for name, caption in (("accuracy_vs_share.png", "accuracy vs private share"),
+                              ("accuracy_vs_epsilon.png", "accuracy vs epsilon"),
                               ("accuracy_vs_clips.png", "accuracy vs clips per video"),
                               ("per_class.png", "per-class accuracy")):
             if name in paths:

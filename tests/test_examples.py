@@ -134,6 +134,58 @@ def test_digits_example_compares_the_modes_at_one_epsilon(installed, tmp_path):
     assert out.count("on whole images (public view") == 3, out
 
 
+#: What examples/own_videos.py prints, step by step (its output, committed at its default size
+#: in docs/results/own_videos_example/output.txt, is what docs/guides/own_videos.md quotes).
+OWN_VIDEOS_LINES = (
+    r"1\. cut (\d+) clips of 15 frames into 2 classes: in_car, street",
+    r"2\. anonymised in_car: mean public fraction 0\.\d{3}, (\d+)/(\d+) videos with a person",
+    r"2\. anonymised street: mean public fraction 0\.\d{3}, (\d+)/(\d+) videos with a person",
+    r"(?:3\. train\.py warned: folder/train: \d+/\d+ videos have no public token cell "
+    r"\(after conservative erosion to the patch grid\)\.\n)?"
+    r"3\. trained MaskDP on N = (\d+) videos with B = 1: ε = 1\.00 at δ = 1e-05",
+    r"4\. test top-1 on (\d+) videos: \d+\.\d % on full videos, \d+\.\d % on the public view "
+    r"alone \(chance 50 %\)",
+)
+
+
+def own_videos_steps(out: str) -> list[tuple[str, ...]]:
+    """Each step's figures of examples/own_videos.py's output, in order; fails on a missing or
+    reordered step."""
+    found, rest = [], out
+    for pattern in OWN_VIDEOS_LINES:
+        match = re.search(pattern, rest)
+        assert match, f"{pattern!r} is not in the output, after the steps before it:\n{out}"
+        found.append(match.groups())
+        rest = rest[match.end():]
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # anonymises four real clips and trains a model (a minute): in .ci/run only
+def test_own_videos_example_goes_from_raw_clips_to_a_report(installed, tmp_path):
+    """The own-videos guide's worked example on real footage, at its smallest size: cut, anonymise
+    (the command), train (the command) and report, each step printing its figures."""
+    out = run(installed, tmp_path, os.path.join(EXAMPLES, "own_videos.py"),
+              f"--workdir={tmp_path / 'work'}", "--clips_per_class=2", "--epochs=1")
+    cut, in_car, street, trained, tested = own_videos_steps(out)
+    assert cut == ("4",) and in_car[1] == street[1] == "2"
+    assert int(in_car[0]) == 2  # the man in the car is found in every cut
+    assert trained == ("2",) and tested == ("2",)
+    assert sorted(os.listdir(tmp_path / "work" / "anon" / "street")) == [
+        "bikes_000.mkv", "bikes_120.mkv"]
+
+
+def test_the_own_videos_guide_quotes_the_examples_output():
+    """docs/guides/own_videos.md quotes examples/own_videos.py's committed output verbatim, and
+    that output has every step at the example's default size (16 clips, 12 training videos)."""
+    with open(os.path.join(ROOT, "docs", "results", "own_videos_example", "output.txt")) as f:
+        output = f.read()
+    with open(os.path.join(ROOT, "docs", "guides", "own_videos.md")) as f:
+        assert output.strip() in f.read()
+    cut, _, _, trained, tested = own_videos_steps(output)
+    assert cut == ("16",) and trained == ("12",) and tested == ("4",)
+
+
 @pytest.mark.slow
 def test_accounting_example_agrees_with_the_command_line(installed, tmp_path):
     out = run(installed, tmp_path, os.path.join(EXAMPLES, "privacy_accounting.py"))

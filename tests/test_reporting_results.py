@@ -16,14 +16,15 @@ NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the 
 
 
 def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant="",
-              data_seed=None):
+              data_seed=None, private_share=None):
     """A report with the fields the aggregation reads (as train.py writes them)."""
     name = (sweep.run_name(mode, eps, seed, clips, view, data_seed)
             + (f"_{variant}" if variant else ""))
     os.makedirs(os.path.join(root, name))
     report = {
         "config": {"mode": mode, "seed": seed, "view": view,
-                   "input": {"clips_per_video": clips, "data_seed": data_seed or 0},
+                   "input": {"clips_per_video": clips, "data_seed": data_seed or 0,
+                             "private_share": private_share},
                    "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
                    "privacy": {"target_epsilon": 1.0 if mode in NOISELESS else eps,
                                "delta": 1e-5, "l2_clip_norm": 0.1}},
@@ -52,6 +53,34 @@ def sweep_dir(tmp_path):
                 truth.setdefault((mode, eps), []).append(top1)
                 _fake_run(tmp_path, mode, eps, seed, top1, [top1, None])
     return tmp_path, truth
+
+
+def test_where_it_pays_is_tabled_per_share_and_epsilon_with_the_best_baseline_gap(tmp_path):
+    """The where-it-pays study's outputs: one row per (share, ε) whose cells are the reports'
+    means, the gap MaskDP − max(public-only, DP) of that cell's runs alone, the public view's
+    ceiling, its figure, and no "best variant" (a share is a cell of the study, not a choice)."""
+    from maskdp_jax.configs import sweep_where_it_pays
+
+    value = {("nonprivate", math.inf): .95, ("public_only", 0.0): .70, ("dp", 1.0): .40,
+             ("dp", 8.0): .60, ("maskdp", 1.0): .74, ("maskdp", 8.0): .80}
+    for share in (0.0, 0.5):
+        for (mode, eps), top1 in value.items():
+            for seed in range(3):
+                _fake_run(tmp_path, mode, eps, seed, top1 - share / 5 + 0.01 * seed, [top1, None],
+                          variant=f"share{share:g}", private_share=share)
+    config = sweep_where_it_pays.get_config()
+    paths = sweep.write_outputs(config, str(tmp_path))
+    assert os.path.getsize(paths["accuracy_vs_share.png"]) > 0
+    md = open(paths["results.md"]).read()
+    row = next(line for line in md.splitlines() if line.startswith("| 0.5 | 8 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:7] == ["86.0 ± 1.0", "61.0 ± 1.0", "51.0 ± 1.0", "71.0 ± 1.0", "62.5"]
+    gap, low, high = results.best_baseline_gap(
+        [r for r in results.rows(results.load_reports(str(tmp_path)))
+         if r["private_share"] == 0.5], epsilon=8.0)
+    assert round(gap, 6) == 0.1
+    assert cells[7] == f"{100 * gap:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+    assert "The best variant" not in md and "accuracy_vs_epsilon" not in md
 
 
 def test_table_cells_are_the_reports_mean_and_std(sweep_dir):

@@ -82,6 +82,45 @@ def _save_accuracy_axes(fig, ax, path: str, *, title: str, chance: float | None)
     plt.close(fig)
 
 
+def accuracy_vs_share(table_rows: list[dict[str, Any]], path: str, *, title: str,
+                      chance: float, split: str = "test") -> None:
+    """Where MaskDP pays: accuracy vs the label's private share, one panel per ε, each mode
+    (non-private where run) as mean ± std over runs, with the public view's ceiling dashed."""
+    from maskdp_jax.reporting.results import public_only_ceiling
+
+    rows = [r for r in table_rows if r.get("private_share") is not None and r["view"] == "full"]
+    epsilons = sorted({r["target_epsilon"] for r in rows if Mode(r["mode"]).is_private})
+    shares = sorted({float(r["private_share"]) for r in rows})
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.6 * len(epsilons), 4.4), dpi=120,
+                             sharey=True, squeeze=False)
+    for ax, epsilon in zip(axes[0], epsilons, strict=True):
+        for mode in MODE_ORDER:
+            target = epsilon if Mode(mode).is_private else Mode(mode).fixed_epsilon
+            pts = []
+            for share in shares:
+                v = [100 * r["top1"] for r in rows if r["mode"] == mode
+                     and r["target_epsilon"] == target and float(r["private_share"]) == share]
+                if v:
+                    pts.append((share, np.mean(v), np.std(v, ddof=1) if len(v) > 1 else 0.0))
+            if pts:
+                style = {"marker": "v", **_STYLE[mode]}
+                ax.errorbar(*zip(*[(p[0], p[1]) for p in pts], strict=True),
+                            yerr=[p[2] for p in pts], capsize=3, lw=1.5, ms=5, **style)
+        ax.plot(shares, [100 * public_only_ceiling(s) for s in shares], color="tab:green",
+                ls="--", lw=1, label="the public view's ceiling")
+        ax.axhline(100 * chance, color="gray", ls=":", lw=1, label=f"chance ({100 * chance:.0f}%)")
+        ax.set_xticks(shares, [f"{s:g}" for s in shares])
+        ax.set_xlabel("share of the label in the private part")
+        ax.set_title(f"ε = {epsilon:g}")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel(f"{split} top-1 accuracy (%)")
+    fig.suptitle(title)
+    axes[0][-1].legend(fontsize=8, loc="upper right", frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def accuracy_vs_clips(
     table_rows: list[dict[str, Any]], path: str, *, epsilon: float, delta: float, title: str,
     chance: float | None = None,

@@ -224,6 +224,8 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "num_epochs": float(r["config"]["num_epochs"]),
             "top1": float(r["metrics"]["top1"]),
             "mean_class_accuracy": float(r["metrics"]["mean_class_accuracy"]),
+            # the embedded dataset's share setting: the label's share in the private part
+            "private_share": r["config"]["input"].get("private_share"),
         })
     return out
 
@@ -397,6 +399,60 @@ def best_baseline_gap(table_rows: list[dict[str, Any]], *, epsilon: float,
     if any(p is None for p in pairs):
         return None
     return tuple(min(p[i] for p in pairs) for i in range(3))
+
+
+def public_only_ceiling(private_share: float, num_classes: int = 4) -> float:
+    """The best accuracy of a model of the public view in the share setting
+    (:mod:`maskdp_jax.data.synthetic`, "Settings"): right on the videos whose label the avatar
+    shows, a guess among ``num_classes`` on the others (it sees that the avatar stands still).
+
+    >>> public_only_ceiling(0.5)
+    0.625
+    """
+    return 1.0 - private_share + private_share / num_classes
+
+
+def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
+    """Where MaskDP pays (configs/sweep_where_it_pays.py): one row per (private share, ε) of
+    the one-clip, full-view runs: non-private (what the full video allows this model without
+    privacy), public-only, DP and MaskDP as ``mean ± std`` in %, the public
+    view's ceiling (:func:`public_only_ceiling`), and MaskDP − max(public-only, DP) with its
+    simultaneous 95 % interval (:func:`best_baseline_gap`); "" without share runs."""
+    at_share = defaultdict(list)
+    for r in table_rows:
+        if r.get("private_share") is not None and r["view"] == "full" and (
+                r["clips_per_video"] == 1):
+            at_share[float(r["private_share"])].append(r)
+    if not at_share:
+        return ""
+    epsilons = sorted({r["target_epsilon"] for runs in at_share.values() for r in runs
+                       if Mode(r["mode"]).is_private})
+    lines = ["| private share | ε | non-private | public-only | DP | MaskDP | public view's "
+             "ceiling | MaskDP − max(public-only, DP) [95 % CI] |", "|" + "---|" * 8]
+
+    def cell(runs, mode, epsilon):
+        values = [100 * r[metric] for r in _full_view_runs(runs, mode, epsilon)]
+        if not values:
+            return "—"
+        return f"{np.mean(values):.1f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.1f}"
+
+    for share in sorted(at_share):
+        runs = at_share[share]
+        for epsilon in epsilons:
+            g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
+            gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
+                                              f"{100 * g[2]:+.1f}]")
+            lines.append(f"| {share:g} | {epsilon:g} | {cell(runs, 'nonprivate', math.inf)} | "
+                         f"{cell(runs, 'public_only', 0.0)} | "
+                         f"{cell(runs, 'dp', epsilon)} | {cell(runs, 'maskdp', epsilon)} | "
+                         f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
+    runs = [len({(r['seed'], r['data_seed']) for r in v}) for v in at_share.values()]
+    draws = len({r["data_seed"] for v in at_share.values() for r in v})
+    lines.append("")
+    lines.append(f"{metric} in %, mean ± sample std over {min(runs)} runs a cell ({draws} data "
+                 f"draw{'s' if draws > 1 else ''}); public-only reads no private pixel, so its "
+                 "row is the same at every ε.")
+    return "\n".join(lines)
 
 
 def clips_paired_table(table_rows: list[dict[str, Any]], *, epsilon: float,
