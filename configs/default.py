@@ -91,6 +91,10 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
     # the head; norms; selective), a part of model.finetune's; the public pass trains them all.
     # C and the noise then cover that part alone. "": every trainable parameter.
     config.privacy.private_finetune = ""
+    # maskdp: λ, the public pass's weight in the step, (λ · public sum + clipped private sum +
+    # noise) / B: how loud the private pass is next to the unclipped public gradient. Not a
+    # privacy parameter (ε, C and σ are unchanged; core/mechanism.py). 1: the papers' sum.
+    config.privacy.public_weight = 1.0
     config.privacy.accountant = "pld"        # pld | rdp, used for calibration
     config.privacy.adjacency = "special"     # special | replace
     # The private pass's noise: "independent" (DP-SGD) or "banded" (BandMF: noise correlated over

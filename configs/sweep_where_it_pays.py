@@ -22,7 +22,11 @@ to use MaskDP), so it is read where choices are made.
 Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
 
 * ``slice`` (default): shares {0, ¼, ½, ¾, 1} × ε {1, 8}, N = 1,024, seeds 0–2 on data draw 0;
-* ``full``: the same shares × ε {1, 8} × N {1,024, 4,096}, seeds 0–4 on data draws 0–2.
+* ``full``: the same shares × ε {1, 8} × N {1,024, 4,096}, seeds 0–4 on data draws 0–2;
+* ``weights``: MaskDP alone where the private part holds most of the label (shares ½, ¾, 1),
+  its public sum weighted by λ ∈ {0.1, 0.01} (``privacy.public_weight``; the slice's MaskDP is
+  λ = 1): the public gradient is unclipped while each private one is clipped to C = 0.03, so at
+  λ = 1 the public pass may drown the private one. Same seeds, draw and ε as the slice.
 """
 
 import ml_collections
@@ -31,7 +35,8 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full")
+GRIDS = ("slice", "full", "weights")
+PUBLIC_WEIGHTS = (0.1, 0.01)
 
 
 def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
@@ -46,16 +51,23 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
     config.sweep.modes = MODES
     config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in MODES)
     config.sweep.epsilons = (1.0, 8.0)
-    sizes = (1024,) if grid == "slice" else (1024, 4096)
+    sizes = (1024, 4096) if grid == "full" else (1024,)
     config.sweep.variants = tuple(
         (f"share{share:g}" + ("" if len(sizes) == 1 else f"_n{n}"),
          (("input.private_share", share), ("input.num_train", n)))
         for n in sizes for share in SHARES)
-    if grid == "slice":
+    if grid != "full":
         config.sweep.seeds = (0, 1, 2)
         config.sweep.data_seeds = (0,)
     else:
         config.sweep.seeds = (0, 1, 2, 3, 4)
         config.sweep.data_seeds = (0, 1, 2)
+    if grid == "weights":
+        config.sweep.modes = ("maskdp",)
+        config.sweep.mode_overrides = (("maskdp", sweep_tuning.tuned("maskdp")),)
+        config.sweep.variants = tuple(
+            (f"share{share:g}_w{weight:g}", (("input.private_share", share),
+                                             ("privacy.public_weight", weight)))
+            for share in SHARES[2:] for weight in PUBLIC_WEIGHTS)
     config.config_path = f"configs/sweep_where_it_pays.py:{grid}"
     return config

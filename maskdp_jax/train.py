@@ -483,9 +483,11 @@ def initial_state(guard: PrivacyGuard, *, built: run_model.RunModel, tx, mechani
 def with_private_part(mechanism: mdp.Mechanism, built: run_model.RunModel,
                       config: ml_collections.ConfigDict) -> mdp.Mechanism:
     """The guard's mechanism, its private pass over the part of the trainable parameters that
-    ``privacy.private_finetune`` names (all of them when it is empty)."""
+    ``privacy.private_finetune`` names (all of them when it is empty), its public sum weighted
+    by ``privacy.public_weight``."""
     return mechanism.with_private_mask(built.private_mask(
-        config.privacy.private_finetune, num_last_blocks=config.model.num_last_blocks))
+        config.privacy.private_finetune, num_last_blocks=config.model.num_last_blocks)
+    ).with_public_weight(config.privacy.public_weight)
 
 
 def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechanism, mesh,

@@ -516,6 +516,36 @@ def test_a_private_pass_over_the_head_leaves_the_rest_to_the_public_views(tiny_m
     assert int(acc.stats.clip.num_clipped) == int(acc.stats.clip.count) > 0  # C binds here
 
 
+def test_the_public_weight_scales_the_public_sum_alone(tiny_model):
+    """With ``public_weight`` λ the step is (λ · public sum + clipped private sum + noise) / B:
+    its update is the unweighted step's plus (λ − 1) times public-only's update on the same
+    public views, so the private sum and its noise (σC, once) are what they were, whatever λ.
+    Outside MaskDP, and at λ ≤ 0, it is refused."""
+    _, params, apply_fn = tiny_model
+    tx = optax.sgd(1.0)
+    base = _state(params, tx, trainable_names=("norm", "head"))
+    batch, _ = _with_other_private_pixels(0)
+    data = LogicalBatchData(public=[batch], private=[batch])
+    updates = {}
+    for weight in (1.0, 0.1):
+        cfg = _cfg("maskdp", sigma=2.0, b=4, c=0.05)
+        cfg["mechanism"] = cfg["mechanism"].with_public_weight(weight)
+        new, _ = make_train_step(apply_fn=apply_fn, tx=tx, **cfg)(_copy(base), data)
+        updates[weight] = jax.tree.map(jnp.subtract, new.trainable, base.trainable)
+    public, _ = make_train_step(apply_fn=apply_fn, tx=tx, **_cfg("public_only", b=4))(
+        _copy(base), LogicalBatchData(public=[batch], private=[]))
+    public = jax.tree.map(jnp.subtract, public.trainable, base.trainable)
+    expected = jax.tree.map(lambda u, p: u + (0.1 - 1.0) * p, updates[1.0], public)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
+                 updates[0.1], expected)
+    assert not np.allclose(updates[0.1]["head"]["kernel"], updates[1.0]["head"]["kernel"])
+    plan = _cfg("maskdp")["mechanism"].plan
+    with pytest.raises(ValueError, match="finite number > 0"):
+        Mechanism(plan=plan, randomness=SEEDED, public_weight=0.0)
+    with pytest.raises(ValueError, match="has not both"):
+        Mechanism(plan=_cfg("dp")["mechanism"].plan, randomness=SEEDED, public_weight=0.5)
+
+
 def test_a_private_pass_over_part_of_the_parameters_is_maskdp_s_alone():
     plan = _cfg("dp")["mechanism"].plan
     with pytest.raises(ValueError, match="MaskDP's.*fine-tuning strategy"):

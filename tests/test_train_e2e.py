@@ -119,6 +119,22 @@ def test_train_py_gives_the_mechanism_the_private_part_its_config_names():
     flat = jax.tree_util.tree_flatten_with_path(mech.private_mask)[0]
     assert {path[0].key for path, trains in flat if trains} == {"head"}
     assert any(not trains for _, trains in flat)  # the rest: the public pass alone
+    assert mech.public_weight == 1.0
+    config.privacy.public_weight = 0.1  # and the public pass's weight
+    assert train.with_private_part(guard_mechanism, built, config).public_weight == 0.1
+
+
+def test_the_public_weight_is_maskdps_and_positive():
+    config = _tiny_config("dp")
+    config.privacy.public_weight = 0.5
+    with pytest.raises(ValueError, match="privacy.public_weight weighs MaskDP's.*mode 'dp'"):
+        run_config.check_config(config)
+    config = _tiny_config("maskdp")
+    config.privacy.public_weight = -1.0
+    with pytest.raises(ValueError, match="privacy.public_weight must be a finite number > 0"):
+        run_config.check_config(config)
+    config.privacy.public_weight = 0.1
+    run_config.check_config(config)
 
 
 def test_a_private_pass_over_part_of_the_parameters_is_refused_where_it_means_nothing():

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -143,12 +144,20 @@ class Mechanism:
         and the noise, then cover those leaves alone: the others are updated from public views
         only and get no noise. The guarantee is unchanged (the same clipped sum, the same σ),
         over fewer dimensions. None: the private pass trains every trainable parameter.
+      public_weight: ``maskdp`` only: λ > 0, the weight of the public pass's sum in the step,
+        ``(λ · public sum + clipped private sum + noise) / B``. The public sum is unclipped, so
+        its scale is the loss's while each private gradient is clipped to C: λ sets how loud
+        the private pass is next to the public one (a public gradient many times C drowns the
+        private signal under an optimiser that normalises the update). Not a privacy
+        parameter: it scales a function of public data only, after the private sum and its
+        noise are fixed, so C, σ and ε are unchanged. 1: the papers' sum.
     """
 
     plan: PrivacyPlan
     randomness: Randomness = dataclasses.field(repr=False)
     history: tuple[events.Segment, ...] = ()
     private_mask: Any = dataclasses.field(default=None, repr=False)
+    public_weight: float = 1.0
 
     def __post_init__(self):
         if not isinstance(self.plan, PrivacyPlan):
@@ -174,6 +183,14 @@ class Mechanism:
             if not any(jax.tree.leaves(self.private_mask)):
                 raise ValueError("private_mask selects no parameter: the private pass would "
                                  "train nothing (use mode='public_only').")
+        if self.public_weight != 1.0:
+            if self.plan.mode is not Mode.MASKDP:
+                raise ValueError(f"public_weight weighs MaskDP's public pass against its private "
+                                 f"pass; mode {self.plan.mode.value!r} has not both: leave it "
+                                 "at 1.")
+            if not (math.isfinite(self.public_weight) and self.public_weight > 0):
+                raise ValueError(f"public_weight must be a finite number > 0 (1: the public sum "
+                                 f"as it is); got {self.public_weight!r}.")
         if self.plan.banded and self.history:
             raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
                              "follow a history of other steps (plan all the steps at the start).")
@@ -297,6 +314,11 @@ class Mechanism:
         ``private_mask``'s parameters (None: all)."""
         return dataclasses.replace(self, private_mask=private_mask)
 
+    def with_public_weight(self, public_weight: float) -> Mechanism:
+        """This mechanism with the public sum weighted by ``public_weight`` (λ, the class
+        docstring; 1: unweighted)."""
+        return dataclasses.replace(self, public_weight=float(public_weight))
+
     def zeros(self, params: PyTree) -> Sums:
         """The step's :class:`~maskdp_jax.core.mechanism.Sums` before its first pass, for
         ``params`` (the trainable parameters) and this mechanism's ``private_mask``."""
@@ -368,8 +390,11 @@ class Mechanism:
                     "state, ...)). Reusing a state adds the same noise to a second gradient, and "
                     "the difference of the two carries none.")
             self._released.add(step)
+        public = sums.public if mode.has_public_pass else None
+        if self.public_weight != 1.0:  # a static choice: λ = 1 compiles the plain sum
+            public = jax.tree.map(lambda g: g * jnp.asarray(self.public_weight, g.dtype), public)
         grad, noise_state = gradient.noisy_update(
-            sums.public if mode.has_public_pass else None,
+            public,
             sums.private if mode.has_private_pass else None,
             noise.step_key(state.key, state.step), state.noise, plan=self.plan)
         return grad, state._replace(step=state.step + 1, noise=noise_state)
@@ -413,4 +438,4 @@ class Mechanism:
                                  "(its ε does not compose with this one's).")
         return Mechanism(plan=plan, randomness=self.randomness,
                          history=tuple(self.ledger(state).segments),
-                         private_mask=self.private_mask)
+                         private_mask=self.private_mask, public_weight=self.public_weight)

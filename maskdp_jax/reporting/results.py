@@ -226,6 +226,7 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "mean_class_accuracy": float(r["metrics"]["mean_class_accuracy"]),
             # the embedded dataset's share setting: the label's share in the private part
             "private_share": r["config"]["input"].get("private_share"),
+            "public_weight": float(r["config"]["privacy"].get("public_weight", 1.0)),
         })
     return out
 
@@ -427,8 +428,13 @@ def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> st
         return ""
     epsilons = sorted({r["target_epsilon"] for runs in at_share.values() for r in runs
                        if Mode(r["mode"]).is_private})
-    lines = ["| private share | ε | non-private | public-only | DP | MaskDP | public view's "
-             "ceiling | MaskDP − max(public-only, DP) [95 % CI] |", "|" + "---|" * 8]
+    # MaskDP's public weight λ (privacy.public_weight): a column where some run changed it
+    weights = sorted({r.get("public_weight", 1.0) for v in at_share.values() for r in v
+                      if r["mode"] == "maskdp"})
+    by_weight = weights != [1.0]
+    lines = ["| private share | ε | " + ("MaskDP's λ | " if by_weight else "")
+             + "non-private | public-only | DP | MaskDP | public view's ceiling | "
+             "MaskDP − max(public-only, DP) [95 % CI] |", "|" + "---|" * (8 + by_weight)]
 
     def cell(runs, mode, epsilon):
         values = [100 * r[metric] for r in _full_view_runs(runs, mode, epsilon)]
@@ -437,15 +443,19 @@ def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> st
         return f"{np.mean(values):.1f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.1f}"
 
     for share in sorted(at_share):
-        runs = at_share[share]
         for epsilon in epsilons:
-            g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
-            gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
-                                              f"{100 * g[2]:+.1f}]")
-            lines.append(f"| {share:g} | {epsilon:g} | {cell(runs, 'nonprivate', math.inf)} | "
-                         f"{cell(runs, 'public_only', 0.0)} | "
-                         f"{cell(runs, 'dp', epsilon)} | {cell(runs, 'maskdp', epsilon)} | "
-                         f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
+            for weight in weights:
+                runs = [r for r in at_share[share] if r["mode"] != "maskdp"
+                        or r.get("public_weight", 1.0) == weight]
+                g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
+                gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
+                                                  f"{100 * g[2]:+.1f}]")
+                lines.append(f"| {share:g} | {epsilon:g} | "
+                             + (f"{weight:g} | " if by_weight else "")
+                             + f"{cell(runs, 'nonprivate', math.inf)} | "
+                             f"{cell(runs, 'public_only', 0.0)} | "
+                             f"{cell(runs, 'dp', epsilon)} | {cell(runs, 'maskdp', epsilon)} | "
+                             f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
     runs = [len({(r['seed'], r['data_seed']) for r in v}) for v in at_share.values()]
     draws = len({r["data_seed"] for v in at_share.values() for r in v})
     lines.append("")

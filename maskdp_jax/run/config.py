@@ -136,6 +136,13 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
         if config.compute.per_example == "ghost":
             _fail("privacy.private_finetune", "needs compute.per_example='vmap' (ghost norms "
                   "follow every trainable layer).")
+    weight = config.privacy.public_weight
+    if weight != 1.0:
+        if config.mode != "maskdp":
+            _fail("privacy.public_weight", f"weighs MaskDP's public pass against its private "
+                  f"pass; mode {config.mode!r} has not both: leave it at 1.")
+        if not (math.isfinite(weight) and weight > 0):
+            _fail("privacy.public_weight", f"must be a finite number > 0; got {weight!r}.")
     clip = _clip_shape(config)
     if clip is not None and tuple(clip) != tuple(preset["input_size"]):
         _fail("model.name",
