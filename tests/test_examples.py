@@ -127,11 +127,15 @@ def test_digits_example_compares_the_modes_at_one_epsilon(installed, tmp_path):
     images with the public view beside it."""
     out = run(installed, tmp_path, os.path.join(EXAMPLES, "digits.py"), "--seeds", "1",
               "--epochs", "2", "--pretrain_epochs", "2")
-    epsilons = [float(e) for e in re.findall(r"(?:dp|maskdp) +ε = ([0-9.]+)", out)]
+    epsilons = [float(e) for e in re.findall(r" (?:dp|maskdp) +ε = ([0-9.]+)", out)]
     assert len(epsilons) == 2 and all(0.9 < e <= 1.0 + 1e-6 for e in epsilons), out
-    for mode in ("nonprivate", "dp", "maskdp"):
-        assert re.search(rf"{mode} +mean [0-9.]+ over 1 seed", out), out
-    assert out.count("on whole images (public view") == 3, out
+    assert re.search(r"public_only +ε = 0\.00", out), out  # reads no private pixel
+    means = {}
+    for mode in ("nonprivate", "public_only", "dp", "maskdp"):
+        means[mode] = float(re.search(rf"{mode} +mean ([0-9.]+) over 1 seed", out).group(1))
+    assert out.count("on whole images (public view") == 4, out
+    gap = float(re.search(r"maskdp − max\(public_only, dp\) = ([-+0-9.]+) points", out).group(1))
+    assert abs(gap - 100 * (means["maskdp"] - max(means["public_only"], means["dp"]))) < 0.11
 
 
 #: What examples/own_videos.py prints, step by step (its output, committed at its default size

@@ -1203,7 +1203,7 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
     with open(os.path.join(ROOT, "docs", "results", "digits_example", "output.txt")) as f:
         out = f.read()
     page = _read(os.path.join(ROOT, "docs", "api.md"))
-    for mode in ("nonprivate", "dp", "maskdp"):
+    for mode in ("nonprivate", "public_only", "dp", "maskdp"):
         per_seed = [100 * float(a) for a in re.findall(
             rf"seed \d {mode} +ε = \S+: test accuracy ([0-9.]+)", out)]
         assert len(per_seed) == 3, mode
@@ -1213,10 +1213,16 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
         assert f"| {100 * mean:.1f} % | " in row and ", ".join(
             f"{a:.1f}" for a in per_seed) + " %" in row, row
     means = {m: 100 * float(re.search(rf"{m} +mean ([0-9.]+) over 3 seed", out).group(1))
-             for m in ("dp", "maskdp")}
+             for m in ("public_only", "dp", "maskdp")}
     views = [100 * float(v) for v in re.findall(r"maskdp +ε = \S+: .*public view ([0-9.]+)", out)]
     flat = " ".join(page.split())
     assert f"{means['maskdp'] - means['dp']:+.1f} points on the mean" in flat
+    gap = re.search(r"maskdp − max\(public_only, dp\) = ([-+0-9.]+) points", out).group(1)
+    assert abs(float(gap) - (means["maskdp"] - max(means["public_only"], means["dp"]))) < 0.11
+    assert f"`maskdp − max(public_only, dp) = {gap} points`" in flat
+    better = "public-only" if means["public_only"] > means["dp"] else "DP"
+    if float(gap) < 0:
+        assert f"{-float(gap):.1f} points below {better}" in flat
     assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
 
 
