@@ -288,16 +288,24 @@ def _draw_scene(num_videos: int, *, frames: int, size: int, seed: int, setting: 
     base = rng.integers(11 * size // 32, 13 * size // 32 + 1, num_videos)
     stretch = size // 8  # one token cell of the CPU presets at size 32
     height, width = base + shape_sign * stretch, base - shape_sign * stretch
-    travel = frames - 1
     dy, dx = np.array([_DIRECTION_VELOCITY[int(m)] for m in motion]).T
+    video, inside = _moving_avatar(rng, video, y=y, x=x, dy=dy, dx=dx, travel=frames - 1,
+                                   height=height, width=width, background=background)
+    return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
+
+
+def _moving_avatar(rng: np.random.Generator, video: np.ndarray, *, y, x, dy, dx, travel,
+                   height, width, background: bool):
+    """:func:`_add_avatar` moving ``(dy, dx)`` pixels per frame (``[N]`` each) from a random
+    start that keeps it inside the frame for ``travel`` frames (a number or ``[N]``)."""
+    size, frames = video.shape[2], video.shape[1]
     y0 = rng.integers(np.where(dy < 0, travel, 0), size - height - np.where(dy > 0, travel, 0) + 1)
     x0 = rng.integers(np.where(dx < 0, travel, 0), size - width - np.where(dx > 0, travel, 0) + 1)
     moved = np.arange(frames)[None]
     top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
     left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
-    video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=height,
-                                width=width, background=background)
-    return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
+    return _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=height, width=width,
+                       background=background)
 
 
 def _draw_share(num_videos: int, *, frames: int, size: int, seed: int, private_share: float,
@@ -320,16 +328,10 @@ def _draw_share(num_videos: int, *, frames: int, size: int, seed: int, private_s
 
     # The avatar: a square box of checked clothing, still or moving one pixel per frame.
     box = rng.integers(11 * size // 32, 13 * size // 32 + 1, num_videos)
-    travel = np.where(in_room, 0, frames - 1)
     dy, dx = np.array([_VELOCITY[int(m)] for m in labels]).T
-    dy, dx = np.where(in_room, 0, dy), np.where(in_room, 0, dx)
-    y0 = rng.integers(np.where(dy < 0, travel, 0), size - box - np.where(dy > 0, travel, 0) + 1)
-    x0 = rng.integers(np.where(dx < 0, travel, 0), size - box - np.where(dx > 0, travel, 0) + 1)
-    moved = np.arange(frames)[None]
-    top = (y0[:, None] + dy[:, None] * moved)[:, :, None, None]
-    left = (x0[:, None] + dx[:, None] * moved)[:, :, None, None]
-    video, inside = _add_avatar(rng, video, y=y, x=x, top=top, left=left, height=box,
-                                width=box, background=background)
+    video, inside = _moving_avatar(
+        rng, video, y=y, x=x, dy=np.where(in_room, 0, dy), dx=np.where(in_room, 0, dx),
+        travel=np.where(in_room, 0, frames - 1), height=box, width=box, background=background)
     return _film(rng, video), inside.astype(np.uint8), labels.astype(np.int32)
 
 
