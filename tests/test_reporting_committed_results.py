@@ -1298,3 +1298,26 @@ def test_every_committed_study_names_a_clean_commit():
     assert not dirty, (
         f"{sorted(dirty)} name a commit with uncommitted changes: make them again from a clean "
         "tree (the sweep refuses a dirty one under docs/results/)")
+
+
+WHERE_IT_PAYS = os.path.join(ROOT, "docs", "results", "where_it_pays")
+
+
+def _where_it_pays_rows() -> list[dict]:
+    """The rows of the where-it-pays slice and of its public-weight grid."""
+    return [row for d in (WHERE_IT_PAYS, WHERE_IT_PAYS + "_weights")
+            for row in results.rows(_load(d))]
+
+
+def test_the_where_it_pays_study_is_its_grids_and_the_guide_its_table():
+    """docs/results/where_it_pays and _weights hold configs/sweep_where_it_pays.py's slice and
+    weights grids, and the training guide's table is ``share_table`` of both."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_where_it_pays
+
+    for grid, directory in (("slice", WHERE_IT_PAYS), ("weights", WHERE_IT_PAYS + "_weights")):
+        names = {name for name, _ in sweep.grid(sweep_where_it_pays.get_config(grid))}
+        assert {r["run"] for r in results.rows(_load(directory))} == names, grid
+    rows = _where_it_pays_rows()
+    assert all(r["private_share"] is not None for r in rows)
+    assert results.share_table(rows) in _read(guide("training"))
