@@ -447,6 +447,8 @@ def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> st
             for weight in weights:
                 runs = [r for r in at_share[share] if r["mode"] != "maskdp"
                         or r.get("public_weight", 1.0) == weight]
+                if by_weight and not _full_view_runs(runs, "maskdp", epsilon):
+                    continue  # this weight was not run at this share
                 g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
                 gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
                                                   f"{100 * g[2]:+.1f}]")
