@@ -115,8 +115,10 @@ def accuracy_vs_share(table_rows: list[dict[str, Any]], path: str, *, title: str
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel(f"{split} top-1 accuracy (%)")
     fig.suptitle(title)
-    axes[0][-1].legend(fontsize=8, loc="upper right", frameon=False)
-    fig.tight_layout()
+    # Below the panels, so it never hides a curve.
+    fig.legend(*axes[0][0].get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=3,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path)
     plt.close(fig)
 
