@@ -165,7 +165,7 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if len(set(s.clips) | {1}) > 1:
         names.append("accuracy_vs_clips.png")
     shares = results.share_table(table_rows)
-    if shares:
+    if shares and len({r["public_weight"] for r in table_rows}) == 1:  # one curve per mode
         names.append("accuracy_vs_share.png")
     paths = {name: os.path.join(workdir, name) for name in names}
     results.write_csv(table_rows, paths["results.csv"])
@@ -187,7 +187,7 @@ def write_outputs(config: ml_collections.ConfigDict, workdir: str) -> dict[str, 
     if "per_class.png" in paths:
         _per_class_plot(config, reports, per_mode, paths["per_class.png"])
     split = config.base.input.get("eval_split", "test")
-    if shares:
+    if "accuracy_vs_share.png" in paths:
         plots.accuracy_vs_share(table_rows, paths["accuracy_vs_share.png"], split=split,
                                 chance=1 / num_classes,
                                 title=f"Where MaskDP pays ({config.base.model.name})")

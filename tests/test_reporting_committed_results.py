@@ -1321,3 +1321,34 @@ def test_the_where_it_pays_study_is_its_grids_and_the_guide_its_table():
     rows = _where_it_pays_rows()
     assert all(r["private_share"] is not None for r in rows)
     assert results.share_table(rows) in _read(guide("training"))
+
+
+def test_the_where_it_pays_reading_quotes_its_reports():
+    """The figures the training guide's reading of the where-it-pays study quotes are the
+    reports' means, and its verdict (MaskDP never above the better baseline) holds in every
+    cell."""
+    rows = _where_it_pays_rows()
+
+    def mean(mode, share, epsilon, weight=1.0):
+        v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
+             and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
+        assert v, (mode, share, epsilon, weight)
+        return 100 * float(np.mean(v))
+
+    page = _read(guide("training"), unwrap=True)
+    expected = (f"(s = 1, ε = 8: MaskDP {mean('maskdp', 1.0, 8.0):.1f} %, public-only "
+                f"{mean('public_only', 1.0, 0.0):.1f} %, chance 25 %)",
+                f"learns part of it ({mean('dp', 1.0, 8.0):.1f} %) and non-private training all of "
+                f"it ({mean('nonprivate', 1.0, math.inf):.1f} %)",
+                f"(s = 1, ε = 8: {mean('maskdp', 1.0, 8.0, 0.01):.1f} %)")
+    for sentence in expected:
+        assert sentence in page, sentence
+    costs = [mean("public_only", s, 0.0) - mean("maskdp", s, e) for s in (0.0, 0.25)
+             for e in (1.0, 8.0)]
+    assert f"costs it {min(costs):.1f} to {max(costs):.1f} points" in page
+    for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+        for epsilon in (1.0, 8.0):
+            cell = [r for r in rows if r["private_share"] == share]
+            for weight in {r["public_weight"] for r in cell if r["mode"] == "maskdp"}:
+                runs = [r for r in cell if r["mode"] != "maskdp" or r["public_weight"] == weight]
+                assert results.best_baseline_gap(runs, epsilon=epsilon)[0] < 0
