@@ -219,8 +219,8 @@ def hmdb51(*, video_dir: str, split_dir: str, split: int, subset: str) -> Layout
     )
 
 
-#: The anonymiser's output extensions (maskdp_jax.anonymize.pipeline.output_name): a listed
-#: video that is missing is read from its anonymised output of the same stem.
+#: The extensions :func:`maskdp_jax.anonymize.pipeline.output_name` gives the anonymiser's
+#: videos. A listed video that is missing is read from its anonymised output of the same stem.
 ANONYMISED_EXTENSIONS = (".mkv", ".mp4")
 
 
