@@ -16,7 +16,7 @@ NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the 
 
 
 def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant="",
-              data_seed=None, private_share=None):
+              data_seed=None, private_share=None, public_weight=1.0):
     """A report with the fields the aggregation reads (as train.py writes them)."""
     name = (sweep.run_name(mode, eps, seed, clips, view, data_seed)
             + (f"_{variant}" if variant else ""))
@@ -27,7 +27,8 @@ def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", v
                              "private_share": private_share},
                    "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
                    "privacy": {"target_epsilon": 1.0 if mode in NOISELESS else eps,
-                               "delta": 1e-5, "l2_clip_norm": 0.1}},
+                               "delta": 1e-5, "l2_clip_norm": 0.1,
+                               "public_weight": public_weight}},
         "privacy": {"epsilon_pld": NOISELESS.get(mode, eps * 0.99),
                     "epsilon_rdp": NOISELESS.get(mode, eps * 1.1),
                     "noise_multiplier": 0.0 if mode in NOISELESS else 1.0},
@@ -81,6 +82,21 @@ def test_where_it_pays_is_tabled_per_share_and_epsilon_with_the_best_baseline_ga
     assert round(gap, 6) == 0.1
     assert cells[7] == f"{100 * gap:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
     assert "The best variant" not in md and "accuracy_vs_epsilon" not in md
+    # MaskDP with its public sum weighted (λ = 0.1) at one share: a λ column, the baselines
+    # shared, a row only where λ was run, and no figure (one curve per mode would mix them).
+    for seed in range(3):
+        _fake_run(tmp_path, "maskdp", 8.0, seed, 0.9 + 0.01 * seed, [0.9, None],
+                  variant="share0.5_w0.1", private_share=0.5, public_weight=0.1)
+    os.remove(paths["accuracy_vs_share.png"])
+    paths = sweep.write_outputs(config, str(tmp_path))
+    assert "accuracy_vs_share.png" not in paths
+    table = open(paths["results.md"]).read()
+    assert "| MaskDP's λ |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| 0.5 | 8 | 0.1 |"))
+    assert [c.strip() for c in row.strip("|").split("|")][3:7] == [
+        "86.0 ± 1.0", "61.0 ± 1.0", "51.0 ± 1.0", "91.0 ± 1.0"]
+    assert not any(line.startswith(("| 0 | 8 | 0.1 |", "| 0.5 | 1 | 0.1 |"))
+                   for line in table.splitlines())
 
 
 def test_table_cells_are_the_reports_mean_and_std(sweep_dir):
