@@ -18,7 +18,11 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from maskdp_jax.core.plan import Mode  # noqa: E402
-from maskdp_jax.reporting.results import MODE_ORDER, summarize  # noqa: E402
+from maskdp_jax.reporting.results import (  # noqa: E402
+    MODE_ORDER,
+    public_only_ceiling,
+    summarize,
+)
 from maskdp_jax.reporting.run_report import COUNTS_HIDDEN  # noqa: E402
 
 _STYLE = {
@@ -86,22 +90,18 @@ def accuracy_vs_share(table_rows: list[dict[str, Any]], path: str, *, title: str
                       chance: float, split: str = "test") -> None:
     """Where MaskDP pays: accuracy vs the label's private share, one panel per ε, each mode
     (non-private where run) as mean ± std over runs, with the public view's ceiling dashed."""
-    from maskdp_jax.reporting.results import public_only_ceiling
-
     rows = [r for r in table_rows if r.get("private_share") is not None and r["view"] == "full"]
     epsilons = sorted({r["target_epsilon"] for r in rows if Mode(r["mode"]).is_private})
     shares = sorted({float(r["private_share"]) for r in rows})
+    stats = {share: summarize([r for r in rows if float(r["private_share"]) == share])
+             for share in shares}  # share -> (mode, K, ε) -> (mean, std, n)
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.6 * len(epsilons), 4.4), dpi=120,
                              sharey=True, squeeze=False)
     for ax, epsilon in zip(axes[0], epsilons, strict=True):
         for mode in MODE_ORDER:
             target = epsilon if Mode(mode).is_private else Mode(mode).fixed_epsilon
-            pts = []
-            for share in shares:
-                v = [100 * r["top1"] for r in rows if r["mode"] == mode
-                     and r["target_epsilon"] == target and float(r["private_share"]) == share]
-                if v:
-                    pts.append((share, np.mean(v), np.std(v, ddof=1) if len(v) > 1 else 0.0))
+            pts = [(share, 100 * s[0], 100 * s[1]) for share in shares
+                   if (s := stats[share].get((mode, 1, target))) is not None]
             if pts:
                 style = {"marker": "v", **_STYLE[mode]}
                 ax.errorbar(*zip(*[(p[0], p[1]) for p in pts], strict=True),

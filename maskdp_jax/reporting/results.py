@@ -429,39 +429,38 @@ def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> st
     epsilons = sorted({r["target_epsilon"] for runs in at_share.values() for r in runs
                        if Mode(r["mode"]).is_private})
     # MaskDP's public weight λ (privacy.public_weight): a column where some run changed it
-    weights = sorted({r.get("public_weight", 1.0) for v in at_share.values() for r in v
+    weights = sorted({r["public_weight"] for v in at_share.values() for r in v
                       if r["mode"] == "maskdp"})
     by_weight = weights != [1.0]
     lines = ["| private share | ε | " + ("MaskDP's λ | " if by_weight else "")
              + "non-private | public-only | DP | MaskDP | public view's ceiling | "
              "MaskDP − max(public-only, DP) [95 % CI] |", "|" + "---|" * (8 + by_weight)]
 
-    def cell(runs, mode, epsilon):
-        values = [100 * r[metric] for r in _full_view_runs(runs, mode, epsilon)]
-        if not values:
-            return "—"
-        return f"{np.mean(values):.1f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.1f}"
-
     for share in sorted(at_share):
+        # per λ: the baselines' runs and that λ's MaskDP runs, and their (mode, K = 1, ε) ->
+        # (mean, std, n)
+        runs_at = {w: [r for r in at_share[share] if r["mode"] != "maskdp"
+                       or r["public_weight"] == w] for w in weights}
+        stats_at = {w: summarize(runs, metric=metric) for w, runs in runs_at.items()}
         for epsilon in epsilons:
             for weight in weights:
-                runs = [r for r in at_share[share] if r["mode"] != "maskdp"
-                        or r.get("public_weight", 1.0) == weight]
-                if by_weight and not _full_view_runs(runs, "maskdp", epsilon):
+                runs, stats = runs_at[weight], stats_at[weight]
+                if by_weight and ("maskdp", 1, epsilon) not in stats:
                     continue  # this weight was not run at this share
+                cells = [stats.get((mode, 1, epsilon if Mode(mode).is_private
+                                    else Mode(mode).fixed_epsilon)) for mode in MODE_ORDER]
                 g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
                 gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
                                                   f"{100 * g[2]:+.1f}]")
                 lines.append(f"| {share:g} | {epsilon:g} | "
                              + (f"{weight:g} | " if by_weight else "")
-                             + f"{cell(runs, 'nonprivate', math.inf)} | "
-                             f"{cell(runs, 'public_only', 0.0)} | "
-                             f"{cell(runs, 'dp', epsilon)} | {cell(runs, 'maskdp', epsilon)} | "
-                             f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
-    runs = [len({(r['seed'], r['data_seed']) for r in v}) for v in at_share.values()]
+                             + "".join("— | " if c is None else
+                                       f"{100 * c[0]:.1f} ± {100 * c[1]:.1f} | " for c in cells)
+                             + f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
+    per_cell = [len({(r["seed"], r["data_seed"]) for r in v}) for v in at_share.values()]
     draws = len({r["data_seed"] for v in at_share.values() for r in v})
     lines.append("")
-    lines.append(f"{metric} in %, mean ± sample std over {min(runs)} runs a cell ({draws} data "
+    lines.append(f"{metric} in %, mean ± sample std over {min(per_cell)} runs a cell ({draws} data "
                  f"draw{'s' if draws > 1 else ''}); public-only reads no private pixel, so its "
                  "row is the same at every ε.")
     return "\n".join(lines)
