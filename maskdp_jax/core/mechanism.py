@@ -128,6 +128,34 @@ class Sums(NamedTuple):
                    stats=GradStats(zero, zero, clipping.ClipStats.zeros(), zero))
 
 
+def private_part_problem(mode: Mode | str, *, banded: bool) -> str | None:
+    """Why a private pass over part of the parameters (:class:`Mechanism`'s ``private_mask``)
+    cannot run in ``mode`` with ``banded`` noise, or None: the rule the mechanism and the run
+    config (``privacy.private_finetune``) both apply."""
+    mode = Mode(mode)
+    if mode is not Mode.MASKDP:
+        return (f"trains a part of the parameters on the private views, which is MaskDP's (its "
+                f"public pass trains the rest); mode {mode.value!r} has not both passes: choose "
+                "the trained parameters with the fine-tuning strategy.")
+    if banded:
+        return ("needs independent noise (banded noise keeps past noise of every trainable "
+                "parameter).")
+    return None
+
+
+def public_weight_problem(mode: Mode | str, public_weight: float) -> str | None:
+    """Why ``public_weight`` (:class:`Mechanism`'s λ) cannot be used in ``mode``, or None: the
+    rule the mechanism and the run config (``privacy.public_weight``) both apply."""
+    if public_weight == 1.0:
+        return None
+    if Mode(mode) is not Mode.MASKDP:
+        return (f"weighs MaskDP's public pass against its private pass; mode "
+                f"{Mode(mode).value!r} has not both: leave it at 1.")
+    if not (math.isfinite(public_weight) and public_weight > 0):
+        return f"must be a finite number > 0 (1: the public sum as it is); got {public_weight!r}."
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
     """A plan, the run's randomness and the steps already charged: the private step's owner.
@@ -173,24 +201,15 @@ class Mechanism:
         # releases would carry none (the ledger charges the step once).
         object.__setattr__(self, "_released", set())
         if self.private_mask is not None:
-            if self.plan.mode is not Mode.MASKDP:
-                raise ValueError(f"a private pass over part of the parameters is MaskDP's (its "
-                                 f"public pass trains the rest); mode {self.plan.mode.value!r}: "
-                                 "choose the trained parameters with the fine-tuning strategy.")
-            if self.plan.banded:
-                raise ValueError("banded noise keeps past noise of every trainable parameter: "
-                                 "a private pass over part of them needs independent noise.")
+            problem = private_part_problem(self.plan.mode, banded=self.plan.banded)
+            if problem:
+                raise ValueError(f"private_mask {problem}")
             if not any(jax.tree.leaves(self.private_mask)):
                 raise ValueError("private_mask selects no parameter: the private pass would "
                                  "train nothing (use mode='public_only').")
-        if self.public_weight != 1.0:
-            if self.plan.mode is not Mode.MASKDP:
-                raise ValueError(f"public_weight weighs MaskDP's public pass against its private "
-                                 f"pass; mode {self.plan.mode.value!r} has not both: leave it "
-                                 "at 1.")
-            if not (math.isfinite(self.public_weight) and self.public_weight > 0):
-                raise ValueError(f"public_weight must be a finite number > 0 (1: the public sum "
-                                 f"as it is); got {self.public_weight!r}.")
+        problem = public_weight_problem(self.plan.mode, self.public_weight)
+        if problem:
+            raise ValueError(f"public_weight {problem}")
         if self.plan.banded and self.history:
             raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
                              "follow a history of other steps (plan all the steps at the start).")

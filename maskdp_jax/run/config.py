@@ -38,7 +38,7 @@ import ml_collections
 
 from maskdp_jax import models
 from maskdp_jax.accounting import accountant, inputs
-from maskdp_jax.core import randomness
+from maskdp_jax.core import mechanism, randomness
 from maskdp_jax.core.plan import MODES, Mode, PrivacyPlan
 from maskdp_jax.data import clips
 from maskdp_jax.run import command, views
@@ -125,24 +125,16 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     private = config.privacy.private_finetune
     if private:
         _choice("privacy.private_finetune", private, ("", *models.finetune.STRATEGIES))
-        if config.mode != "maskdp":
-            _fail("privacy.private_finetune",
-                  f"restricts MaskDP's private pass to part of the parameters (its public pass "
-                  f"trains the rest); mode {config.mode!r} has no public pass beside a private "
-                  "one: choose the trained parameters with model.finetune and leave it empty.")
-        if config.privacy.noise != "independent":
-            _fail("privacy.private_finetune", "needs privacy.noise='independent' (banded noise "
-                  "keeps past noise of every trainable parameter).")
+        problem = mechanism.private_part_problem(
+            config.mode, banded=config.privacy.noise != "independent")
+        if problem:
+            _fail("privacy.private_finetune", problem)
         if config.compute.per_example == "ghost":
             _fail("privacy.private_finetune", "needs compute.per_example='vmap' (ghost norms "
                   "follow every trainable layer).")
-    weight = config.privacy.public_weight
-    if weight != 1.0:
-        if config.mode != "maskdp":
-            _fail("privacy.public_weight", f"weighs MaskDP's public pass against its private "
-                  f"pass; mode {config.mode!r} has not both: leave it at 1.")
-        if not (math.isfinite(weight) and weight > 0):
-            _fail("privacy.public_weight", f"must be a finite number > 0; got {weight!r}.")
+    problem = mechanism.public_weight_problem(config.mode, config.privacy.public_weight)
+    if problem:
+        _fail("privacy.public_weight", problem)
     clip = _clip_shape(config)
     if clip is not None and tuple(clip) != tuple(preset["input_size"]):
         _fail("model.name",
