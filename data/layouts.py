@@ -219,9 +219,10 @@ def hmdb51(*, video_dir: str, split_dir: str, split: int, subset: str) -> Layout
     )
 
 
-#: The extensions :func:`maskdp_jax.anonymize.pipeline.output_name` gives the anonymiser's
-#: videos. A listed video that is missing is read from its anonymised output of the same stem.
-ANONYMISED_EXTENSIONS = (".mkv", ".mp4")
+#: The extension the anonymiser gives its videos, by its ``store``
+#: (:func:`maskdp_jax.anonymize.pipeline.output_name`). A listed video that is missing is read
+#: from its anonymised output of the same stem.
+ANONYMISED_EXTENSIONS = {"lossless": ".mkv", "h264": ".mp4"}
 
 
 def listed_path(video_dir: str, key: str) -> str:
@@ -233,7 +234,8 @@ def listed_path(video_dir: str, key: str) -> str:
     if os.path.isfile(path):
         return path
     stem = os.path.splitext(path)[0]
-    return next((stem + ext for ext in ANONYMISED_EXTENSIONS if os.path.isfile(stem + ext)),
+    return next((stem + ext for ext in ANONYMISED_EXTENSIONS.values()
+                 if os.path.isfile(stem + ext)),
                 path)
 
 

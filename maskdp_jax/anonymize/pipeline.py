@@ -72,7 +72,7 @@ from maskdp_jax.anonymize.stages import (
 )
 from maskdp_jax.data import atomic, decode
 from maskdp_jax.data.decode import MASK_VIDEO_EXTENSIONS
-from maskdp_jax.data.layouts import VIDEO_EXTENSIONS
+from maskdp_jax.data.layouts import ANONYMISED_EXTENSIONS, VIDEO_EXTENSIONS
 
 STORES = ("lossless", "h264")
 
@@ -374,8 +374,9 @@ def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -
         container.mux(stream.encode())
 
 
-#: The file extension of each ``store``'s container (:func:`write_video`).
-CONTAINER_EXTENSIONS = {"lossless": ".mkv", "h264": ".mp4"}
+#: The file extension of each ``store``'s container (:func:`write_video`): the layouts' own
+#: table, so that a split file naming the source finds the output.
+CONTAINER_EXTENSIONS = ANONYMISED_EXTENSIONS
 
 
 def output_name(key: str, store: str) -> str:
