@@ -17,9 +17,16 @@ the compiled program's peak memory by XLA's memory analysis (arguments + outputs
 - aliased) and the median of ``--repeats`` calls after the first. A part ending in ``-ghost`` is
 the private pass with per-example norms by ghost rules (``maskdp_jax.core.ghost``, no per-example
 gradient, whole physical batch at once); without it, per-example gradients by ``vmap`` in
-micro-batches of ``--microbatch`` (full fine-tuning). ``--compute_dtype=bfloat16`` builds the
-model with bfloat16 products, as ``config.compute.dtype`` does. The process' peak host memory
-comes last (compilation dominates it at the papers' size on a CPU).
+micro-batches of ``--microbatch`` (full fine-tuning). ``finalize`` is the step's last program
+(:func:`maskdp_jax.core.train_step.finalize`: the noise once, the division by B, Adam's update) of
+a ``maskdp`` plan with ``--bands`` bands of banded noise (0: independent noise), compiled as the
+step compiles it, the state donated (its new parameters, optimiser and noise state written over
+the old: what it aliases is subtracted from its peak), and ``finalize-undonated`` the same
+program without donation, the state's second copy included: the pair measures donation in one
+run. ``--compute_dtype=bfloat16`` builds the model with bfloat16 products, as
+``config.compute.dtype`` does. The process' peak host memory (compilation dominates it at the
+papers' size on a CPU) and the load average, printed before and after (run it alone), come
+last.
 
 ``--weights=torchvision`` (default) converts the torch model's weights so the times belong to
 ``opacus_maskdp.py``'s table; ``--weights=random`` initialises our model instead, which needs no
@@ -49,7 +56,7 @@ from maskdp_jax.core import train_step as ts  # noqa: E402
 from maskdp_jax.run import model as run_model  # noqa: E402
 
 PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "private-dp",
-         "private-maskdp-ghost", "private-dp-ghost")
+         "private-maskdp-ghost", "private-dp-ghost", "finalize", "finalize-undonated")
 
 
 def compile_and_time(fn, *args, repeats: int) -> dict:
@@ -77,6 +84,42 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
     return out
 
 
+def finalize_and_time(size: dict, trainable, frozen, *, bands: int, donate: bool,
+                      repeats: int) -> dict:
+    """:func:`compile_and_time` for the finalisation of a ``maskdp`` step over ``trainable``
+    (``bands`` > 0: banded noise with that many bands), donated as the step donates it or not.
+    The donated program consumes its state, so each timed call takes the state the previous one
+    returned."""
+    import jax.numpy as jnp
+    import optax
+
+    from maskdp_jax.core.mechanism import Mechanism
+    from maskdp_jax.core.plan import PrivacyPlan
+    from maskdp_jax.core.randomness import Randomness
+
+    plan = PrivacyPlan(mode="maskdp", num_examples=10**6, batch_size=size["batch"], steps=1000,
+                       l2_clip_norm=1.0, noise_multiplier=1.0, delta=1e-7,
+                       noise="banded" if bands else "independent", bands=max(bands, 1))
+    mechanism = Mechanism(plan=plan, randomness=Randomness(mode="seeded", seed=0))
+    tx = optax.adam(1e-3)
+    state = ts.TrainState.create(trainable=trainable, frozen=None, tx=tx, mechanism=mechanism)
+    acc = jax.tree.map(jnp.ones_like, ts.zeros_accumulator(trainable))
+    fn = functools.partial(ts.finalize, tx=tx, mechanism=mechanism)
+    program = compilation.jit(fn, donate_argnums=0) if donate else compilation.jit(fn)
+    row = compile_and_time(program, state, acc, repeats=0)
+    if repeats > 0:
+        compiled = program.lower(state, acc).compile()
+        state, _ = jax.block_until_ready(compiled(state, acc))
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            out, _ = jax.block_until_ready(compiled(state, acc))
+            times.append(time.perf_counter() - t)
+            state = out if donate else state
+        row["median_ms"] = 1e3 * float(np.median(times))
+    return row
+
+
 def build(size: dict, strategy: str, weights: str, compute_dtype: str = "float32"):
     """``(model, trainable, frozen, apply_fn)`` at ``size``: torchvision's weights converted, or
     our own random initialisation (no torch needed); products in ``compute_dtype``
@@ -102,6 +145,8 @@ def main() -> None:
     parser.add_argument("--compute_dtype", choices=("float32", "bfloat16"), default="float32",
                         help="the products' precision (config.compute.dtype; parameters, norms "
                              "and gradients stay float32)")
+    parser.add_argument("--bands", type=int, default=4,
+                        help="finalize parts: bands of banded noise (0: independent noise)")
     parser.add_argument("--repeats", type=int, default=10,
                         help="timed calls per piece after the first; 0 = compile cost only")
     args = parser.parse_args()
@@ -122,6 +167,7 @@ def main() -> None:
     if args.microbatch is not None:
         size["microbatch"] = args.microbatch
 
+    print(f"load average before: {os.getloadavg()}")
     jmodel, trainable, frozen, apply_fn = build(size, args.strategy, args.weights,
                                                 args.compute_dtype)
     data = bench.make_data(n=size["physical"], input_size=jmodel.input_size,
@@ -130,14 +176,19 @@ def main() -> None:
     micro = size["microbatch"] if args.strategy == "full" else None
     cfg = bench.dp_config(size, jmodel, sigma=1.0, clip=1.0, microbatch=micro)
     acc = ts.zeros_accumulator(trainable)
+    n_params = sum(x.size for x in jax.tree.leaves(trainable))
     print(f"{args.size} ({size['preset']}), {args.strategy} FT, physical batch {size['physical']}"
           f"{f', micro-batches of {micro}' if micro else ''}, {args.weights} weights, "
-          f"{args.compute_dtype} products, "
+          f"{args.compute_dtype} products, {n_params:,} trainable parameters, finalize: "
+          f"{f'{args.bands} bands of banded noise' if args.bands else 'independent noise'}, Adam, "
           f"jax {jax.__version__} on {jax.devices()[0].platform}:")
     print(f"  {'piece':22s} {'lower [s]':>9s} {'compile [s]':>11s} {'fusions':>7s} "
           f"{'peak [MiB]':>10s} {'median [ms]':>11s}")
     for part in parts:
-        if part == "forward":
+        if part.startswith("finalize"):
+            row = finalize_and_time(size, trainable, frozen, bands=args.bands,
+                                    donate=part == "finalize", repeats=args.repeats)
+        elif part == "forward":
             row = compile_and_time(jax.jit(apply_fn), partition.merge(trainable, frozen),
                                    batch["video"][:, 0], repeats=args.repeats)
         else:
@@ -156,6 +207,7 @@ def main() -> None:
               f"{row['peak_mib']:10.0f} {median:>11s}", flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
     print(f"  peak host memory (RSS) {peak:.0f} MiB")
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ has earned its private pass on your data where that is above 0 on your validatio
 from __future__ import annotations
 
 import argparse
+import functools
 
 import flax.linen as nn
 import jax
@@ -116,7 +117,9 @@ def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: in
     ``(params, ε spent)``."""
     images, labels, masks = data
     model = CNN(num_classes=10)
-    params = {**model.init(jax.random.key(seed + 1), images[:1])["params"], **backbone}
+    # A copy: the step takes its parameters' buffers, and the backbone serves every mode.
+    params = jax.tree.map(jnp.copy, {**model.init(jax.random.key(seed + 1), images[:1])["params"],
+                                     **backbone})
     batch_size = 64
     steps = epochs * len(images) // batch_size
     plan = mdp.PrivacyPlan.calibrate(
@@ -134,7 +137,9 @@ def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: in
         logits = model.apply({"params": p}, image[None])[0]
         return optax.softmax_cross_entropy_with_integer_labels(logits, label)
 
-    @jax.jit
+    # The step writes the new parameters, optimiser and mechanism state over the old ones
+    # (donated: one copy in memory, and a loop that forgets to rebind them fails).
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
     def step(params, opt, state, public, private):
         grad, state, _ = mech.gradient(loss_fn, params, state, public=public, private=private,
                                        tokens=tokens)

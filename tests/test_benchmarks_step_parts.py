@@ -18,9 +18,10 @@ def run(*args):
 
 @pytest.mark.slow
 def test_forward_piece_compiles_and_times():
-    """In bfloat16 products (``--compute_dtype``; float32, the default, is every other test's)."""
-    proc = run("--size=tiny", "--weights=random", "--parts=forward", "--repeats=2",
-               "--compute_dtype=bfloat16")
+    """In bfloat16 products (``--compute_dtype``; float32, the default, is every other test's);
+    the finalisation donated and not, in the same process."""
+    proc = run("--size=tiny", "--weights=random", "--parts=forward,finalize,finalize-undonated",
+               "--repeats=2", "--compute_dtype=bfloat16")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "random weights, bfloat16 products," in proc.stdout, proc.stdout
     row = re.search(r"^  forward +([\d.]+) +([\d.]+) +(\d+) +([\d.]+) +([\d.]+)$", proc.stdout,
@@ -28,6 +29,10 @@ def test_forward_piece_compiles_and_times():
     assert row, proc.stdout
     lower_s, compile_s, fusions, peak_mib, median_ms = (float(v) for v in row.groups())
     assert compile_s > 0 and fusions > 0 and peak_mib > 0 and median_ms > 0, proc.stdout
+    for part in ("finalize", "finalize-undonated"):
+        assert re.search(rf"^  {part} +[\d.]+ +[\d.]+ +\d+ +[\d.]+ +[\d.]+$", proc.stdout,
+                         re.M), proc.stdout
+    assert "4 bands of banded noise, Adam" in proc.stdout, proc.stdout
     assert re.search(r"peak host memory \(RSS\) \d+ MiB", proc.stdout), proc.stdout
 
 

@@ -251,12 +251,48 @@ class LogicalBatchData:
     private: Sequence[Batch]
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainStep:
+    """``train_step(state, batch) -> (state, metrics)`` (:func:`make_train_step`) and its
+    jitted programs, which a benchmark or a test may lower on their own.
+
+    Each program takes the buffers it replaces (donation): ``public`` and ``private``
+    (``(acc, trainable, frozen, batch) -> acc``) write the new sums over the old ones, and
+    ``finalize`` (``(state, acc) -> (state, metrics)``) writes the new parameters, optimiser state
+    and noise state over the old ones, so a step holds one copy of the state, not two (banded
+    noise's past noise is ``bands`` copies of the parameters). The frozen parameters are not
+    donated: they outlive the step.
+
+    Attributes:
+      public / private: one pass over one physical batch.
+      zeros: the step's zero sums for the trainable parameters.
+      finalize: the noise once, the division by B, the optimiser (:func:`finalize`).
+    """
+
+    public: Callable
+    private: Callable
+    zeros: Callable
+    finalize: Callable
+
+    def __call__(self, state: TrainState, batch: LogicalBatchData):
+        # A batch of a pass the mode lacks is refused by Mechanism.accumulate as it is traced.
+        acc = self.zeros(state.trainable)
+        for b in batch.public:
+            acc = self.public(acc, state.trainable, state.frozen, b)
+        for b in batch.private:
+            acc = self.private(acc, state.trainable, state.frozen, b)
+        # The frozen parameters pass through unchanged, so they are not the finalisation's to
+        # consume; everything else of the state is (its noise key above all).
+        new, metrics = self.finalize(state.replace(frozen=None), acc)
+        return new.replace(frozen=state.frozen), metrics
+
+
 def make_train_step(
     *, apply_fn: ApplyFn, tx: optax.GradientTransformation, mechanism: Mechanism,
     views: ViewFn, microbatch_size: int | None = None,
     mesh: jax.sharding.Mesh | None = None, pixel_norm: PixelNorm | None = None,
     ghost_rules: ghost.Rules | None = None,
-) -> Callable[[TrainState, LogicalBatchData], tuple[TrainState, dict]]:
+) -> TrainStep:
     """Build ``train_step(state, batch) -> (state, metrics)`` on ``mechanism``.
 
     Args:
@@ -287,11 +323,12 @@ def make_train_step(
         update to float rounding.
 
     Returns:
-      A function of ``(state, batch: LogicalBatchData)``; it runs one jitted accumulation per
-      physical batch and one jitted finalisation (noise + update) per logical batch. The
-      finalisation consumes ``state`` (its buffers are donated): a state can be stepped once,
-      so no two updates ever carry the same noise; copy a state to step it twice on purpose
-      (``jax.tree.map(jnp.copy, state)``). The same inputs give the same outputs.
+      A :class:`TrainStep`, a function of ``(state, batch: LogicalBatchData)``; it runs one
+      jitted accumulation per physical batch and one jitted finalisation (noise + update) per
+      logical batch. The finalisation consumes ``state`` (its buffers are donated,
+      :class:`TrainStep`): a state can be stepped once, so no two updates ever carry the same
+      noise; copy a state to step it twice on purpose (``jax.tree.map(jnp.copy, state)``). The
+      same inputs give the same outputs.
     """
 
     if microbatch_size is not None and microbatch_size <= 0:
@@ -310,20 +347,7 @@ def make_train_step(
             fn = parallel.shard_accumulation(fn, zeros, mesh)
         return compilation.jit(fn, donate_argnums=0)
 
-    public, private = build(True), build(False)
-    final = compilation.jit(lambda s, a: finalize(s, a, tx=tx, mechanism=mechanism),
-                            donate_argnums=0)
-
-    def train_step(state: TrainState, batch: LogicalBatchData):
-        # A batch of a pass the mode lacks is refused by Mechanism.accumulate as it is traced.
-        acc = zeros(state.trainable)
-        for b in batch.public:
-            acc = public(acc, state.trainable, state.frozen, b)
-        for b in batch.private:
-            acc = private(acc, state.trainable, state.frozen, b)
-        # The frozen parameters pass through unchanged, so they are not the finalisation's to
-        # consume; everything else of the state is (its noise key above all).
-        new, metrics = final(state.replace(frozen=None), acc)
-        return new.replace(frozen=state.frozen), metrics
-
-    return train_step
+    return TrainStep(public=build(True), private=build(False), zeros=zeros,
+                     finalize=compilation.jit(
+                         lambda s, a: finalize(s, a, tx=tx, mechanism=mechanism),
+                         donate_argnums=0))
