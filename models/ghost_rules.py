@@ -23,7 +23,19 @@ layer (method)                             per-example gradient of example ``i``
 =========================================  ========================================================
 
 Arrays reaching ``per_example`` carry the example axis first: ``[P, ...]`` then one
-example's shapes (``K`` clips, then the layer's own axes). Everything is computed in float32.
+example's shapes (``K`` clips, then the layer's own axes).
+
+Precision. The matrix products run in the layer's compute dtype (that of its output cotangent
+``g``: bfloat16 under ``compute.dtype=bfloat16``), as the model's own backward does, and
+accumulate in float32 (``preferred_element_type``); float32 products run at ``highest``
+precision (a GPU's default would round their inputs to TF32, and the norms must be those of the
+gradient the clipped sum adds). Norms, clip factors and every sum over examples or tokens are
+float32. A product of two bfloat16 numbers is exact in float32, so the norms are those of the
+per-example gradient of the bfloat16 activations and cotangents to float32 rounding. The one
+rounding that reaches the released sum is the book-keeping product ``aᵀ (c ⊙ g)``, whose
+factor-scaled cotangents are rounded to the compute dtype: the dense rule returns a bound on
+what that rounding adds (:func:`_rounding_bound`), and the clip factor (``maskdp_jax.core.ghost``)
+keeps each contribution within C with it.
 """
 
 from __future__ import annotations
@@ -38,13 +50,37 @@ F32 = jnp.float32
 
 
 def _tokens(x: jax.Array) -> jax.Array:
-    """``[P, ..., d] -> [P, tokens, d]`` float32."""
-    return x.reshape(x.shape[0], -1, x.shape[-1]).astype(F32)
+    """``[P, ..., d] -> [P, tokens, d]``, in ``x``'s dtype."""
+    return x.reshape(x.shape[0], -1, x.shape[-1])
+
+
+def _product(spec: str, x: jax.Array, y: jax.Array) -> jax.Array:
+    """``einsum(spec, x, y)`` in the operands' dtype, accumulated and returned in float32;
+    float32 operands at ``highest`` precision (not TF32 on a GPU)."""
+    highest = x.dtype == F32 or y.dtype == F32
+    return jnp.einsum(spec, x, y, preferred_element_type=F32,
+                      precision=jax.lax.Precision.HIGHEST if highest else None)
 
 
 def _sq(x: jax.Array) -> jax.Array:
     """Squared norm of each example's slice: ``[P, ...] -> [P]``."""
     return jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
+
+
+def _rounding_bound(a: jax.Array, g: jax.Array) -> jax.Array:
+    """``[P]``: a bound on the squared norm of ``aᵢᵀ (round(f gᵢ) - f gᵢ) / f`` for ``a [P, T,
+    d_in]`` and ``g [P, T, d_out]``: the error ``ClipWeights.scaled`` (``maskdp_jax.core.ghost``)
+    can add to a book-keeping product ``aᵀ (f ⊙ g)`` when it rounds ``f gᵢ`` to ``g``'s dtype.
+
+    Each element of ``f gᵢ`` is computed in float32 and rounded once more to ``g``'s dtype, so
+    its relative error is below ``u = eps`` of that dtype (twice the unit roundoff, which covers
+    both roundings); the error matrix ``E`` then has ``‖E‖_F <= u f ‖gᵢ‖_F``, and
+    ``‖aᵢᵀ E‖_F <= ‖aᵢ‖_F ‖E‖_F``. A bound, not an estimate: cancellation across tokens can make
+    ``‖aᵢᵀ gᵢ‖`` much smaller than ``‖aᵢ‖ ‖gᵢ‖``, but not the error larger than this. (Values
+    that underflow below the dtype's smallest normal number break the relative bound by at most
+    that number per element.)"""
+    u = float(jnp.finfo(g.dtype).eps)
+    return u * u * _sq(a.astype(F32)) * _sq(g.astype(F32))
 
 
 def _ghost_is_cheaper(tokens: int, d_in: int, d_out: int) -> bool:
@@ -58,25 +94,29 @@ def dense(a: jax.Array, g: jax.Array, names):
     per-example norms of ``kernel [d_in, d_out]`` and ``bias [d_out]``, and their clipped sum.
 
     Mixed mode: the ghost norm when cheaper (the clipped sum is then one product with the
-    weighted cotangents), else the per-example gradients ``[P, d_in, d_out]`` (their norms, then
-    their weighted sum)."""
-    a, g = _tokens(a), _tokens(g)
-    sq, later = {}, {}
+    weighted cotangents, rounded to the compute dtype: the third value bounds what that adds),
+    else the per-example gradients ``[P, d_in, d_out]`` (their norms, then their weighted sum,
+    in float32)."""
+    g = _tokens(g)
+    a = _tokens(a).astype(g.dtype)  # the layer's compute dtype (its input may arrive wider)
+    sq, later, rounding = {}, {}, None
     if "kernel" in names:
         if _ghost_is_cheaper(a.shape[1], a.shape[2], g.shape[2]):
-            aa = jnp.einsum("pti,psi->pts", a, a)
-            gg = jnp.einsum("pto,pso->pts", g, g)
+            aa = _product("pti,psi->pts", a, a)
+            gg = _product("pto,pso->pts", g, g)
             sq["kernel"] = jnp.sum(aa * gg, axis=(1, 2))
-            later["kernel"] = lambda w: jnp.einsum("pti,pto->io", w.kept(a), w.rows(g))
+            later["kernel"] = lambda w: _product("pti,pto->io", w.kept(a), w.scaled(g))
+            rounding = _rounding_bound(a, g)
         else:
-            per = jnp.einsum("pti,pto->pio", a, g)
+            per = _product("pti,pto->pio", a, g)
             sq["kernel"] = _sq(per)
             later["kernel"] = lambda w: w.sum(per)
     if "bias" in names:
-        per_bias = jnp.sum(g, axis=1)
+        per_bias = jnp.sum(g, axis=1, dtype=F32)
         sq["bias"] = _sq(per_bias)
         later["bias"] = lambda w: w.sum(per_bias)
-    return sq, lambda w: {k: f(w) for k, f in later.items()}
+    finish = lambda w: {k: f(w) for k, f in later.items()}  # noqa: E731
+    return (sq, finish) if rounding is None else (sq, finish, rounding)
 
 
 def _first_arg(module, args, kwargs):
@@ -98,7 +138,7 @@ def _patches(static, clips):
     special case of the CPU presets)."""
     kernel, stride, padding = static
     p = clips.shape[0]
-    flat = clips.reshape(-1, *clips.shape[-4:]).astype(F32)
+    flat = clips.reshape(-1, *clips.shape[-4:])
     windows = mvit._im2col(flat, kernel, stride, padding)
     return windows.reshape(p, -1, windows.shape[-1])
 
@@ -141,7 +181,7 @@ def _normalized(x: jax.Array, epsilon: float) -> jax.Array:
 
 
 def _layer_norm_per_example(epsilon, x, g, names):
-    g = _tokens(g)
+    g = _tokens(g).astype(F32)
     out = {}
     if "scale" in names:
         out["scale"] = jnp.sum(_tokens(_normalized(x, epsilon)) * g, axis=1)
@@ -181,7 +221,7 @@ def _rel_pos_per_example(static, r_q, g, names):
     for i, name in enumerate(_TABLES):
         if name not in names:
             continue
-        gathered = jnp.einsum(_GATHERED[i], r_q.astype(F32), g[i].astype(F32))
+        gathered = _product(_GATHERED[i], r_q.astype(g[i].dtype), g[i])
         index = mvit._rel_index(q_thw[i], k_thw[i]).reshape(-1)
         p, c = gathered.shape[0], gathered.shape[-1]
         out[name] = jnp.zeros((p, lengths[i], c), F32).at[:, index].add(

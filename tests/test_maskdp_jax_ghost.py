@@ -14,7 +14,7 @@ import pytest
 from conftest import CLIP_SHAPE, TinyVideoNet
 from flax import traverse_util
 
-from benchmarks import ghost_equality
+from benchmarks import ghost_equality, program_flops
 from maskdp_jax.core import clipping, ghost
 from maskdp_jax.core.train_step import one_video_loss
 from maskdp_jax.models import ghost_rules, mvit
@@ -59,8 +59,8 @@ def _broken_layer_norm_rules():
     rule = rules[(nn.LayerNorm, "__call__")]
 
     def per_example(static, a, g, names):
-        sq_norms, clipped_sum = rule.per_example(static, a, g, names)
-        return {k: v for k, v in sq_norms.items() if k != "bias"}, clipped_sum
+        sq_norms, *rest = rule.per_example(static, a, g, names)
+        return {k: v for k, v in sq_norms.items() if k != "bias"}, *rest
 
     rules[(nn.LayerNorm, "__call__")] = dataclasses.replace(rule, per_example=per_example)
     return rules
@@ -90,10 +90,10 @@ def _recording(rules, record, used):
 
         def per_example(static, a, g, names, rule=rule, kind=kind):
             path, static = static
-            sq_norms, clipped_sum = rule.per_example(static, a, g, names)
-            record.update({(*path, name): sq for name, sq in sq_norms.items()})
+            out = rule.per_example(static, a, g, names)
+            record.update({(*path, name): sq for name, sq in out[0].items()})
             used.add(kind)
-            return sq_norms, clipped_sum
+            return out
 
         out[kind] = dataclasses.replace(rule, tap=tap, per_example=per_example)
     return out
@@ -279,3 +279,72 @@ def test_frozen_layers_are_not_tapped_and_need_no_rule():
     assert jax.tree.structure(gv) == jax.tree.structure(gg)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), gg, gv)
     np.testing.assert_allclose(sg.norm_sum, sv.norm_sum, rtol=1e-5)
+
+
+def test_a_bfloat16_book_keeping_product_keeps_each_contribution_within_c():
+    """In bfloat16 the book-keeping product ``aᵀ (c ⊙ g)`` rounds the factor-scaled cotangents:
+    with the plain factor C / ‖∇L_i‖ that rounding puts some clipped contributions above C (the
+    control, computed here from the same bfloat16 cotangents); the rule's bound on it keeps every
+    contribution of the ghost path within C, one example at a time."""
+    dense = nn.Dense(32, use_bias=False, dtype=jnp.bfloat16)
+    rng = np.random.default_rng(3)
+    n, tokens, width = 24, 4, 32  # 4 tokens: the ghost norm, not the product, is cheaper
+    x = jnp.asarray(rng.normal(size=(n, tokens, width)), jnp.float32)
+    y = jnp.asarray(rng.normal(size=(n, tokens, 32)) * 10.0, jnp.float32)
+    params = {"kernel": jnp.asarray(rng.normal(size=(width, 32)), jnp.float32)}
+
+    def loss_fn(p, example):  # gradient x_iᵀ round(y_i): every example far above C
+        xi, yi = example
+        return jnp.sum(dense.apply({"params": p}, xi).astype(jnp.float32)
+                       * yi.astype(jnp.bfloat16).astype(jnp.float32))
+
+    clipped = jax.jit(lambda w: ghost.clipped_sum(loss_fn, params, (x, y), w, l2_clip_norm=C,
+                                                  rules=run_model.ghost_rules()))
+    contributions, plain = [], []
+    for i in range(n):
+        grad, norms, _, _ = clipped(jnp.zeros(n).at[i].set(1.0))
+        contributions.append(float(np.linalg.norm(np.asarray(grad["kernel"], np.float64))))
+        a = np.asarray(x[i].astype(jnp.bfloat16), np.float64)
+        g = y[i].astype(jnp.bfloat16)
+        factor = C / float(norms[i])
+        scaled = np.asarray((g.astype(jnp.float32) * factor).astype(jnp.bfloat16), np.float64)
+        plain.append(float(np.linalg.norm(a.T @ scaled)))
+        assert float(norms[i]) > C
+    assert max(contributions) <= C * (1 + 1e-6), max(contributions)
+    assert max(plain) > C * (1 + 1e-4), max(plain)  # the control: the bound is needed
+    assert min(contributions) > 0.95 * C  # and costs little
+
+
+def test_ghost_equals_vmap_in_bfloat16_within_its_rounding():
+    """``compute.dtype=bfloat16``: the ghost path's products run in bfloat16 (its per-example
+    gradients are exact products of the bfloat16 activations and cotangents, the vmap path's are
+    rounded to bfloat16 by the model's backward), so the two agree to bfloat16 rounding, not
+    float32's; every contribution stays within C."""
+    model = _tiny_mvit("v2").clone(dtype=jnp.bfloat16)
+    x = jnp.zeros((1, 2, 8, 8, 3))
+    params = _random_params(model, x, np.random.default_rng(5))
+    result = ghost_equality.compare(model, params, {}, input_size=(2, 8, 8), examples=6,
+                                    clips=2)
+    for mode, r in result.items():
+        assert r["counts_equal"], mode
+        assert r["norm_rel"] <= 2e-2 and r["sum_rel"] <= 2e-2 and r["stats_rel"] <= 2e-2, r
+        assert r["max_contribution"] <= C * (1 + 1e-6), (mode, r)
+        assert r["clipped"] > 0 and r["unclipped"] > 0, (mode, r)
+
+
+def test_the_bfloat16_ghost_pass_does_its_products_in_bfloat16():
+    """Counted in the lowered program (benchmarks/program_flops.py): in bfloat16 compute the
+    ghost pass's products are bfloat16 but for the head, whose logits stay float32."""
+    model = _tiny_mvit("v2").clone(dtype=jnp.bfloat16)
+    x = jnp.zeros((4, 2, 2, 8, 8, 3))
+    params = _random_params(model, x[0], np.random.default_rng(5))
+
+    def loss_fn(p, clips):
+        return jnp.sum(model.apply({"params": p}, clips).astype(jnp.float32))
+
+    lowered = jax.jit(lambda w: ghost.clipped_sum(
+        loss_fn, params, x, w, l2_clip_norm=C, rules=run_model.ghost_rules())).lower(jnp.ones(4))
+    counted = program_flops.count(lowered)
+    head = 2 * 4 * 2 * 8 * 3 * 2  # forward and weight gradient of the head, per clip
+    assert counted.flops[("f32", "f32")] <= 2 * head, counted.lines()
+    assert counted.share("bf16") > 0.9, counted.lines()

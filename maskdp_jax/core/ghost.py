@@ -70,19 +70,24 @@ class LayerRule:
       tap: ``tap(module, args, kwargs) -> (a, static)`` inside the intercepted call (one
         example): ``a``, a pytree of arrays the rule needs (``None`` for none); ``static``,
         hashable Python values (sizes, strides).
-      per_example: ``per_example(static, a, g, names) -> (sq_norms, clipped_sum)``, ``g`` the
-        pytree of the method's output cotangents (its output's structure), ``names`` the
-        trainable parameters among ``params``. ``sq_norms``: ``{name: [P]}``, each parameter's
-        squared per-example gradient norm. ``clipped_sum(weights) -> {name: array}``: each
-        parameter's ``Σ_i factor_i ∇_i`` (any shape with the parameter's number of elements),
-        formed with the :class:`ClipWeights` it is given, which drop an example's row exactly.
-        What both need is computed once: a per-example gradient the norm materialised (the
-        direct mode) is summed with the weights, not computed again.
+      per_example: ``per_example(static, a, g, names) -> (sq_norms, clipped_sum[, sq_rounding])``,
+        ``g`` the pytree of the method's output cotangents (its output's structure), ``names``
+        the trainable parameters among ``params``. ``sq_norms``: ``{name: [P]}``, each
+        parameter's squared per-example gradient norm. ``clipped_sum(weights) -> {name: array}``:
+        each parameter's ``Σ_i factor_i ∇_i`` (any shape with the parameter's number of
+        elements), formed with the :class:`ClipWeights` it is given, which drop an example's row
+        exactly. What both need is computed once: a per-example gradient the norm materialised
+        (the direct mode) is summed with the weights, not computed again. ``sq_rounding``
+        (optional, ``[P]``): where ``clipped_sum`` rounds the factor-scaled cotangents to a
+        narrower dtype before a product (:meth:`ClipWeights.scaled`), a bound ``r_i²`` on the
+        squared norm that rounding can add to example ``i``'s contribution per unit of its
+        factor; the clip factor then keeps ``factor_i (‖∇L_i‖ + r_i) <= C``
+        (:func:`clipped_sum`).
     """
 
     params: tuple[str, ...]
     tap: Callable[[nn.Module, tuple, dict], tuple[PyTree, Any]]
-    per_example: Callable[..., tuple[dict[str, jax.Array], Callable[..., dict[str, jax.Array]]]]
+    per_example: Callable[..., tuple]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +111,13 @@ class ClipWeights:
         above ``C / norm``)."""
         x = x.astype(jnp.float32)
         return self._where(x, x * self.factor.reshape(-1, *[1] * (x.ndim - 1)))
+
+    def scaled(self, x: jax.Array) -> jax.Array:
+        """:meth:`rows` rounded back to ``x``'s dtype: the input of a product in the compute
+        dtype. A factor of exactly 1 (an unclipped example) leaves the row exact; a clipped
+        row's rounding (each element's relative error below ``eps`` of ``x``'s dtype, both
+        roundings counted) is what a rule's ``sq_rounding`` bounds."""
+        return self.rows(x).astype(x.dtype)
 
     def kept(self, x: jax.Array) -> jax.Array:
         """``x [P, ...]`` with the dropped rows zeroed (an input multiplied by :meth:`rows`)."""
@@ -246,20 +258,28 @@ def clipped_sum(
         return tapper.taps[path].rule
 
     total = jnp.zeros((size,), jnp.float32)
+    rounding = jnp.zeros((size,), jnp.float32)
     finish = {}
     for path, names in owners.items():
-        sq_norms, finish[path] = rule_of(path).per_example(statics[path], acts[path],
-                                                          cotangents[path], names)
+        out = rule_of(path).per_example(statics[path], acts[path], cotangents[path], names)
+        sq_norms, finish[path] = out[:2]
         for sq in sq_norms.values():
             total = total + sq.astype(jnp.float32)
+        if len(out) > 2:
+            rounding = rounding + out[2].astype(jnp.float32)
     # A ghost norm is a sum of products that may round a hair below 0; NaN stays NaN.
     norms = jnp.sqrt(jnp.maximum(total, 0.0))
     finite = jnp.isfinite(norms) & jnp.isfinite(losses)
     norms = jnp.where(finite, norms, 0.0)
     keep = (weights > 0) & finite
-    # C / max(norm, C): exactly 1 below the threshold, as in the vmap path.
-    factor = jnp.where(keep, weights.astype(jnp.float32)
-                       * (l2_clip_norm / jnp.maximum(norms, l2_clip_norm)), 0.0)
+    # C / max(norm, C): exactly 1 below the threshold, as in the vmap path, so an unclipped
+    # example's cotangents pass unrounded. A clipped example whose products round its scaled
+    # cotangents (a compute dtype narrower than float32) is scaled to C / (norm + r), r the
+    # rules' bound on what the rounding can add, so its contribution stays within C (the
+    # sensitivity), not within C plus the rounding (float32: r / norm is about 1e-7).
+    over = norms + jnp.sqrt(jnp.where(finite, rounding, 0.0))
+    factor = jnp.where(keep, weights.astype(jnp.float32) * jnp.where(
+        norms > l2_clip_norm, l2_clip_norm / jnp.maximum(over, l2_clip_norm), 1.0), 0.0)
     clip = ClipWeights(factor=factor, keep=keep)
 
     flat_trainable = traverse_util.flatten_dict(trainable)
