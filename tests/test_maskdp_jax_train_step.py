@@ -605,6 +605,8 @@ def test_the_step_s_programs_write_over_the_state_they_replace(tiny_model):
         return program.lower(*args).compile().memory_analysis().alias_size_in_bytes
 
     assert aliased(step.finalize, state.replace(frozen=None), acc) >= replaced
+    # each program is named for profiles: jit_public_pass, jit_private_pass, jit_finalize_step
+    assert "@jit_finalize_step" in step.finalize.lower(state.replace(frozen=None), acc).as_text()
     batch = random_batch(np.random.default_rng(0), size=4)
     for program in (step.public, step.private):
         assert aliased(program, acc, state.trainable, state.frozen, batch) >= _nbytes(acc)

@@ -345,9 +345,18 @@ def make_train_step(
                                microbatch_size=microbatch_size, ghost_rules=ghost_rules)
         if mesh is not None:
             fn = parallel.shard_accumulation(fn, zeros, mesh)
-        return compilation.jit(fn, donate_argnums=0)
+        return compilation.jit(_named(fn, "public_pass" if public else "private_pass"),
+                               donate_argnums=0)
 
+    final = functools.partial(finalize, tx=tx, mechanism=mechanism)
     return TrainStep(public=build(True), private=build(False), zeros=zeros,
-                     finalize=compilation.jit(
-                         lambda s, a: finalize(s, a, tx=tx, mechanism=mechanism),
-                         donate_argnums=0))
+                     finalize=compilation.jit(_named(final, "finalize_step"), donate_argnums=0))
+
+
+def _named(fn: Callable, name: str) -> Callable:
+    """``fn`` under ``name``: its program is ``jit_<name>`` in profiles and XLA dumps (the
+    passes and the finalisation are told apart by their names, not by a partial's)."""
+    def call(*args):
+        return fn(*args)
+    call.__name__ = call.__qualname__ = name
+    return call
