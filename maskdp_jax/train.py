@@ -253,8 +253,17 @@ def sigterm_flag():
 
 
 def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state: mdp.TrainState,
-               train_step, batch_at, workdir: str, stop: list, mesh=None):
+               train_step, batch_at, workdir: str, stop: list, mesh=None,
+               timing: dict | None = None):
     """Run the planned steps from ``state.step``; ``(state, history, preempted)``.
+
+    ``timing`` (a dict, filled in): how long the loop waited for its batches. The loader
+    prepares ``input.prefetch`` steps ahead in threads while the steps run; the loop keeps at
+    most one step in flight besides the one it dispatches (it waits for the step before the last
+    to finish), so the seconds it spends blocked on the next batch are seconds the device had
+    at most that one step to work on. ``data_wait_seconds`` counts them over the steps after the
+    first (which compiles), ``timed_seconds`` is those steps' wall time, ``timed_steps`` their
+    number.
 
     Every step runs on the guard's mechanism (its batches drawn by ``batch_at`` from
     :meth:`~maskdp_jax.core.mechanism.Mechanism.batch_at`, which refuses a step past the plan; its
@@ -286,8 +295,16 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                   f"{plan.steps} in {guard.checkpoint_dir}; run the same command again to "
                   "resume.")
             return state, history, True
+        waited, clock, previous = 0.0, None, None
         for step in range(start, plan.steps):
-            state, metrics = train_step(state, batches(step))
+            t = time.perf_counter()
+            batch = batches(step)
+            if clock is not None:
+                waited += time.perf_counter() - t
+            state, metrics = train_step(state, batch)
+            if previous is not None:  # one step in flight: a wait for data is the step's
+                jax.block_until_ready(previous)
+            previous = metrics
             if (step + 1) % config.log_every_steps == 0 or step + 1 == plan.steps:
                 row = public_metrics(jax.device_get(metrics), config)
                 row["epsilon"] = guard.epsilon_spent(state)
@@ -305,6 +322,8 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
             bar.update(1)
             if step == start:  # compiled now: the rate and estimate start from here
                 restart_clock(bar, done=step + 1)
+                jax.block_until_ready(metrics)
+                clock = time.perf_counter()
             # Hosts may see SIGTERM at different steps and the save is a collective: all
             # processes agree on the flag every step (no communication with one process).
             if parallel.any_process(bool(stop)):
@@ -314,6 +333,10 @@ def train_loop(config: ml_collections.ConfigDict, *, guard: PrivacyGuard, state:
                 return state, history, True
             if every and ((step + 1) % every == 0 or step + 1 == plan.steps):
                 guard.save(parallel.to_host(state))
+        if timing is not None and clock is not None:
+            jax.block_until_ready(state)
+            timing.update(data_wait_seconds=waited, timed_steps=plan.steps - start - 1,
+                          timed_seconds=time.perf_counter() - clock)
     return parallel.to_host(state), history, False
 
 
@@ -442,10 +465,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             return load_logical_batch(step_ds, mechanism.batch_at(step), config=config,
                                       step=step, mesh=mesh)
 
-        t_train = time.time()
+        t_train, data_timing = time.time(), {}
         state, history, preempted = train_loop(config, guard=guard, state=state, mesh=mesh,
                                                train_step=train_step, batch_at=batch_at,
-                                               workdir=workdir, stop=stop)
+                                               workdir=workdir, stop=stop, timing=data_timing)
         if preempted:
             raise Preempted(int(state.step))
         train_seconds = time.time() - t_train
@@ -458,7 +481,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                            metrics=metrics, view_metrics=view_metrics, history=history,
                            parameters=built.counts(), split=split,
                            timing={"train_seconds": train_seconds, "steps": plan.steps,
-                                   "total_seconds": time.time() - t_start})
+                                   "total_seconds": time.time() - t_start, **data_timing})
         # The trained model, the report and the curve leave only once the journal covers the
         # last step (the guard's rule).
         guard.release(state, lambda: write_outputs(
@@ -508,6 +531,9 @@ def announce(run: run_report.RunReport, config: ml_collections.ConfigDict, *, pl
     eps = run.privacy[f"epsilon_{plan.accountant}"]
     accuracy = accuracy_line(run.metrics, run.view_metrics, num_classes=num_classes,
                              split=split_name(config))
+    wait = run_report.data_wait_note(run.timing)
+    if wait:
+        print(f"Training: {wait[2:]}.")  # e.g. "waiting for data 1.2 s of the 30.0 s ..."
     print(f"{accuracy} | ε = "
           f"{privacy_lib.format_epsilon(eps, plan.accountant)} at δ = {plan.delta:g} "
           f"(both accountants in the report)\n"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -35,11 +36,27 @@ def _tiny_config(mode: str):
 
 
 @pytest.mark.parametrize("mode", ["maskdp", "dp", "nonprivate"])
-def test_train_and_evaluate_each_mode(mode, tmp_path, capsys):
+def test_train_and_evaluate_each_mode(mode, tmp_path, capsys, monkeypatch):
     config = _tiny_config(mode)
+    # A loader that takes 0.4 s a step: without prefetching (dp here) the step after the first
+    # waits for it, with it (the default, 2 steps ahead) the batch is ready when asked for.
+    config.input.prefetch = 0 if mode == "dp" else 2
+    load = train.load_logical_batch
+    monkeypatch.setattr(train, "load_logical_batch",
+                        lambda *a, **k: (time.sleep(0.4), load(*a, **k))[1])
     out = train.train_and_evaluate(config, str(tmp_path))
     # The console: full-video accuracy with chance named; maskdp's public view beside it.
     printed = capsys.readouterr().out
+    timing = out["timing"]
+    assert timing["timed_steps"] == 1, timing
+    assert "Training: waiting for data " in printed and " of the 1 steps after the first (" \
+        in printed, printed
+    if mode == "dp":
+        assert 0.4 <= timing["data_wait_seconds"] <= timing["timed_seconds"], timing
+    else:
+        assert 0.0 <= timing["data_wait_seconds"] < 0.4, timing
+    with open(tmp_path / "report.md") as f:
+        assert "s training, " in (report := f.read()) and "; waiting for data " in report
     assert "% on full videos (chance 12.5 %)" in printed, printed
     assert ("% (diagnostic)" in printed) == (mode == "maskdp"), printed
     with open(os.path.join(tmp_path, "report.json")) as f:

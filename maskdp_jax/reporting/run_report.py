@@ -97,7 +97,7 @@ class RunReport:
             f"physical batch {c['physical_batch_size']}, seed {c['seed']} "
             f"({seed_note(c)})",
             f"- time: {self.timing['train_seconds']:.1f} s training, "
-            f"{self.timing['total_seconds']:.1f} s in all",
+            f"{self.timing['total_seconds']:.1f} s in all{data_wait_note(self.timing)}",
             f"- logged training metrics: {logged_metrics_note(c)}",
             "- checkpoints: `private/checkpoints/` beside this report. They are **private**: "
             f"{checkpoint_note(c)} Share this report, the metrics and the trained model "
@@ -198,3 +198,19 @@ def write(run: RunReport, workdir: str) -> tuple[str, str]:
     with open(md_path, "w") as f:
         f.write(run.to_markdown())
     return json_path, md_path
+
+
+def data_wait_note(timing: dict[str, Any]) -> str:
+    """What the training loop waited for its batches after the first step (which compiles), as
+    a clause of the report's time line, or "" for a run without the figure (a single step, or a
+    report written before it was measured).
+
+    >>> data_wait_note({"data_wait_seconds": 1.2, "timed_seconds": 30.0, "timed_steps": 9})
+    '; waiting for data 1.2 s of the 30.0 s of the 9 steps after the first (4.0 %)'
+    """
+    if not timing.get("timed_steps"):
+        return ""
+    wait, total = timing["data_wait_seconds"], timing["timed_seconds"]
+    return (f"; waiting for data {wait:.1f} s of the {total:.1f} s of the "
+            f"{timing['timed_steps']} steps after the first ({100 * wait / max(total, 1e-9):.1f}"
+            " %)")
