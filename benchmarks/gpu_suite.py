@@ -11,11 +11,17 @@ then run, with ``carry=[".whl"]`` and ``timeout_s=600``, this command line::
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && python3 benchmarks/gpu_suite.py --all --out=$OUT/gpu_suite.md
 
 and commit what comes back under ``benchmarks/gpu/<device>-<date>/``. ``--all`` does not fit one
-call at the papers' size; ``--lease`` (:func:`lease_plan`) does: the wheels without av and
-decord (``.whl``, 5.3 MB) and, since the device image has no editable install of this checkout,
-links that map the package's top-level folders into it, then::
+call at the papers' size; ``--lease`` (:func:`lease_plan`) is two calls of at most 8 minutes:
+the wheels without av and decord (``.whl``, 5.3 MB) and, since the device image has no
+editable install of this checkout, links that map the package's top-level folders into it,
+then call 1 (full fine-tuning's DP overhead, the forward, einsum attention)::
 
-    for d in models accounting data configs; do ln -s ../$d maskdp_jax/$d; done; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && python3 benchmarks/gpu_suite.py --lease --budget_s=470 --out=$OUT/gpu_suite.md
+    for d in models accounting data configs; do ln -s ../$d maskdp_jax/$d; done; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && python3 benchmarks/gpu_suite.py --lease --lease_call=1 --budget_s=450 --out=$OUT/gpu_suite_1.md
+
+and, with what the lease has left (a row that does not fit ``--budget_s`` is skipped with a
+line), call 2 (the selective step with its profile, against Opacus with the same attention,
+its baseline, the step's programs one by one): the same line with ``--lease_call=2
+--budget_s=300 --out=$OUT/gpu_suite_2.md``.
 
 Elsewhere::
 
@@ -104,6 +110,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import program_flops  # noqa: E402
 from benchmarks.opacus_maskdp import SIZES  # noqa: E402
 
 PARTS = ("forward", "step", "full", "cache", "data", "attention")
@@ -128,15 +135,20 @@ RUN_SIZES = {"paper": dict(step_batch=32, step_physical=16, full_batch=16, full_
 # physical batches that fit an H100's 80 GB.
 LEASE_SIZES = dict(step_batch=128, step_physical=32, full_batch=128, full_physical=16,
                    full_microbatch=4, cache_videos=32, data_videos=8)
-# ``--lease``'s seconds per row on a GPU, process start and the cold compile included: the
-# selective step compiles in 23 s cold on a quiet 2-core CPU (``benchmarks/compile_time.py``),
-# the H100's 80 s in docs/benchmarks.md predate the compile-time work, so these are a guess the
-# call corrects: a row runs while the budget lasts and is stopped at its deadline.
-LEASE_ESTIMATE_S = {"jax:selective": 60, "opacus:selective": 35, "jax:full": 90, "forward": 40}
-# The targets the lease's figures are held against (``docs/benchmarks.md``).
-TARGETS = (("Opacus / ours, selective maskdp step, bfloat16", ">=", 2.0),
+# ``--lease``'s seconds per row on a GPU, process start and the cold compile included, from
+# the H200 lease of 2026-11-28 (first steps: selective maskdp 67 s, nonprivate2 45 s, full
+# maskdp with ghost norms 205 s, full nonprivate 80 s); a row runs while the budget lasts and is
+# stopped at its deadline.
+LEASE_ESTIMATE_S = {"jax:selective": 80, "opacus:selective": 35, "jax:full:pair": 330,
+                    "forward": 40, "parts": 150}
+# The targets the lease's figures are held against (``docs/benchmarks.md``): (name, op, bound,
+# how the ratio is read from the rows).
+TARGETS = (("Opacus / ours, selective maskdp step, bfloat16, einsum attention on both sides",
+            ">=", 2.0),
            ("DP overhead, selective: maskdp / nonprivate2", "<=", 1.15),
-           ("DP overhead, full fine-tuning (ghost norms): maskdp / nonprivate", "<=", 1.3))
+           ("DP overhead, full fine-tuning (ghost norms): maskdp / nonprivate2, one process",
+            "<=", 1.15),
+           ("bfloat16 forward, share of the dense peak", ">=", 15.0))
 
 
 @dataclasses.dataclass
@@ -186,11 +198,11 @@ def forward_row(preset: str, classes: int, physical: int, precision: str, steps:
     ``precision``: ``float32`` (``jax_default_matmul_precision="highest"``), ``tf32``
     (``"tensorfloat32"``) or ``bfloat16`` (``compute_dtype`` bfloat16, default precision);
     ``attention_impl``: the model's (``models.mvit.attention_implementation``). The
-    FLOP count is XLA's cost analysis of the *lowered* program (StableHLO, before the backend's
-    passes), not of the compiled one: on a GPU, XLA rewrites convolutions and most matrix
-    products into cuDNN/cuBLAS custom calls, which the compiled program's cost analysis counts as
-    zero FLOPs (on an H100 it gave 321 GFLOP for ``mvit_v2_s`` on 16 clips, where the lowered
-    program has 2120 GFLOP, 2 x the 66 GMAC per clip torchvision lists for MViTv2-S).
+    FLOP count is that of the *lowered* program's matrix products, counted on the host
+    (:mod:`benchmarks.program_flops`), not XLA's cost analysis: of the compiled GPU program it
+    counts cuDNN/cuBLAS custom calls as zero FLOPs (on an H100 it gave 321 GFLOP for
+    ``mvit_v2_s`` on 16 clips, where the lowered program has 2120 GFLOP), and of the lowered
+    program jax 0.11.2 on an H200 gave none.
     """
     import jax
     import jax.numpy as jnp
@@ -208,11 +220,7 @@ def forward_row(preset: str, classes: int, physical: int, precision: str, steps:
     params = jax.jit(model.init)(jax.random.key(0), x[:1])["params"]
     forward = jax.jit(lambda p, v: model.apply({"params": p}, v))
     lowered = forward.lower(params, x)
-    cost = lowered.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    # jax 0.11.2 on an H200 gave no cost analysis of the lowered program (None): the row then
-    # still times the pass, and its FLOP columns say that no count was given
-    flops = float((cost or {}).get("flops", 0.0)) or None
+    flops = program_flops.count(lowered).total or None
     t = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
@@ -291,13 +299,14 @@ def plan(args) -> list[Row]:
         rows += [forward_row("forward", f"forward:{p}") for p in args.forward_precisions]
 
     def step_rows(part, strategy, modes, precisions, frameworks, batch, physical, micro,
-                  steps, warmup, per_example="vmap"):
+                  steps, warmup, per_example="vmap", attention="auto", extra=()):
         out = []
         for precision in precisions:
             for mode in modes:
                 for fw in frameworks:
                     kind = f"{fw}:{strategy}" + (":float32" if precision == "float32"
                                                  and fw == "jax" else "")
+                    kind += ":pair" if "+" in mode else ""
                     cmd = [py, bench, f"--size={args.size}", f"--batch={batch}",
                            f"--physical={physical}", f"--microbatch={micro}",
                            f"--steps={steps}", f"--warmup={warmup}", f"--device={args.device}",
@@ -307,9 +316,14 @@ def plan(args) -> list[Row]:
                            f"--worker={fw}:{mode}:{strategy}"]
                     if fw == "jax" and per_example != "vmap":
                         cmd.append(f"--per_example={per_example}")
-                    out.append(Row(part, f"{precision} {mode} {fw}", cmd, est(kind),
-                                   needs_torch=True,
-                                   meta=dict(precision=precision, mode=mode, framework=fw)))
+                    if fw == "jax" and attention != "auto":
+                        cmd.append(f"--attention={attention}")
+                    cmd += list(extra) if fw == "jax" else []
+                    label = precision + (f", {attention} attention" if attention != "auto"
+                                         else "")
+                    out.append(Row(part, f"{label} {mode} {fw}", cmd, est(kind),
+                                   needs_torch="+" not in mode,
+                                   meta=dict(precision=label, mode=mode, framework=fw)))
         return out
 
     if lease:
@@ -346,48 +360,95 @@ def plan(args) -> list[Row]:
 
 
 def lease_plan(args, step_rows, forward_row) -> list[Row]:
-    """``--lease``: one device call of about 8 minutes, in the priority order of the GPU figures
-    (``step_rows`` and ``forward_row``: :func:`plan`'s row makers, with the lease's estimates).
+    """``--lease``: the GPU figures in two device calls of at most 8 minutes
+    (``--lease_call``), each row's compile cold (its own compilation and autotuning caches), in
+    priority order (``step_rows`` and ``forward_row``: :func:`plan`'s row makers, with the
+    lease's estimates).
 
-    1. the selective ``maskdp`` step against Opacus at B = 128, bfloat16 against AMP;
-    2. its two-view non-private baseline (``nonprivate2``: the DP overhead);
-    3. full fine-tuning with ghost norms, ``maskdp`` and ``nonprivate``, one timed step after the
-       first;
-    4. the forward pass' TFLOP/s and share of peak in bfloat16.
+    Call 1, the targets never measured as defined:
 
-    The cold compile time is each JAX row's first step (a fresh process, an empty cache). What
-    it skips, said in the file: TF32 and float32 rows, ``dp`` and ``nonprivate`` selective steps,
-    the PyTorch full fine-tuning loop, the feature cache, the data row, einsum attention
-    (``--all`` has them).
+    1. full fine-tuning with ghost norms, ``maskdp`` and its two-view baseline ``nonprivate2``
+       in ONE process, their timed steps alternating (the DP overhead's definition);
+    2. the bfloat16 forward's FLOP/s and share of the dense peak, FLOPs counted on the host;
+    3. the same forward with our einsum attention (the ``attention`` ablation: what cuDNN's
+       fused kernel is worth).
+
+    Call 2, the selective step:
+
+    1. ``maskdp`` in bfloat16 with a profile: after its timed steps two more are traced and
+       summarised by operation (``profile/summary.md`` beside ``--out``, appended to the file);
+    2. ``maskdp`` with einsum attention against Opacus (the same unfused attention on both
+       sides: the like-for-like ratio);
+    3. its two-view baseline ``nonprivate2`` (the selective DP overhead);
+    4. ``benchmarks/step_parts.py --compute_dtype=bfloat16`` on full fine-tuning: each program's
+       compile, peak memory and time, the finalisation donated and not.
+
+    What it leaves out, said in the file: TF32 and float32 rows, ``dp`` and ``nonprivate``, the
+    PyTorch full fine-tuning loop, the feature cache, the data row (``--all`` has them).
     """
     run = run_sizes(args)
     step = dict(batch=run["step_batch"], physical=run["step_physical"], micro=1,
                 steps=args.steps, warmup=2)
-    rows = step_rows("step", "selective", ("maskdp",), ("bfloat16",), ("jax", "opacus"), **step)
+    if args.lease_call == 1:
+        rows = step_rows("full", "full", ("maskdp+nonprivate2",), ("bfloat16",), ("jax",),
+                         batch=run["full_batch"], physical=run["full_physical"],
+                         micro=run["full_microbatch"], steps=3, warmup=1, per_example="ghost")
+        return rows + [forward_row("forward", "forward:bfloat16"),
+                       forward_row("attention", "forward:bfloat16:einsum")]
+    profile_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "profile")
+    rows = step_rows("step", "selective", ("maskdp",), ("bfloat16",), ("jax",), **step,
+                     extra=(f"--profile_dir={profile_dir}",))
+    rows += step_rows("step", "selective", ("maskdp",), ("bfloat16",), ("jax", "opacus"), **step,
+                      attention="einsum")
     rows += step_rows("step", "selective", ("nonprivate2",), ("bfloat16",), ("jax",), **step)
-    rows += step_rows("full", "full", ("maskdp", "nonprivate"), ("bfloat16",), ("jax",),
-                      batch=run["full_batch"], physical=run["full_physical"],
-                      micro=run["full_microbatch"], steps=1, warmup=1, per_example="ghost")
-    return rows + [forward_row("forward", "forward:bfloat16")]
+    parts = "public-nonprivate,private-maskdp-ghost,finalize,finalize-undonated"
+    rows.append(Row("parts", "step_parts", [
+        sys.executable, os.path.join(ROOT, "benchmarks", "step_parts.py"), "--size=paper",
+        "--strategy=full", "--weights=random", f"--physical={run['full_physical']}",
+        f"--parts={parts}", "--compute_dtype=bfloat16", "--repeats=3"],
+        LEASE_ESTIMATE_S["parts"], stream=True))
+    return rows
+
+
+def _cold_env(env: dict, args, index: int) -> dict:
+    """``env`` with row ``index``'s own persistent compilation cache and XLA autotuning cache:
+    its first step is a cold compile, whatever ran before it in the call."""
+    row_dir = os.path.join(args.cache_dir, f"row{index}")
+    flags = env.get("XLA_FLAGS", "")
+    autotune = os.path.join(args.cache_dir, "autotune")
+    return dict(env, JAX_COMPILATION_CACHE_DIR=row_dir,
+                XLA_FLAGS=flags.replace(autotune, os.path.join(row_dir, "autotune")))
 
 
 def targets_section(done: dict) -> str:
-    """The lease's ratios against :data:`TARGETS`, each met, not met or not measured."""
-    def median(part, mode, fw):
-        r = done.get((part, "bfloat16", mode, fw))
+    """The lease's ratios against :data:`TARGETS`, each met, not met or not measured (a call
+    measures some of them; the other call's are "not measured" in its file)."""
+    def median(part, precision, mode, fw):
+        r = done.get((part, precision, mode, fw))
         return None if r is None else r["median_s"]
 
-    ratios = [(median("step", "maskdp", "opacus"), median("step", "maskdp", "jax")),
-              (median("step", "maskdp", "jax"), median("step", "nonprivate2", "jax")),
-              (median("full", "maskdp", "jax"), median("full", "nonprivate", "jax"))]
-    out = "## targets\n\n| ratio (bfloat16) | target | measured | met |\n|---|---|---:|---|\n"
-    for (name, op, bound), (num, den) in zip(TARGETS, ratios, strict=True):
-        if num is None or den is None:
-            out += f"| {name} | {op} {bound} | not measured | - |\n"
+    def ratio(num, den):
+        return None if num is None or den is None else num / den
+
+    forward = done.get(("forward", "bfloat16"))
+    peak = forward and forward.get("tflops") and peak_tflops(forward["device_kind"], "bfloat16")
+    einsum = "bfloat16, einsum attention"
+    values = [ratio(median("step", einsum, "maskdp", "opacus"),
+                    median("step", einsum, "maskdp", "jax")),
+              ratio(median("step", "bfloat16", "maskdp", "jax"),
+                    median("step", "bfloat16", "nonprivate2", "jax")),
+              ratio(median("full", "bfloat16", "maskdp", "jax"),
+                    median("full", "bfloat16", "nonprivate2", "jax")),
+              100 * forward["tflops"] / peak if peak else None]
+    out = "## targets\n\n| figure | target | measured | met |\n|---|---|---:|---|\n"
+    for (name, op, bound), value in zip(TARGETS, values, strict=True):
+        unit = " %" if "share" in name else ""
+        if value is None:
+            out += f"| {name} | {op} {bound}{unit} | not measured | - |\n"
             continue
-        value = num / den
         met = value >= bound if op == ">=" else value <= bound
-        out += f"| {name} | {op} {bound} | {value:.2f}× | {'met' if met else 'not met'} |\n"
+        shown = f"{value:.1f} %" if unit else f"{value:.2f}×"
+        out += f"| {name} | {op} {bound}{unit} | {shown} | {'met' if met else 'not met'} |\n"
     return out + "\n"
 
 
@@ -396,8 +457,8 @@ HEADERS = {
                 "clips, median of {steps} after one warm-up; float32 = `highest` matmul "
                 "precision, tf32 = `tensorfloat32`, bfloat16 = `compute_dtype=bfloat16`; % of "
                 "the device's dense peak for that precision:\n\n"
-                "| precision | compile [s] | median [ms] | GFLOP per call (XLA cost analysis, "
-                "lowered) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
+                "| precision | compile [s] | median [ms] | GFLOP per call (products of the "
+                "lowered program) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
                 "|---|---:|---:|---:|---:|---:|---:|\n"),
     "step": ("Selective fine-tuning (k = 2), B = {step_batch} in physical batches of "
              "{step_physical}, one logical step, median of {steps} after 2 warm-up steps, each "
@@ -407,16 +468,18 @@ HEADERS = {
              "| precision | mode | framework | median step [ms] | first step [s] | "
              "peak memory [MiB] | Opacus / ours |\n|---|---|---|---:|---:|---:|---:|\n"),
     "full": ("Full fine-tuning, B = {full_batch} in physical batches of {full_physical}, ours "
-             "with {full_engine}, one timed step after the first (which compiles); "
-             "{full_precision}:\n\n"
+             "with {full_engine}, {full_timing}; {full_precision}:\n\n"
              "| precision | mode | framework | step [ms] | first step [s] | peak memory [MiB] | "
              "loop / ours |\n|---|---|---|---:|---:|---:|---:|\n"),
     "cache": "Epoch time without and with the frozen-prefix feature cache, per compute dtype:\n\n",
+    "parts": ("Each program of the full fine-tuning step alone in bfloat16 "
+              "(`benchmarks/step_parts.py`): lowering and compile seconds, fusions, peak memory by "
+              "XLA's memory analysis, median milliseconds; the finalisation donated and not:\n\n"),
     "attention": ("The bfloat16 forward pass with our einsum attention instead of cuDNN's fused "
                   "kernel (`attention_impl=einsum`; the `forward` section's bfloat16 row is the "
                   "default, `auto`): the fused kernel's gain is the ratio of the two:\n\n"
-                  "| precision | compile [s] | median [ms] | GFLOP per call (XLA cost analysis, "
-                  "lowered) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
+                  "| precision | compile [s] | median [ms] | GFLOP per call (products of the "
+                  "lowered program) | TFLOP/s | % of peak | peak device memory [MiB] |\n"
                   "|---|---:|---:|---:|---:|---:|---:|\n"),
     "data": ("Clips per second per core: decoding against reading the clip store. Cores to feed "
              "a MaskDP step: 2B clips per step ÷ step seconds (the `step` rows) × CPU seconds "
@@ -428,7 +491,7 @@ def format_row(row: Row, r: dict, done: dict) -> str:
     if row.part in ("forward", "attention"):
         peak = peak_tflops(r["device_kind"], row.label)
         if r["tflops"] is None:
-            flop_cells = "no count (XLA's cost analysis gave none) | - | -"
+            flop_cells = "no product counted | - | -"
         else:
             share = f"{100 * r['tflops'] / peak:.1f} %" if peak else "- (peak unknown)"
             flop_cells = f"{r['gflop']:.4g} | {r['tflops']:.4g} | {share}"
@@ -544,7 +607,9 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
     part = None
     missing = _bench_missing() if any(r.needs_torch for r in rows) else None
     part_start = time.perf_counter()
-    for row in rows:
+    profiles = []
+    for index, row in enumerate(rows):
+        row_env = _cold_env(env, args, index) if args.lease else env
         if row.part != part:
             if part is not None:
                 _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
@@ -554,7 +619,11 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
                 steps=args.steps, full_engine=(
                     "ghost norms" if args.lease else
                     f"per-example gradients {run['full_microbatch']} at a time"),
-                full_precision=("bfloat16, maskdp against the non-private step" if args.lease else
+                full_timing=("maskdp and nonprivate2 in one process, 3 timed steps each, "
+                             "alternating, after each one's first (which compiles)" if args.lease
+                             else "one timed step after the first (which compiles)"),
+                full_precision=("bfloat16, maskdp against its two-view non-private step"
+                                if args.lease else
                                 "TF32 both sides; PyTorch: the per-example loop"), **run))
         left = deadline - time.time()
         if args.dry_run:
@@ -574,14 +643,27 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
             continue
         if row.stream:
             _append(args.out, f"{row.label}:\n\n")
-            status = _run(row.cmd, env=env, out=args.out, timeout=left)
+            status = _run(row.cmd, env=row_env, out=args.out, timeout=left)
             if status:
                 failed.append(f"{row.part} {row.label}")
             continue
-        result, why = _run_json(row.cmd, env=env, timeout=left)
+        result, why = _run_json(row.cmd, env=row_env, timeout=left)
         if result is None:
             failed.append(f"{row.part} {row.label}")
             _append(args.out, _cells(row, why))
+            continue
+        if "profile" in result:
+            profiles.append((row.label, result["profile"]))
+        if row.part in ("forward", "attention"):
+            done[(row.part, row.label)] = result
+        if row.part in ("step", "full") and "modes" in result:  # modes timed in one process
+            m = row.meta
+            memory = {k: result[k] for k in ("peak_device_mib",) if k in result}
+            for mode, r in result["modes"].items():
+                r = dict(r, **memory, timed_peak_rss_mib=result.get("peak_rss_mib"))
+                done[(row.part, m["precision"], mode, m["framework"])] = r
+                _append(args.out, format_row(dataclasses.replace(row, meta=dict(m, mode=mode)),
+                                             r, done))
             continue
         if row.part in ("step", "full"):
             m = row.meta
@@ -589,6 +671,11 @@ def run_plan(rows: list[Row], args, env: dict, *, start: float) -> list[str]:
         _append(args.out, format_row(row, result, done))
     if part is not None:
         _append(args.out, f"\n({part}: {time.perf_counter() - part_start:.0f} s)\n\n")
+    for label, path in profiles:
+        with open(path) as f:
+            _append(args.out, f"## profile: {label}\n\nTwo traced steps after the timed ones "
+                    f"(`{os.path.relpath(path, os.path.dirname(os.path.abspath(args.out)))}`, the "
+                    f"trace beside it):\n\n{f.read()}\n")
     if args.lease:
         _append(args.out, targets_section(done))
     _append(args.out, f"Suite: {time.time() - start:.0f} s of the {args.budget_s:.0f} s "
@@ -602,6 +689,10 @@ def main() -> None:
     parser.add_argument("--lease", action="store_true",
                         help="one device call of about 8 minutes: the priority rows at B = 128 "
                         "in bfloat16 and the targets (overrides --all and --parts)")
+    parser.add_argument("--lease_call", type=int, choices=(1, 2), default=1,
+                        help="--lease: call 1 (full fine-tuning's DP overhead, the forward, "
+                        "einsum attention) or call 2 (the selective step: profile, against "
+                        "Opacus with the same attention, its baseline; step_parts)")
     parser.add_argument("--parts", default="forward,step",
                         help=f"comma-separated, from {PARTS}")
     parser.add_argument("--size", choices=sorted(SIZES), default="paper")

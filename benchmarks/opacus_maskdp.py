@@ -95,12 +95,13 @@ def torch_setup(size: dict, strategy: str, *, seed: int = 0):
 
 
 def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | None, *,
-              compute_dtype: str = "float32"):
+              compute_dtype: str = "float32", attention: str = "auto"):
     """Our model (:func:`maskdp_jax.run.model.build`, as train.py builds it) with the torch weights
     (``torch_state=None``: our own random initialisation, for measurements that do not depend on
     the weights, such as compile cost); returns ``(model, trainable, frozen, apply_fn)``.
     ``compute_dtype``: ``config.compute.dtype`` (parameters, norms and gradients stay
-    float32 whatever it is)."""
+    float32 whatever it is); ``attention``: ``config.compute.attention`` (``einsum``: our
+    unfused attention, the kernel torchvision's MViT runs)."""
     import jax
 
     from maskdp_jax import models
@@ -111,6 +112,7 @@ def jax_setup(size: dict, strategy: str, torch_state: dict[str, np.ndarray] | No
     config.update(dict(name=size["preset"], finetune=strategy, num_last_blocks=2))
     compute = default.compute()
     compute.dtype = compute_dtype
+    compute.attention = attention
     params = None
     if torch_state is not None:
         module = models.get_model(size["preset"], num_classes=size["classes"])
@@ -178,9 +180,14 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
 
     if mode != "nonprivate2":
         step = ts.make_train_step(apply_fn=apply_fn, tx=tx, **step_args(cfg, mode))
-        return lambda state, batches: step(
-            state, ts.LogicalBatchData(public=batches if mode != "dp" else [],
-                                       private=batches if mode != "nonprivate" else []))
+
+        def run(state, batches):
+            return step(state, ts.LogicalBatchData(
+                public=batches if mode != "dp" else [],
+                private=batches if mode != "nonprivate" else []))
+
+        run.train_step = step  # its programs, for a profile (program_texts)
+        return run
 
     plain = step_args(cfg, "nonprivate")
 
@@ -196,17 +203,56 @@ def make_jax_step(mode: str, *, apply_fn, tx, cfg):
         return compilation.jit(accumulate, donate_argnums=0)
 
     passes = (one_view(public=True), one_view(public=False))
-    final = compilation.jit(lambda s, a: ts.finalize(s, a, tx=tx,
-                                                     mechanism=plain["mechanism"]))
+    final = compilation.jit(lambda s, a: ts.finalize(s, a, tx=tx, mechanism=plain["mechanism"]),
+                            donate_argnums=0)  # as make_train_step's finalisation
 
     def step(state, batches):
         acc = ts.zeros_accumulator(state.trainable)
         for b in batches:
             for accumulate in passes:
                 acc = accumulate(acc, state.trainable, state.frozen, b)
-        return final(state, acc)
+        new, metrics = final(state.replace(frozen=None), acc)  # frozen: not donated
+        return new.replace(frozen=state.frozen), metrics
 
     return step
+
+
+def program_texts(step, state, batch) -> dict[str, str]:
+    """The compiled HLO text of each program of ``step`` (a
+    :class:`~maskdp_jax.core.train_step.TrainStep`) by module name, for
+    :func:`benchmarks.trace_summary.summarize` (compiled again: with the persistent compilation
+    cache on, as in the GPU suite, a read of what the step compiled)."""
+    acc = step.zeros(state.trainable)
+    lowered = [step.public.lower(acc, state.trainable, state.frozen, batch),
+               step.private.lower(acc, state.trainable, state.frozen, batch),
+               step.finalize.lower(state.replace(frozen=None), acc)]
+    texts = {}
+    for program in lowered:
+        try:
+            text = program.compile().as_text()
+        except ValueError:  # a pass this mode has not: refused as it is traced
+            continue
+        texts[text.split()[1].rstrip(",")] = text
+    return texts
+
+
+def profile(run, holder, batches, *, log_dir: str, steps: int = 2) -> str:
+    """Trace ``steps`` steps of ``run`` (:func:`make_jax_step`'s, on ``holder[0]``'s state) into
+    ``log_dir`` and write the summary of its top operations (:mod:`benchmarks.trace_summary`)
+    to ``log_dir/summary.md``; returns that path."""
+    import jax
+
+    from benchmarks import trace_summary
+
+    texts = program_texts(run.train_step, holder[0], batches[0])
+    with jax.profiler.trace(log_dir, create_perfetto_trace=True):
+        for _ in range(steps):
+            holder[0], _ = run(holder[0], batches)
+            jax.block_until_ready(holder[0])
+    path = os.path.join(log_dir, "summary.md")
+    with open(path, "w") as f:
+        f.write(trace_summary.summarize(log_dir, texts, steps=steps))
+    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,11 +435,12 @@ class PeakRss:
 
 def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int, warmup: int,
              device: str, microbatch: int | None, compute_dtype: str = "float32",
-             ghost: bool = False) -> dict:
-    """Median logical-step seconds of one configuration, in this process. ``compute_dtype``
-    ``"bfloat16"``: ours with ``compute.dtype="bfloat16"``, PyTorch under ``torch.autocast``
-    to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on both sides.
-    ``ghost``: ours takes the private pass' per-example norms by ghost rules
+             ghost: bool = False, attention: str = "auto", profile_dir: str = "") -> dict:
+    """Median logical-step seconds of one configuration, in this process. ``profile_dir``
+    (ours): after the timed steps, trace two more and summarise them there (:func:`profile`).
+    ``compute_dtype`` ``"bfloat16"``: ours with ``compute.dtype="bfloat16"``, PyTorch under
+    ``torch.autocast`` to bfloat16 (AMP); parameters, gradients, clipping and noise float32 on
+    both sides. ``ghost``: ours takes the private pass' per-example norms by ghost rules
     (``compute.per_example="ghost"``; ``microbatch`` is then unused by that pass)."""
     import torch
 
@@ -425,7 +472,8 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
 
         del model
         jmodel, trainable, frozen, apply_fn = jax_setup(size, strategy, state,
-                                                        compute_dtype=compute_dtype)
+                                                        compute_dtype=compute_dtype,
+                                                        attention=attention)
         import optax
 
         tx = optax.sgd(0.1)
@@ -450,7 +498,11 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
             t = time.perf_counter()
             run()
             times.append(time.perf_counter() - t)
+    profiled = {}
+    if profile_dir and framework == "jax":
+        profiled["profile"] = profile(fn, holder, batches, log_dir=profile_dir)
     out = dict(framework=framework, mode=mode, strategy=strategy, compute_dtype=compute_dtype,
+               **profiled,
                first_step_s=first,
                median_s=float(np.median(times)), min_s=float(np.min(times)),
                max_s=float(np.max(times)), steps=steps,
@@ -466,6 +518,56 @@ def time_one(framework: str, mode: str, strategy: str, size: dict, *, steps: int
             import jax
 
             out["peak_device_mib"] = jax.devices()[0].memory_stats()["peak_bytes_in_use"] / 2**20
+    return out
+
+
+def time_pair(modes: list[str], strategy: str, size: dict, *, steps: int, warmup: int,
+              device: str, microbatch: int | None, compute_dtype: str = "float32",
+              ghost: bool = False, attention: str = "auto") -> dict:
+    """Ours in several modes in ONE process, on the same model and batches (our own random
+    weights: the time does not depend on them), their timed steps alternating: ``{"modes":
+    {mode: {median_s, min_s, max_s, first_step_s, steps}}}``. A ratio of two modes is then free
+    of what differs between processes (``docs/benchmarks.md``, "Two speeds per process") and of
+    the device's state drifting between calls. Each mode's first step compiles it."""
+    import jax
+    import optax
+
+    from maskdp_jax import models
+
+    jmodel, trainable, frozen, apply_fn = jax_setup(size, strategy, None,
+                                                    compute_dtype=compute_dtype,
+                                                    attention=attention)
+    preset_input = models.PRESETS[size["preset"]]["input_size"]
+    data = make_data(n=size["batch"], input_size=preset_input, classes=size["classes"], seed=1)
+    batches = jax_batches(data, size["physical"])
+    tx = optax.sgd(0.1)
+    cfg = dp_config(size, jmodel, sigma=1.0, clip=1.0, microbatch=microbatch, ghost=ghost)
+    runs, states, first, times = {}, {}, {}, {m: [] for m in modes}
+    for mode in modes:
+        runs[mode] = make_jax_step(mode, apply_fn=apply_fn, tx=tx, cfg=cfg)
+        states[mode] = jax_state(jax.tree.map(jax.numpy.copy, trainable), frozen, tx)
+
+    def run(mode):
+        states[mode], _ = runs[mode](states[mode], batches)
+        jax.block_until_ready(states[mode])
+
+    for mode in modes:
+        t = time.perf_counter()
+        run(mode)
+        first[mode] = time.perf_counter() - t
+        for _ in range(warmup - 1):
+            run(mode)
+    for _ in range(steps):
+        for mode in modes:
+            t = time.perf_counter()
+            run(mode)
+            times[mode].append(time.perf_counter() - t)
+    out = {"modes": {m: dict(median_s=float(np.median(times[m])), min_s=float(np.min(times[m])),
+                             max_s=float(np.max(times[m])), first_step_s=first[m], steps=steps)
+                     for m in modes},
+           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device == "cuda":
+        out["peak_device_mib"] = jax.devices()[0].memory_stats()["peak_bytes_in_use"] / 2**20
     return out
 
 
@@ -510,6 +612,12 @@ def main() -> None:
                         "compute.dtype, PyTorch AMP autocast)")
     parser.add_argument("--per_example", choices=("vmap", "ghost"), default="vmap",
                         help="ours: the private pass' per-example norms (compute.per_example)")
+    parser.add_argument("--attention", choices=("auto", "einsum", "xla", "cudnn"), default="auto",
+                        help="ours: the attention kernel (config.compute.attention; einsum: "
+                        "unfused, as torchvision's MViT)")
+    parser.add_argument("--profile_dir", default="",
+                        help="ours: trace two steps after the timed ones and write the summary "
+                        "of their top operations there (summary.md)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip_equality", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # framework:mode:strategy
@@ -524,25 +632,34 @@ def main() -> None:
         # JAX would otherwise reserve 75% of the GPU in every process that touches it (this one
         # runs the equality check while the workers time): allocate on demand, in all processes
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
     # The same matmul/conv precision on both sides: on NVIDIA GPUs JAX's default float32 matmul
     # uses TF32 and PyTorch's does not (its cuDNN convolutions do). The equality check always runs
     # in full float32.
     tf32 = args.precision == "tf32" and bool(args.worker)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    if not (args.worker or "").startswith("jax:"):  # ours alone needs no torch
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     import jax
 
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
     if args.worker:
         framework, mode, strategy = args.worker.split(":")
         micro = size["microbatch"] if strategy == "full" else None
+        if "+" in mode:  # ours in several modes in one process: jax:maskdp+nonprivate2:full
+            print(json.dumps(time_pair(mode.split("+"), strategy, size, steps=args.steps,
+                                       warmup=args.warmup, device=args.device, microbatch=micro,
+                                       compute_dtype=args.compute_dtype,
+                                       ghost=args.per_example == "ghost",
+                                       attention=args.attention)))
+            return
         print(json.dumps(time_one(framework, mode, strategy, size, steps=args.steps,
                                   warmup=args.warmup, device=args.device, microbatch=micro,
                                   compute_dtype=args.compute_dtype,
-                                  ghost=args.per_example == "ghost")))
+                                  ghost=args.per_example == "ghost", attention=args.attention,
+                                  profile_dir=args.profile_dir)))
         return
 
     print(f"# {args.size}: {size}, precision {args.precision}\n# {machine_line(args.device)}")
