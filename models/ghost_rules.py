@@ -34,7 +34,7 @@ float32. A product of two bfloat16 numbers is exact in float32, so the norms are
 per-example gradient of the bfloat16 activations and cotangents to float32 rounding. The one
 rounding that reaches the released sum is the book-keeping product ``aᵀ (c ⊙ g)``, whose
 factor-scaled cotangents are rounded to the compute dtype: the dense rule returns a bound on
-what that rounding adds (:func:`_rounding_bound`), and the clip factor (``maskdp_jax.core.ghost``)
+what that rounding adds (``_rounding_bound``), and the clip factor (``maskdp_jax.core.ghost``)
 keeps each contribution within C with it.
 """
 
@@ -67,7 +67,7 @@ def _sq(x: jax.Array) -> jax.Array:
     return jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
 
 
-def _rounding_bound(a: jax.Array, g: jax.Array) -> jax.Array:
+def _rounding_bound(a: jax.Array, g: jax.Array, aa: jax.Array | None = None) -> jax.Array:
     """``[P]``: a bound on the squared norm of ``aᵢᵀ (round(f gᵢ) - f gᵢ) / f`` for ``a [P, T,
     d_in]`` and ``g [P, T, d_out]``: the error ``ClipWeights.scaled`` (``maskdp_jax.core.ghost``)
     can add to a book-keeping product ``aᵀ (f ⊙ g)`` when it rounds ``f gᵢ`` to ``g``'s dtype.
@@ -75,12 +75,20 @@ def _rounding_bound(a: jax.Array, g: jax.Array) -> jax.Array:
     Each element of ``f gᵢ`` is computed in float32 and rounded once more to ``g``'s dtype, so
     its relative error is below ``u = eps`` of that dtype (twice the unit roundoff, which covers
     both roundings); the error matrix ``E`` then has ``‖E‖_F <= u f ‖gᵢ‖_F``, and
-    ``‖aᵢᵀ E‖_F <= ‖aᵢ‖_F ‖E‖_F``. A bound, not an estimate: cancellation across tokens can make
-    ``‖aᵢᵀ gᵢ‖`` much smaller than ``‖aᵢ‖ ‖gᵢ‖``, but not the error larger than this. (Values
+    ``‖aᵢᵀ E‖_F <= ‖aᵢ‖₂ ‖E‖_F``, with the spectral norm ``‖aᵢ‖₂² <= min(‖aᵢ‖_F², ‖aᵢ aᵢᵀ‖_F)``
+    (``aa``: the ghost norm's ``aᵢ aᵢᵀ [P, T, T]``, already computed; tighter where the tokens
+    are not all alike). A bound, not an estimate: cancellation across tokens can make
+    ``‖aᵢᵀ gᵢ‖`` much smaller than ``‖aᵢ‖ ‖gᵢ‖``, but not the error larger than this. An example
+    whose cotangent is 0 has no error (0, not ``inf × 0`` where ``‖aᵢ‖²`` overflows); one whose
+    bound overflows is dropped by the clip (``maskdp_jax.core.ghost.clipped_sum``). (Values
     that underflow below the dtype's smallest normal number break the relative bound by at most
-    that number per element.)"""
+    that number per element; the norms and sums are float32's, so the whole holds to float32
+    rounding, as every clipped sum does.)"""
     u = float(jnp.finfo(g.dtype).eps)
-    return u * u * _sq(a.astype(F32)) * _sq(g.astype(F32))
+    sq_a, sq_g = _sq(a.astype(F32)), _sq(g.astype(F32))
+    if aa is not None:
+        sq_a = jnp.minimum(sq_a, jnp.sqrt(_sq(aa)))
+    return jnp.where(sq_g > 0, u * u * sq_a * sq_g, 0.0)
 
 
 def _ghost_is_cheaper(tokens: int, d_in: int, d_out: int) -> bool:
@@ -106,7 +114,7 @@ def dense(a: jax.Array, g: jax.Array, names):
             gg = _product("pto,pso->pts", g, g)
             sq["kernel"] = jnp.sum(aa * gg, axis=(1, 2))
             later["kernel"] = lambda w: _product("pti,pto->io", w.kept(a), w.scaled(g))
-            rounding = _rounding_bound(a, g)
+            rounding = _rounding_bound(a, g, aa)
         else:
             per = _product("pti,pto->pio", a, g)
             sq["kernel"] = _sq(per)

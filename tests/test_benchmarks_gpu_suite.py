@@ -234,7 +234,7 @@ def test_the_forward_row_counts_its_flops_on_the_host(monkeypatch):
     from benchmarks import gpu_suite
 
     monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: None)
-    r = gpu_suite.forward_row("mvit_parity", 5, 2, "float32", 1)
+    r = gpu_suite.forward_row("mvit_test", 5, 2, "float32", 1)
     assert r["gflop"] > 0 and r["tflops"] > 0, r
     row = gpu_suite.Row("forward", "float32", [], 0.0)
     assert re.match(r"\| float32 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.e+-]+ \| - \(peak "
@@ -263,7 +263,7 @@ def test_a_profile_summarises_the_step_s_top_operations(tmp_path):
 
     from benchmarks import opacus_maskdp as bench
 
-    size = bench.SIZES["tiny"]
+    size = dict(bench.SIZES["tiny"], preset="mvit_test")  # the smallest MViT: a short compile
     jmodel, trainable, frozen, apply_fn = bench.jax_setup(size, "selective", None)
     data = bench.make_data(n=size["batch"], input_size=jmodel.input_size,
                            classes=size["classes"], seed=1)
@@ -293,7 +293,7 @@ def test_a_pair_of_modes_is_timed_in_one_process_alternating():
     sys.path.insert(0, ROOT)
     from benchmarks import opacus_maskdp as bench
 
-    size = dict(bench.SIZES["tiny"], batch=4, physical=4)
+    size = dict(bench.SIZES["tiny"], preset="mvit_test", batch=4, physical=4)
     out = bench.time_pair(["maskdp", "nonprivate2"], "selective", size, steps=2, warmup=1,
                           device="cpu", microbatch=None)
     for mode in ("maskdp", "nonprivate2"):

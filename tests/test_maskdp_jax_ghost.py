@@ -348,3 +348,50 @@ def test_the_bfloat16_ghost_pass_does_its_products_in_bfloat16():
     head = 2 * 4 * 2 * 8 * 3 * 2  # forward and weight gradient of the head, per clip
     assert counted.flops[("f32", "f32")] <= 2 * head, counted.lines()
     assert counted.share("bf16") > 0.9, counted.lines()
+
+
+def test_the_rounding_bound_covers_the_worst_rounding_and_is_within_two_of_it():
+    """The dense rule's bound against the rounding ``ClipWeights.scaled`` does, in a worst case:
+    a rank-one input and a factor that puts every scaled cotangent just below a bfloat16
+    rounding midpoint, the errors adding up over the tokens. The error stays within the bound
+    and reaches half of it (the bound uses eps, twice the unit roundoff), so a bound under half
+    as large fails."""
+    a = jnp.asarray([[[1.0] * 4, [-1.0] * 4]], jnp.bfloat16)  # [P=1, T=2, d_in=4], rank one
+    g = jnp.asarray([[[1.0] * 8, [-1.0] * 8]], jnp.bfloat16)  # [P=1, T=2, d_out=8]
+    factor = 1.0 + 2.0**-8 - 2.0**-20  # c g just below the midpoint between 1 and 1 + 2^-7
+    clip = ghost.ClipWeights(factor=jnp.asarray([factor], jnp.float32), keep=jnp.asarray([True]))
+    scaled = np.asarray(clip.scaled(g), np.float64)
+    exact = factor * np.asarray(g, np.float64)
+    a64 = np.asarray(a, np.float64)[0]
+    error = np.linalg.norm(a64.T @ (scaled - exact)[0])
+    aa = jnp.einsum("pti,psi->pts", a.astype(jnp.float32), a.astype(jnp.float32))
+    bound = factor * float(np.sqrt(ghost_rules._rounding_bound(a, g, aa)[0]))
+    assert error <= bound
+    assert error >= 0.49 * bound, (error, bound)
+
+
+def test_an_overflowing_bound_with_a_zero_cotangent_does_not_poison_the_sum():
+    """Finite activations whose squared norm overflows, on a layer whose cotangent is 0: its
+    rounding bound is 0 (no product to round), not inf × 0 = NaN, which would have made the
+    clip factor, hence the whole batch's sum, NaN."""
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, example):
+            small, huge = example
+            out = nn.Dense(64, use_bias=False, name="small")(small)
+            unused = nn.Dense(64, use_bias=False, name="huge")(huge)
+            return 10.0 * jnp.sum(out) + 0.0 * jnp.sum(unused)
+
+    net = Net()
+    rng = np.random.default_rng(0)
+    small = jnp.asarray(rng.normal(size=(2, 16, 64)), jnp.float32)
+    huge = jnp.full((2, 16, 64), 1e18, jnp.float32)  # finite; its squared norm is not
+    params = net.init(jax.random.key(0), (small[0], huge[0]))["params"]
+    grads, norms, _, finite = ghost.clipped_sum(
+        lambda p, ex: net.apply({"params": p}, ex), params, (small, huge), jnp.ones(2),
+        l2_clip_norm=1.0, rules=run_model.ghost_rules())
+    assert bool(jnp.all(finite)) and bool(jnp.all(jnp.isfinite(norms)))
+    for leaf in jax.tree.leaves(grads):
+        assert bool(jnp.all(jnp.isfinite(leaf)))
+    assert float(jnp.linalg.norm(grads["small"]["kernel"])) > 0

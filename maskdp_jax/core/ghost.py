@@ -269,7 +269,9 @@ def clipped_sum(
             rounding = rounding + out[2].astype(jnp.float32)
     # A ghost norm is a sum of products that may round a hair below 0; NaN stays NaN.
     norms = jnp.sqrt(jnp.maximum(total, 0.0))
-    finite = jnp.isfinite(norms) & jnp.isfinite(losses)
+    # An example whose rounding bound is not finite (its activations' norm overflows) cannot be
+    # scaled within C: it is dropped and counted with the non-finite ones.
+    finite = jnp.isfinite(norms) & jnp.isfinite(losses) & jnp.isfinite(rounding)
     norms = jnp.where(finite, norms, 0.0)
     keep = (weights > 0) & finite
     # C / max(norm, C): exactly 1 below the threshold, as in the vmap path, so an unclipped

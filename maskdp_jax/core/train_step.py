@@ -323,10 +323,10 @@ def make_train_step(
         update to float rounding.
 
     Returns:
-      A :class:`TrainStep`, a function of ``(state, batch: LogicalBatchData)``; it runs one
-      jitted accumulation per physical batch and one jitted finalisation (noise + update) per
-      logical batch. The finalisation consumes ``state`` (its buffers are donated,
-      :class:`TrainStep`): a state can be stepped once, so no two updates ever carry the same
+      A :class:`~maskdp_jax.core.train_step.TrainStep`, a function of ``(state, batch:
+      LogicalBatchData)``; it runs one jitted accumulation per physical batch and one jitted
+      finalisation (noise + update) per logical batch. The finalisation consumes ``state`` (its
+      buffers are donated): a state can be stepped once, so no two updates ever carry the same
       noise; copy a state to step it twice on purpose (``jax.tree.map(jnp.copy, state)``). The
       same inputs give the same outputs.
     """
