@@ -412,13 +412,14 @@ def test_public_gradient_of_uint8_pixels_is_bit_identical_when_private_pixels_ch
 @pytest.mark.parametrize("mode,noise_kind", [
     ("maskdp", "independent"), ("dp", "independent"), ("public_only", "independent"),
     ("nonprivate", "independent"), ("maskdp", "banded"), ("dp", "banded"),
-    ("maskdp", "private_head")])
+    ("maskdp", "private_head"), ("maskdp", "public_fill")])
 def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind):
     """``make_train_step`` (what train.py runs) and ``Mechanism.gradient`` (the library's call)
     are one private step: two logical steps of each, from one mechanism state, the trainer's
     with each pass split into two physical batches and the library's with each pass in one
     batch, give the same updates (σ > 0: the noise too; banded: its state too), to float
-    rounding (sums over other batch shapes)."""
+    rounding (sums over other batch shapes). ``public_fill``: per-example fills of the hidden
+    cells, the trainer's ``fill`` batches and the library's ``Examples(fills=...)``."""
     from maskdp_jax.core import train_step
 
     _, params, apply_fn = tiny_model
@@ -444,13 +445,17 @@ def test_the_step_is_the_library_call_in_every_mode(tiny_model, mode, noise_kind
 
     def examples(b):
         return mdp.Examples(inputs=jnp.asarray(b["video"]), targets=jnp.asarray(b["label"]),
-                            masks=jnp.asarray(b["mask"]), weights=jnp.asarray(b["weight"]))
+                            masks=jnp.asarray(b["mask"]), weights=jnp.asarray(b["weight"]),
+                            fills=None if "fill" not in b else jnp.asarray(b["fill"]))
 
     gradient_step = jax.jit(lambda t, s, pu, pr: mech.gradient(loss, t, s, public=pu, private=pr,
                                                                tokens=cfg["views"].tokens))
     for _ in range(2):
         public, private = random_batch(rng, size=4), random_batch(rng, size=4)
         private["weight"][-1] = 0.0  # a padding row
+        if noise_kind == "public_fill":
+            for b in (public, private):
+                b["fill"] = rng.normal(size=b["video"].shape).astype(np.float32)
         halves = [lambda b: {k: v[:2] for k, v in b.items()},
                   lambda b: {k: v[2:] for k, v in b.items()}]
         state, _ = step(state, LogicalBatchData(

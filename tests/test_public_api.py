@@ -102,6 +102,32 @@ def test_public_gradient_is_bit_identical_when_private_pixels_change(setup):
     assert not np.allclose(jax.tree.leaves(c)[0], jax.tree.leaves(d)[0])
 
 
+def test_a_public_fill_is_used_and_the_public_gradient_still_ignores_private_pixels(setup):
+    """``Examples(fills=...)``: the public view's hidden cells show the given public pixels. Its
+    gradient changes with the fill (the fill is used) and stays bit for bit the same when the
+    private pixels change under it; ``dp`` and a fill of another shape are refused."""
+    s = setup
+    plan = _plan("maskdp", sigma=0.0)
+    nothing = s.batch.replace(weights=jnp.zeros(P))
+    rng = np.random.default_rng(1)
+    fills = jnp.asarray(rng.normal(size=s.batch.inputs.shape), jnp.float32)
+    filled = s.batch.replace(fills=fills)
+    private = s.batch.masks[..., None] == 0
+    changed = filled.replace(inputs=jnp.where(private, 50.0 * jnp.sign(s.batch.inputs) + 7.0,
+                                              s.batch.inputs))
+    a, _ = _grad(s, plan, public=filled, private=nothing)
+    b, _ = _grad(s, plan, public=changed, private=nothing)
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+    default, _ = _grad(s, plan, public=s.batch, private=nothing)
+    assert not np.allclose(jax.tree.leaves(a)[0], jax.tree.leaves(default)[0])
+    with pytest.raises(ValueError, match="fills are what MaskDP's views write"):
+        _grad(s, _plan("dp"), private=filled)
+    with pytest.raises(ValueError, match="fill shape"):
+        _grad(s, plan, public=s.batch.replace(fills=fills[..., :1]), private=nothing)
+    with pytest.raises(ValueError, match="disagree on the number of rows"):
+        s.batch.replace(fills=fills[:3])
+
+
 def test_every_clipped_contribution_is_at_most_c(setup):
     s, clip = setup, 0.05
     plan = _plan("dp", sigma=0.0, clip=clip)

@@ -49,7 +49,7 @@ def test_train_and_evaluate_each_mode(mode, tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     timing = out["timing"]
     assert timing["timed_steps"] == 1, timing
-    assert "Training: waiting for data " in printed and " of the 1 steps after the first (" \
+    assert "Training: waiting for data " in printed and " of the 1 step after the first (" \
         in printed, printed
     if mode == "dp":
         assert 0.4 <= timing["data_wait_seconds"] <= timing["timed_seconds"], timing

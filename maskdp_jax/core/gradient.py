@@ -84,6 +84,13 @@ class Examples:
         (bool, {0, 1} or {0, 255}). Public information; needed by the ``maskdp`` mode only.
       weights: ``[P]`` in {0, 1} (or bool), 0 for padding rows (they contribute exactly zero);
         None: all 1.
+      fills: ``maskdp`` only: ``[P, ...]`` shaped like ``inputs``, the pixels each view writes
+        where it hides a cell, in the inputs' units (e.g. a background of the same scene without
+        the person, or the public cells of another frame), instead of the tokeniser's fixed
+        pattern (:func:`~maskdp_jax.core.tokenizer.hidden_fill`). **Public data**: the public
+        view is then a function of the public pixels, the mask and the fill, so a fill must not
+        depend on any private pixel (a fill made from the example's own private region would
+        put it into the noise-free pass). None: the fixed pattern.
 
     Privacy: the accountant assumes that one example moves the clipped sum by at most C. A weight
     of 2 would count an example twice (sensitivity 2C), a negative one would subtract it, and a
@@ -100,10 +107,11 @@ class Examples:
     targets: Any
     masks: Any = None
     weights: Any = None
+    fills: Any = None
 
     def __post_init__(self):
         rows = {name: _rows(getattr(self, name)) for name in ("inputs", "targets", "masks",
-                                                               "weights")}
+                                                               "weights", "fills")}
         known = {name: n for name, n in rows.items() if n is not None}
         if len(set(known.values())) > 1:
             raise ValueError(f"Examples fields disagree on the number of rows P: {known}.")
@@ -393,11 +401,16 @@ def pass_examples(
         weights = jnp.ones(jax.tree.leaves(examples.targets)[0].shape[0], jnp.float32)
     weights = jnp.asarray(weights, jnp.float32)
     if not plan.mode.uses_views:
+        if examples.fills is not None:
+            raise ValueError(f"Examples.fills are what MaskDP's views write into hidden cells; "
+                             f"mode {plan.mode.value!r} sees whole inputs: leave fills=None.")
         return examples.inputs, weights
     if examples.masks is None or tokens is None:
         raise ValueError("mode 'maskdp' cuts public and private views: give Examples(masks=...) "
                          "and tokens=Tokenizer(patch_stride=...) (or tokenizer_for(model)).")
-    return pass_view(tokens.views(examples.inputs, examples.masks), weights, public=public)
+    fills = None if examples.fills is None else jnp.asarray(examples.fills)
+    return pass_view(tokens.views(examples.inputs, examples.masks, fill=fills), weights,
+                     public=public)
 
 
 def masked_sums(

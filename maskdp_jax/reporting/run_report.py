@@ -211,6 +211,7 @@ def data_wait_note(timing: dict[str, Any]) -> str:
     if not timing.get("timed_steps"):
         return ""
     wait, total = timing["data_wait_seconds"], timing["timed_seconds"]
-    return (f"; waiting for data {wait:.1f} s of the {total:.1f} s of the "
-            f"{timing['timed_steps']} steps after the first ({100 * wait / max(total, 1e-9):.1f}"
-            " %)")
+    steps = timing["timed_steps"]
+    return (f"; waiting for data {wait:.1f} s of the {total:.1f} s of the {steps} "
+            f"step{'s' if steps != 1 else ''} after the first "
+            f"({100 * wait / max(total, 1e-9):.1f} %)")
