@@ -20,6 +20,13 @@ Run from anywhere after ``pip install -e .``::
 
     python examples/digits.py                 # 3 seeds, ε = 1: the numbers docs/api.md states
     python examples/digits.py --seeds 1 --epochs 2   # what CI runs
+    python examples/digits.py --split=validation --fill=backgrounds   # choose on validation
+
+``--fill`` sets what MaskDP's public views (and ``public_only``'s) show in the cells they hide:
+``pattern``, the tokeniser's fixed texture, or ``backgrounds``, a fresh background of the same
+kind per image (``Examples(fills=...)``), drawn independently of every private pixel, so it is
+public. ``--split=validation`` holds a third of the training half out and evaluates on it; the
+test split is then not read (choose settings there, report on test once).
 
 It prints one line per run, the mean of each mode and MaskDP − max(public-only, DP): MaskDP
 has earned its private pass on your data where that is above 0 on your validation split.
@@ -56,13 +63,17 @@ class CNN(nn.Module):
         return nn.Dense(self.num_classes, name="head")(x.reshape(len(x), -1))
 
 
+def backgrounds(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``[n, 16, 16, 1]`` float32 backgrounds of random 2×2 blobs (a texture, not pixel noise)."""
+    background = np.kron(rng.normal(0.0, 1.0, (n, SIZE // 2, SIZE // 2)), np.ones((2, 2)))
+    return 0.5 * background[..., None].astype(np.float32)
+
+
 def compose(digits: np.ndarray, rng: np.random.Generator):
     """Canvases ``[N, 16, 16, 1]`` float32 (the digit at a cell-aligned random place on a private
     background of random blobs) and masks ``[N, 16, 16]`` (1 = the digit's 8×8 box, public)."""
     n = len(digits)
-    background = rng.normal(0.0, 1.0, (n, SIZE // 2, SIZE // 2))
-    background = np.kron(background, np.ones((2, 2)))  # 2×2 blobs: a texture, not pixel noise
-    canvas = 0.5 * background[..., None].astype(np.float32)
+    canvas = backgrounds(n, rng)
     masks = np.zeros((n, SIZE, SIZE), np.uint8)
     places = rng.integers(0, (SIZE - DIGIT) // CELL + 1, (n, 2)) * CELL
     for i, (y, x) in enumerate(places):
@@ -71,9 +82,10 @@ def compose(digits: np.ndarray, rng: np.random.Generator):
     return canvas, masks
 
 
-def load(seed: int):
-    """``(pretraining images and labels, private train split, test split)``; the halves are
-    disjoint, and the split is seeded."""
+def load(seed: int, split: str = "test"):
+    """``(pretraining images and labels, private train split, evaluation split)``; the halves are
+    disjoint, and the split is seeded. ``split="validation"``: a third of the training split is
+    held out and evaluated on instead of the test split (the training split shrinks by it)."""
     images, labels = load_digits(return_X_y=True)
     images = images.reshape(-1, DIGIT, DIGIT)
     rng = np.random.default_rng(seed)
@@ -81,11 +93,15 @@ def load(seed: int):
     public, private = order[: len(order) // 2], order[len(order) // 2:]
     test, train = private[: len(private) // 3], private[len(private) // 3:]
     pre_x, _ = compose(images[public], rng)
-    split = {}
+    parts = {}
     for name, idx in (("train", train), ("test", test)):
         x, m = compose(images[idx], rng)
-        split[name] = (x, labels[idx].astype(np.int32), m)
-    return (pre_x, (labels[public] >= 5).astype(np.int32)), split["train"], split["test"]
+        parts[name] = (x, labels[idx].astype(np.int32), m)
+    if split == "validation":  # the test split is composed (the same draws) but not returned
+        held = len(train) // 3
+        parts["validation"] = tuple(a[:held] for a in parts["train"])
+        parts["train"] = tuple(a[held:] for a in parts["train"])
+    return (pre_x, (labels[public] >= 5).astype(np.int32)), parts["train"], parts[split]
 
 
 def pretrain(images, labels, *, epochs: int, seed: int):
@@ -112,10 +128,13 @@ def pretrain(images, labels, *, epochs: int, seed: int):
     return {k: v for k, v in params.items() if k != "head"}
 
 
-def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: int):
+def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: int,
+             fills: np.ndarray | None = None):
     """Fine-tune ``backbone`` with a fresh 10-class head on the private split; returns
-    ``(params, ε spent)``."""
+    ``(params, ε spent)``. ``fills``: ``[N, 16, 16, 1]`` public pixels the views show in hidden
+    cells (modes with views only; None: the tokeniser's pattern)."""
     images, labels, masks = data
+    fills = fills if mdp.Mode(mode).uses_views else None
     model = CNN(num_classes=10)
     # A copy: the step takes its parameters' buffers, and the backbone serves every mode.
     params = jax.tree.map(jnp.copy, {**model.init(jax.random.key(seed + 1), images[:1])["params"],
@@ -151,7 +170,7 @@ def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: in
             return None
         idx, weights = mdp.padded_indices(indices, multiple_of=32)
         return mdp.Examples(inputs=images[idx], targets=labels[idx], masks=masks[idx],
-                            weights=weights)
+                            weights=weights, fills=None if fills is None else fills[idx])
 
     for _ in range(plan.steps):
         drawn = mech.batch(state)  # this step's draws, by the plan's sampling scheme
@@ -171,20 +190,30 @@ def main(argv=None) -> dict[str, list[float]]:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--epochs", type=int, default=10, help="fine-tuning epochs")
     parser.add_argument("--pretrain_epochs", type=int, default=10)
+    parser.add_argument("--split", choices=("test", "validation"), default="test",
+                        help="evaluate on the test split, or on a third of the training half")
+    parser.add_argument("--fill", choices=("pattern", "backgrounds"), default="pattern",
+                        help="what the public views show in hidden cells")
     args = parser.parse_args(argv)
+    if args.split != "test" or args.fill != "pattern":
+        print(f"evaluated on the {args.split} split, hidden cells filled with {args.fill}")
     found: dict[str, list[float]] = {"nonprivate": [], "public_only": [], "dp": [], "maskdp": []}
     for seed in range(args.seeds):
-        (pre_x, pre_y), train, (test_x, test_y, test_m) = load(seed)
+        (pre_x, pre_y), train, (test_x, test_y, test_m) = load(seed, args.split)
         backbone = pretrain(pre_x, pre_y, epochs=args.pretrain_epochs, seed=seed)
+        # Fresh public backgrounds, drawn apart from every image's own (private) one.
+        fill_rng = np.random.default_rng(10_000 + seed)
+        fills, test_fills = (None, None) if args.fill == "pattern" else (
+            backgrounds(len(train[0]), fill_rng), backgrounds(len(test_x), fill_rng))
         # The digit with every other cell filled, as MaskDP's public pass sees it.
         public_view = np.asarray(mdp.tokenizer_for(CNN(num_classes=10)).views(
-            test_x, test_m).public)
+            test_x, test_m, fill=test_fills).public)
         for mode in found:
             params, eps = finetune(backbone, train, mode=mode, epsilon=args.epsilon,
-                                   epochs=args.epochs, seed=seed)
+                                   epochs=args.epochs, seed=seed, fills=fills)
             acc = accuracy(params, test_x, test_y)
             found[mode].append(acc)
-            print(f"seed {seed} {mode:11s} ε = {eps:.2f}: test accuracy {acc:.3f} on whole "
+            print(f"seed {seed} {mode:11s} ε = {eps:.2f}: {args.split} accuracy {acc:.3f} on whole "
                   f"images (public view {accuracy(params, public_view, test_y):.3f})")
     for mode, values in found.items():
         print(f"{mode:11s} mean {np.mean(values):.3f} over {len(values)} seed(s)")
