@@ -1226,6 +1226,37 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
     assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
 
 
+def test_the_api_guide_states_the_digits_fill_measured_on_validation():
+    """docs/api.md's sentence on the hidden-cell fill is the two committed validation outputs of
+    examples/digits.py (--fill=pattern and --fill=backgrounds): their means, seed 0's public
+    view of public-only and MaskDP's gap, evaluated on validation, never on test."""
+    outs = {}
+    for fill in ("pattern", "backgrounds"):
+        with open(os.path.join(ROOT, "docs", "results", "digits_fill",
+                               f"validation_{fill}.txt")) as f:
+            outs[fill] = f.read()
+        assert f"--split=validation --fill={fill}" in outs[fill]
+        assert "test accuracy" not in outs[fill] and "validation accuracy" in outs[fill]
+
+    def mean(fill, mode):
+        return 100 * float(re.search(rf"{mode} +mean ([0-9.]+) over 3 seed", outs[fill]).group(1))
+
+    def seed0_view(fill):
+        return 100 * float(re.search(r"seed 0 public_only .*public view ([0-9.]+)",
+                                     outs[fill]).group(1))
+
+    flat = " ".join(_read(os.path.join(ROOT, "docs", "api.md")).split())
+    for mode, name in (("public_only", "public-only"), ("maskdp", "MaskDP")):
+        assert (f"{name} from {mean('pattern', mode):.1f} to {mean('backgrounds', mode):.1f} %"
+                in flat), mode
+    assert f"({seed0_view('pattern'):.1f} → {seed0_view('backgrounds'):.1f} % on seed 0)" in flat
+    gaps = [-float(re.search(r"maskdp − max\(public_only, dp\) = ([-+0-9.]+) points",
+                             outs[fill]).group(1)) for fill in ("pattern", "backgrounds")]
+    assert f"MaskDP stayed {gaps[0]:.1f} and {gaps[1]:.1f} points below public-only" in flat
+    assert (f"moved from {mean('pattern', 'nonprivate'):.1f} to "
+            f"{mean('backgrounds', 'nonprivate'):.1f} %") in flat
+
+
 def test_the_auditing_guide_quotes_the_default_runs_accuracy(reports):
     """The auditing guide's comparison of the audited shadow models with the default run uses
     the default run's committed accuracies at ε = 1."""
