@@ -223,7 +223,8 @@ def program_texts(step, state, batch) -> dict[str, str]:
     :func:`benchmarks.trace_summary.summarize` (compiled again: with the persistent compilation
     cache on, as in the GPU suite, a read of what the step compiled)."""
     acc = step.zeros(state.trainable)
-    lowered = [step.public.lower(acc, state.trainable, state.frozen, batch),
+    lowered = [step.zeros.lower(state.trainable),
+               step.public.lower(acc, state.trainable, state.frozen, batch),
                step.private.lower(acc, state.trainable, state.frozen, batch),
                step.finalize.lower(state.replace(frozen=None), acc)]
     texts = {}
