@@ -59,8 +59,10 @@ PARTS = ("forward", "public-maskdp", "public-nonprivate", "private-maskdp", "pri
          "private-maskdp-ghost", "private-dp-ghost", "finalize", "finalize-undonated")
 
 
-def compile_and_time(fn, *args, repeats: int) -> dict:
-    """Lower, compile and (``repeats`` > 0) time ``fn(*args)``; ``fn`` is a ``jax.jit`` object."""
+def compile_and_time(fn, *args, repeats: int, carry: bool = False) -> dict:
+    """Lower, compile and (``repeats`` > 0) time ``fn(*args)``; ``fn`` is a ``jax.jit`` object.
+    ``carry``: each call takes the first output of the call before as its first argument (a
+    program that consumes its state: a donated argument cannot be passed twice)."""
     t = time.perf_counter()
     lowered = fn.lower(*args)
     lower_s = time.perf_counter() - t
@@ -74,11 +76,13 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
            "fusions": compiled.as_text().count(" fusion("), "peak_mib": peak / 2**20,
            "median_ms": None}
     if repeats > 0:
-        jax.block_until_ready(compiled(*args))
+        result = jax.block_until_ready(compiled(*args))
         times = []
         for _ in range(repeats):
+            if carry:
+                args = (result[0], *args[1:])
             t = time.perf_counter()
-            jax.block_until_ready(compiled(*args))
+            result = jax.block_until_ready(compiled(*args))
             times.append(time.perf_counter() - t)
         out["median_ms"] = 1e3 * float(np.median(times))
     return out
@@ -87,9 +91,9 @@ def compile_and_time(fn, *args, repeats: int) -> dict:
 def finalize_and_time(size: dict, trainable, frozen, *, bands: int, donate: bool,
                       repeats: int) -> dict:
     """:func:`compile_and_time` for the finalisation of a ``maskdp`` step over ``trainable``
-    (``bands`` > 0: banded noise with that many bands), donated as the step donates it or not.
-    The donated program consumes its state, so each timed call takes the state the previous one
-    returned."""
+    (``bands`` > 0: banded noise with that many bands), donated as the step donates it or not;
+    each timed call takes the state the previous one returned (the donated program consumes
+    its state), both ways alike."""
     import jax.numpy as jnp
     import optax
 
@@ -106,18 +110,7 @@ def finalize_and_time(size: dict, trainable, frozen, *, bands: int, donate: bool
     acc = jax.tree.map(jnp.ones_like, ts.zeros_accumulator(trainable))
     fn = functools.partial(ts.finalize, tx=tx, mechanism=mechanism)
     program = compilation.jit(fn, donate_argnums=0) if donate else compilation.jit(fn)
-    row = compile_and_time(program, state, acc, repeats=0)
-    if repeats > 0:
-        compiled = program.lower(state, acc).compile()
-        state, _ = jax.block_until_ready(compiled(state, acc))
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            out, _ = jax.block_until_ready(compiled(state, acc))
-            times.append(time.perf_counter() - t)
-            state = out if donate else state
-        row["median_ms"] = 1e3 * float(np.median(times))
-    return row
+    return compile_and_time(program, state, acc, repeats=repeats, carry=True)
 
 
 def build(size: dict, strategy: str, weights: str, compute_dtype: str = "float32"):
