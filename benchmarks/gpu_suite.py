@@ -141,8 +141,8 @@ LEASE_SIZES = dict(step_batch=128, step_physical=32, full_batch=128, full_physic
 # stopped at its deadline.
 LEASE_ESTIMATE_S = {"jax:selective": 80, "opacus:selective": 35, "jax:full:pair": 330,
                     "forward": 40, "parts": 150}
-# The targets the lease's figures are held against (``docs/benchmarks.md``): (name, op, bound,
-# how the ratio is read from the rows).
+# The targets the lease's figures are held against (``docs/benchmarks.md``): (name, op, bound);
+# targets_section reads each figure from the rows.
 TARGETS = (("Opacus / ours, selective maskdp step, bfloat16, einsum attention on both sides",
             ">=", 2.0),
            ("DP overhead, selective: maskdp / nonprivate2", "<=", 1.15),
@@ -410,14 +410,18 @@ def lease_plan(args, step_rows, forward_row) -> list[Row]:
     return rows
 
 
+def _autotune_dir(cache_dir: str) -> str:
+    """The XLA autotuning cache kept beside the compilation cache ``cache_dir``."""
+    return os.path.join(cache_dir, "autotune")
+
+
 def _cold_env(env: dict, args, index: int) -> dict:
     """``env`` with row ``index``'s own persistent compilation cache and XLA autotuning cache:
     its first step is a cold compile, whatever ran before it in the call."""
     row_dir = os.path.join(args.cache_dir, f"row{index}")
     flags = env.get("XLA_FLAGS", "")
-    autotune = os.path.join(args.cache_dir, "autotune")
     return dict(env, JAX_COMPILATION_CACHE_DIR=row_dir,
-                XLA_FLAGS=flags.replace(autotune, os.path.join(row_dir, "autotune")))
+                XLA_FLAGS=flags.replace(_autotune_dir(args.cache_dir), _autotune_dir(row_dir)))
 
 
 def targets_section(done: dict) -> str:
@@ -584,7 +588,7 @@ def _preflight(env: dict, args) -> dict:
     relies on it; without it the rows still run (each tunes its own kernels)."""
     if args.device != "cuda":
         return env
-    flag = f"--xla_gpu_per_fusion_autotune_cache_dir={os.path.join(args.cache_dir, 'autotune')}"
+    flag = f"--xla_gpu_per_fusion_autotune_cache_dir={_autotune_dir(args.cache_dir)}"
     trial = dict(env, XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} {flag}".strip())
     proc = subprocess.run(
         [sys.executable, "-c", "import jax; print(jax.jit(lambda x: x + 1)(1.0))"],
