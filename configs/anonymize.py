@@ -20,7 +20,7 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
     config.segment = ml_collections.ConfigDict(dict(
-        method="centerface",  # "centerface" (faces and HOG bodies -> BlazePose), "grabcut"
+        method="centerface",  # "centerface" (faces and MoveNet bodies -> BlazePose), "grabcut"
         # (HOG/Haar detectors or box files), "selfie" (MediaPipe's selfie segmentation on the
         # whole frame: close-ups, back views too; marks non-people in wide shots), "background"
         # (MOG2), "files"
@@ -29,12 +29,15 @@ def get_config() -> ml_collections.ConfigDict:
         # about 10 px at this scale are missed, so distant people need more (slower)
         face_max_side=640,
         face_max_gap=4,  # centerface: frames a person carries over to frames where none was found
-        # centerface: people found by their body too (OpenCV's HOG people detector, each box
-        # checked by the pose model): back views, distant people; "none": faces only
-        bodies="hog",
+        # centerface: people found by their body too, each checked by the pose model: back
+        # views, distant people. "movenet" (MoveNet MultiPose: one instance per person, groups
+        # too), "hog" (OpenCV's HOG people detector: upright people), "none": faces only
+        bodies="movenet",
         body_min_height=48,  # centerface: px height of the smallest person searched (cost ~ 1/h^2)
         body_max_side=1792,  # centerface: longest side (px) the body detector sees a frame at
         body_threshold=0.0,  # centerface: the HOG detector's SVM score a window needs
+        movenet_side=640,  # centerface, bodies="movenet": px of the frame's longer side at MoveNet
+        movenet_score=0.2,  # centerface, bodies="movenet": the instance score a person needs
         presence=0.5,  # centerface: pose model's presence a face-less or carried person needs
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors

@@ -639,11 +639,12 @@ def face_people():
     return segment.FacePeople()
 
 
-@pytest.fixture(scope="module")
-def face_case(carphone, face_people):
-    """The default segmenter's mask and poses on the carphone cut."""
-    q = face_people(carphone, "carphone.mp4")
-    return q, face_people.poses(carphone, "carphone.mp4")
+@pytest.fixture(scope="module", params=["hog", "movenet"])
+def face_case(request, carphone):
+    """The segmenter's mask and poses on the carphone cut, with each body detector."""
+    people = segment.FacePeople(bodies=request.param)
+    q = people(carphone, "carphone.mp4")
+    return q, people.poses(carphone, "carphone.mp4")
 
 
 def test_the_default_segmenter_finds_the_person_in_every_frame_of_a_real_clip(carphone,

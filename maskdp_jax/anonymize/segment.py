@@ -40,6 +40,7 @@ import numpy as np
 
 from maskdp_jax.anonymize import annotations, centerface, model_files, skeletons
 from maskdp_jax.anonymize import bodies as bodies_lib
+from maskdp_jax.anonymize import movenet as movenet_lib
 from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 from maskdp_jax.anonymize.stages import InputError
@@ -394,19 +395,27 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> float:
 
 #: BlazePose's visibility (a probability) above which a keypoint anchors a mask component.
 VISIBLE = 0.5
+#: Columns of a row of :meth:`FacePeople.proposals`: the crop (4), the face box (4), whether the
+#: crop comes from a body detection (1), and the person's MoveNet keypoints (17 x 3, NaN for a
+#: person no MoveNet instance found).
+ROW_WIDTH = 9 + 3 * len(movenet_lib.KEYPOINTS)
 
 
 class FacePeople:
-    """Person masks (and poses) from neural face detections and, with ``bodies="hog"``, from body
-    detections too: CenterFace finds faces, OpenCV's HOG people detector finds upright people
-    whether their face shows or not (back views, distant people;
-    :mod:`maskdp_jax.anonymize.bodies`), and for each person BlazePose segments them and gives
+    """Person masks (and poses) from neural face detections and, with ``bodies`` other than
+    ``"none"``, from body detections too: CenterFace finds faces, a body detector finds people
+    whether their face shows or not (back views, distant people): MoveNet MultiPose, one
+    instance per person with its keypoints (``bodies="movenet"``,
+    :mod:`maskdp_jax.anonymize.movenet`), or OpenCV's HOG people detector, upright people only
+    (``bodies="hog"``, :mod:`maskdp_jax.anonymize.bodies`); for each person BlazePose segments
+    them and gives
     their 33 keypoints in a square crop (``refine="pose"``, the default,
     :mod:`maskdp_jax.anonymize.pose`); or :func:`body_prior` turns each face into a body box and
     seeds for GrabCut (``refine="grabcut"``: no pose model, faces only, coarser).
 
-    One person, one crop (:meth:`proposals`): a face whose centre lies in the top 40 % of a body
-    box is that body's face, and the crop is the larger of the body box's (the person's whole
+    One person, one crop (:meth:`proposals`): a face that holds one of a MoveNet instance's head
+    keypoints, or else whose centre lies in the top 40 % of a body box, is that body's face, and
+    the crop is the larger of the body box's (the person's whole
     extent, legs included) and the face's (:func:`pose_box`: in a close-up the body box holds only
     a part of the person); a face with no body gets :func:`pose_box`; a body with no face gets its
     box's crop.
@@ -420,6 +429,15 @@ class FacePeople:
     :attr:`SAME_PERSON` inside one found before them in the frame (or the other way round) is
     that person again (two boxes on one body, or a person carried from another frame under
     another crop): their mask joins the frame's, their pose is not drawn twice.
+
+    People in groups (``bodies="movenet"``): BlazePose, given one person's crop, segments every
+    person in it and may pose a neighbour. So each of a frame's MoveNet instances keeps the
+    pixels of their mask nearer to their own skeleton than to any other instance's
+    (:func:`maskdp_jax.anonymize.movenet.instance_map`): touching people's masks no longer lie
+    inside each other, and neither is dropped as a second box on the other. Their pose is
+    BlazePose's where it
+    agrees with MoveNet's keypoints (median distance of the shared joints under :attr:`AGREE` of
+    the person's height), else MoveNet's (17 keypoints: no hands or feet drawn).
 
     Of each person's mask only the parts connected to their face box or to a visible keypoint of
     their pose are kept (:func:`attached_to_person`): a detached speck beside them is not theirs
@@ -435,9 +453,13 @@ class FacePeople:
       threshold, max_side: the face detector's
         (:class:`maskdp_jax.anonymize.centerface.CenterFace`).
       refine: ``"pose"`` or ``"grabcut"`` (above).
-      bodies: ``"hog"`` (people found without a face too; needs ``refine="pose"``) or ``"none"``.
-      body_min_height, body_max_side, body_threshold: the body detector's ``min_height`` (px),
+      bodies: ``"movenet"`` or ``"hog"`` (people found without a face too; need
+        ``refine="pose"``) or ``"none"``.
+      body_min_height, body_max_side, body_threshold: the HOG detector's ``min_height`` (px),
         ``max_side`` (px) and ``threshold`` (:class:`maskdp_jax.anonymize.bodies.HOGBodies`).
+      movenet_side, movenet_score: MoveNet's input side (px of the frame's longer side) and the
+        instance score a person needs
+        (:class:`maskdp_jax.anonymize.movenet.MoveNetPeople`).
       presence: the pose model's person-presence score a body without a face, or a person
         carried over a gap, needs to be kept.
       margin: px of context around a body box given to GrabCut as sure background.
@@ -460,72 +482,104 @@ class FacePeople:
     BODY_CROP = 1.1
     #: A face belongs to a body box when its centre lies in this top fraction of the box.
     FACE_IN_BODY = 0.4
+    #: MoveNet keypoint score from which a keypoint places a face, splits masks and is compared.
+    KEYPOINT_SCORE = 0.3
+    #: BlazePose's pose is the instance's when the shared joints' median distance to MoveNet's
+    #: is under this fraction of the instance's box height.
+    AGREE = 0.15
 
     def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
-                 bodies: str = "hog", body_min_height: int = 48, body_max_side: int = 1792,
-                 body_threshold: float = 0.0, presence: float = 0.5, margin: int = 8,
+                 bodies: str = "movenet", body_min_height: int = 48, body_max_side: int = 1792,
+                 body_threshold: float = 0.0, movenet_side: int = 640,
+                 movenet_score: float = 0.2, presence: float = 0.5, margin: int = 8,
                  grabcut_side: int = 160, iterations: int = 3, max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
                              "grabcut_side >= 16.")
         if refine not in ("pose", "grabcut"):
             raise InputError(f"refine must be 'pose' or 'grabcut'; got {refine!r}.")
-        if bodies not in ("hog", "none"):
-            raise InputError(f"bodies must be 'hog' or 'none'; got {bodies!r}.")
-        if bodies == "hog" and refine != "pose":
-            raise InputError("bodies='hog' needs refine='pose': the pose model checks each body "
-                             "box for a person and finds its extent. Set bodies='none' to use "
-                             "refine='grabcut' (faces only).")
+        if bodies not in ("movenet", "hog", "none"):
+            raise InputError(f"bodies must be 'movenet', 'hog' or 'none'; got {bodies!r}.")
+        if bodies != "none" and refine != "pose":
+            raise InputError(f"bodies={bodies!r} needs refine='pose': the pose model checks each "
+                             "body box for a person and finds its extent. Set bodies='none' to "
+                             "use refine='grabcut' (faces only).")
         if not 0 <= presence < 1:
             raise InputError(f"FacePeople needs 0 <= presence < 1; got {presence}.")
         self.detector = centerface.CenterFace(threshold=threshold, max_side=max_side)
-        self.body_detector = (bodies_lib.HOGBodies(min_height=body_min_height,
-                                                   max_side=body_max_side,
-                                                   threshold=body_threshold)
-                              if bodies == "hog" else None)
+        self.body_detector = (
+            bodies_lib.HOGBodies(min_height=body_min_height, max_side=body_max_side,
+                                 threshold=body_threshold) if bodies == "hog"
+            else movenet_lib.MoveNetPeople(side=movenet_side, threshold=movenet_score)
+            if bodies == "movenet" else None)
         self._pose = pose_lib.BlazePose() if refine == "pose" else None
         self.threshold, self.max_side, self.refine, self.margin = (
             threshold, max_side, refine, margin)
         self.bodies, self.body_min_height, self.body_max_side = (
             bodies, body_min_height, body_max_side)
         self.body_threshold, self.presence = body_threshold, presence
+        self.movenet_side, self.movenet_score = movenet_side, movenet_score
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
         self.model = "; ".join(
             [model_files.describe("centerface.onnx")]
             + ([bodies_lib.DESCRIPTION] if bodies == "hog" else [])
+            + ([model_files.describe("movenet_multipose_lightning.tflite")]
+               if bodies == "movenet" else [])
             + ([model_files.describe("pose_landmark_full.tflite")] if refine == "pose" else []))
         self._last: tuple[str, int, list[np.ndarray]] | None = None
 
     def proposals(self, frame: np.ndarray) -> np.ndarray:
-        """float64 ``[n, 9]``, one row per person detected in uint8 ``[H, W, 3]`` RGB ``frame``:
-        the square crop ``(x0, y0, x1, y1)`` the pose model segments, the person's face box
-        (NaN without a face) and 1.0 where the crop comes from a body box (the merge rule is in
-        the class docstring). Faces with a body come first, then bodies by score, then faces
-        alone by score."""
+        """float64 ``[n, ROW_WIDTH]`` (:data:`ROW_WIDTH`), one row per person detected in uint8
+        ``[H, W, 3]`` RGB ``frame``: the square crop ``(x0, y0, x1, y1)`` the pose model
+        segments, the person's face box (NaN without a face), 1.0 where the crop comes from a
+        body detection, and the person's MoveNet keypoints ``(x, y, score)`` (NaN where no
+        MoveNet instance found them; the merge rule is in the class docstring). Faces with a body
+        come first, then bodies by score, then faces alone by score."""
         faces = self.detector(frame)
-        bodies = (self.body_detector(frame) if self.body_detector is not None
-                  else np.zeros((0, 5)))
+        found = self.body_detector(frame) if self.body_detector is not None else np.zeros((0, 5))
+        if isinstance(found, movenet_lib.People):
+            bodies, keypoints = found.boxes, found.keypoints
+        else:
+            bodies, keypoints = np.reshape(found, (-1, 5)), None
         cx, cy = (faces[:, 0] + faces[:, 2]) / 2, (faces[:, 1] + faces[:, 3]) / 2
         free = np.ones(len(faces), bool)
+        no_keypoints = [np.nan] * (ROW_WIDTH - 9)
+        # holds[f, b]: face f holds one of instance b's confident head keypoints
+        holds = np.zeros((len(faces), len(bodies)), bool)
+        if keypoints is not None:
+            for b, head in enumerate(keypoints[:, :5]):
+                head = head[head[:, 2] >= self.KEYPOINT_SCORE]
+                holds[:, b] = [bool(np.any((head[:, 0] >= f[0]) & (head[:, 0] < f[2])
+                                           & (head[:, 1] >= f[1]) & (head[:, 1] < f[3])))
+                               for f in faces]
         with_face, without_face = [], []
-        for x0, y0, x1, y1, _ in bodies[np.argsort(-bodies[:, 4], kind="stable")]:
-            side = self.BODY_CROP * (y1 - y0)
+        for b in np.argsort(-bodies[:, 4], kind="stable"):
+            x0, y0, x1, y1, _ = bodies[b]
+            side = self.BODY_CROP * max(y1 - y0, x1 - x0)
             crop = [(x0 + x1 - side) / 2, (y0 + y1 - side) / 2, (x0 + x1 + side) / 2,
                     (y0 + y1 + side) / 2]
             inside = free & (cx >= x0) & (cx < x1) & (cy >= y0) & (
                 cy < y0 + self.FACE_IN_BODY * (y1 - y0))
+            extra = no_keypoints
+            if keypoints is not None:
+                extra = keypoints[b].ravel().tolist()
+                # the face the instance's own head keypoints lie in; else one in the box's top
+                # that holds no other instance's head
+                own = free & holds[:, b]
+                inside = own if own.any() else inside & ~holds.any(1)
             if inside.any():
                 j = int(np.argmax(np.where(inside, faces[:, 4], -np.inf)))
                 free[j] = False
                 face_crop = pose_box(faces[j])
-                if face_crop[2] - face_crop[0] > side:  # a close-up: HOG boxed a part of them
+                if face_crop[2] - face_crop[0] > side:  # a close-up: the body box holds a part
                     crop = list(face_crop)
-                with_face.append([*crop, *faces[j, :4], 1.0])
+                with_face.append([*crop, *faces[j, :4], 1.0, *extra])
             else:
-                without_face.append([*crop, *[np.nan] * 4, 1.0])
-        alone = [[*pose_box(f), *f[:4], 0.0]
+                without_face.append([*crop, *[np.nan] * 4, 1.0, *extra])
+        alone = [[*pose_box(f), *f[:4], 0.0, *no_keypoints]
                  for f in faces[free][np.argsort(-faces[free, 4], kind="stable")]]
-        return np.reshape(np.asarray(with_face + without_face + alone, np.float64), (-1, 9))
+        return np.reshape(np.asarray(with_face + without_face + alone, np.float64),
+                          (-1, ROW_WIDTH))
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
         t, h, w, _ = video.shape
@@ -533,7 +587,13 @@ class FacePeople:
         poses = []
         detected = [self.proposals(frame) for frame in video]
         for i, people in enumerate(fill_gaps(detected, self.max_gap)):
+            people = np.reshape(people, (-1, ROW_WIDTH))  # fill_gaps' width without any row
             found, masks = [], []
+            # this frame's own MoveNet instances: distinct people, whose skeletons split masks
+            instances = np.flatnonzero(~np.isnan(people[:len(detected[i]), 9]))
+            split = (movenet_lib.instance_map(
+                people[instances, 9:].reshape(-1, len(movenet_lib.KEYPOINTS), 3), (h, w),
+                self.KEYPOINT_SCORE) if len(instances) > 1 else None)
             for r, row in enumerate(people):
                 crop, face = row[:4], row[4:8]
                 has_face, carried = not np.isnan(face).any(), r >= len(detected[i])
@@ -550,16 +610,36 @@ class FacePeople:
                     elif not has_face:
                         continue  # nobody in the crop the model's own alignment gives: a
                         # person-like pattern (a van's front), not a person
-                person = attached_to_person(out.mask, face if has_face else None, out.pose)
+                instance = not carried and r in instances
+                pose = out.pose
+                if instance:
+                    own = row[9:].reshape(-1, 3).astype(np.float32)
+                    if not self._agrees(pose, own, row):
+                        pose = movenet_lib.as_blazepose(own)  # BlazePose posed a neighbour
+                person = attached_to_person(out.mask, face if has_face else None, pose)
+                if split is not None and instance:
+                    person &= split == int(np.searchsorted(instances, r))
                 q[i] |= person
                 if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
                     continue  # a second box on a person already found: one pose for them
                 masks.append(person)
-                found.append(out.pose)
+                found.append(pose)
             poses.append(np.reshape(np.asarray(found, np.float32),
                                     (-1, pose_lib.NUM_KEYPOINTS, 3)))
         self._last = (key, id(video), poses)
         return q
+
+    def _agrees(self, pose: np.ndarray, keypoints: np.ndarray, row: np.ndarray) -> bool:
+        """Whether BlazePose's ``pose`` (float ``[33, 3]``) is the person of MoveNet's
+        ``keypoints`` (float ``[17, 3]``): the joints both see lie within :attr:`AGREE` of the
+        person's height (their crop's side over :attr:`BODY_CROP`) of each other, in median."""
+        theirs = pose[list(movenet_lib.TO_BLAZEPOSE)]
+        both = (theirs[:, 2] > VISIBLE) & (keypoints[:, 2] >= self.KEYPOINT_SCORE)
+        if both.sum() < 3:
+            return False
+        height = (row[2] - row[0]) / self.BODY_CROP
+        distance = np.hypot(*(theirs[both, :2] - keypoints[both, :2]).T)
+        return bool(np.median(distance) < self.AGREE * height)
 
     def poses(self, video: np.ndarray, key: str) -> list[np.ndarray]:
         """The poses found with the last mask of this video (:class:`SegmenterPoses`); empty
