@@ -12,9 +12,11 @@ Stages (:mod:`maskdp_jax.anonymize.stages` holds their interfaces; each runs off
 the paper's neural stages plug in behind the same interface):
 
 1. ``f_seg`` person segmentation -> ``q`` (:mod:`maskdp_jax.anonymize.segment`; the default finds
-   faces with CenterFace and bodies with OpenCV's HOG people detector and segments each person
-   with BlazePose, models shipped inside pip packages: :mod:`maskdp_jax.anonymize.centerface`,
-   :mod:`maskdp_jax.anonymize.bodies`, :mod:`maskdp_jax.anonymize.pose`);
+   faces with CenterFace and people with MoveNet MultiPose (one instance each, groups too) and
+   segments each person with BlazePose, models copied from pip packages:
+   :mod:`maskdp_jax.anonymize.centerface`, :mod:`maskdp_jax.anonymize.movenet`,
+   :mod:`maskdp_jax.anonymize.pose`; OpenCV's HOG people detector as an option,
+   :mod:`maskdp_jax.anonymize.bodies`);
 2. ``B`` mask cleanup: temporal unflickering, optional growth (none by default), Gaussian alpha
    edges (:mod:`maskdp_jax.anonymize.cleanup`);
 3. ``f_inp`` inpainting of the person -> ``x_dot`` (:mod:`maskdp_jax.anonymize.inpaint`);
