@@ -68,7 +68,8 @@ import time
 import numpy as np
 
 from benchmarks import anonymize_heldout as heldout_lib
-from maskdp_jax.anonymize import pipeline
+from maskdp_jax.anonymize import pipeline, segment
+from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.opencv import cv2 as _cv2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -201,10 +202,10 @@ def own_poses(boxes: np.ndarray, poses: np.ndarray) -> np.ndarray:
     from scipy.optimize import linear_sum_assignment
 
     boxes = np.reshape(np.asarray(boxes, np.float64), (-1, 4))
-    poses = np.reshape(np.asarray(poses, np.float64), (-1, 33, 3))
+    poses = np.reshape(np.asarray(poses, np.float64), (-1, pose_lib.NUM_KEYPOINTS, 3))
     share = np.zeros((len(boxes), len(poses)))
     for k, pose in enumerate(poses):
-        seen = pose[pose[:, 2] > 0.5, :2]
+        seen = pose[pose[:, 2] > segment.VISIBLE, :2]  # what anchors a mask is what counts
         if not len(seen):
             continue
         for j, (x0, y0, x1, y1) in enumerate(boxes):
@@ -228,7 +229,7 @@ def measure_heldout(method: str, name: str, clip: dict, directory: str, out_dir:
     seconds = time.perf_counter() - start
     t, h, w = frames.shape[:3]
     poses = (stages.poses(frames, name) if stages.poses is not None
-             else [np.zeros((0, 33, 3))] * t)
+             else [np.zeros((0, pose_lib.NUM_KEYPOINTS, 3))] * t)
     people, avatar, outside = [], 0, 0
     legs_px = legs_covered = 0
     for i, rows in clip["people"].items():

@@ -228,6 +228,8 @@ def test_each_person_is_carried_over_the_frames_they_are_missed():
     assert [len(t) for t in segment.tracks(walker, max_gap=4)] == [9]
     empty = [np.zeros(0), a]  # an empty frame may come as a flat array
     assert [f.shape for f in segment.fill_gaps(empty, max_gap=1)] == [(1, 4), (1, 4)]
+    nobody = [np.zeros((0, segment.ROW_WIDTH))] * 2  # rows of their width, even without a row
+    assert [f.shape for f in segment.fill_gaps(nobody, max_gap=1)] == [(0, segment.ROW_WIDTH)] * 2
 
 
 def test_body_settings_reach_the_segmenter_and_bad_ones_are_refused():

@@ -850,6 +850,26 @@ def test_docs_anonymisation_heldout_tables_are_the_committed_runs():
     back = [p["face_blurred"] for p in deface["people"] if p["view"] == "back" and not p["tags"]]
     assert f"| {sum(back)}/{len(back)} faces blurred |" in _read(guide("anonymize"))
     validation = runs["validation"]
+    # the guide's figures for the body detectors are these runs'
+    page_guide = " ".join(_read(guide("anonymize")).split())
+
+    def fps(method):
+        rows = [r for r in held if r["method"] == method]
+        return sum(r["frames"] for r in rows) / sum(r["seconds"] for r in rows)
+
+    assert (f"| {fps('after'):.2f} frames/s ({fps('faces'):.2f} without the body detector, "
+            f"{fps('hog'):.2f} with the HOG detector) |") in page_guide
+    assert f"distant held-out people {frac(after['distant'])} found" in page_guide
+    own = {m: anonymize_quality.found(validation, m, "found_own")["all"] for m in ("after", "hog")}
+    assert (f"on the validation clips {own['after'][0]} of {own['after'][1]} labelled "
+            f"person-frames were found with a pose of their own, {own['hog'][0]} with the HOG "
+            "detector") in page_guide
+    false = {m: [sum(r[k] for r in validation if r["method"] == m and not r["people"])
+                 for k in ("frames_with_avatar", "frames")] for m in ("after", "hog")}
+    assert false["after"][0] == 0 and (f"the HOG detector put an avatar in {false['hog'][0]} of "
+                                       f"{false['hog'][1]} frames and MoveNet in none") in page_guide
+    assert (f"his legs were covered {share('after', 'legs'):.3f} (the HOG detector's box held "
+            f"them: {share('hog', 'legs'):.3f})") in page_guide
     best = max(anonymize_quality.found(validation, r["method"])["all"][0] for r in validation)
     assert anonymize_quality.found(validation, "after")["all"][0] == best
     stages, _ = anonymize_quality.build("after")  # the default as it is now

@@ -84,6 +84,8 @@ class MoveNetPeople:
         self.side, self.threshold, self.threads = side, threshold, threads
         self._interpreter = Interpreter(model_path=model_files.path(
             "movenet_multipose_lightning.tflite"), num_threads=threads)
+        self._input = self._interpreter.get_input_details()[0]["index"]
+        self._output = self._interpreter.get_output_details()[0]["index"]
         self._shape: tuple[int, ...] | None = None
 
     def input_size(self, h: int, w: int) -> tuple[float, int, int]:
@@ -94,23 +96,22 @@ class MoveNetPeople:
         return s, ih, iw
 
     def __call__(self, frame: np.ndarray) -> People:
+        cv2 = _cv2()
         h, w = frame.shape[:2]
         s, ih, iw = self.input_size(h, w)
         image = np.zeros((1, ih, iw, 3), np.uint8)
         size = (max(round(w * s), 1), max(round(h * s), 1))
-        image[0, :size[1], :size[0]] = _cv2().resize(
+        image[0, :size[1], :size[0]] = cv2.resize(
             np.ascontiguousarray(frame), size,
-            interpolation=_cv2().INTER_AREA if s < 1 else _cv2().INTER_LINEAR)
+            interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
         it = self._interpreter
-        index = it.get_input_details()[0]["index"]
-        if self._shape != image.shape:
-            it.resize_tensor_input(index, image.shape)
+        if self._shape != image.shape:  # the model's input shape follows the frame's
+            it.resize_tensor_input(self._input, image.shape)
             it.allocate_tensors()
             self._shape = image.shape
-        it.set_tensor(index, image)
+        it.set_tensor(self._input, image)
         it.invoke()
-        return decode(it.get_tensor(it.get_output_details()[0]["index"])[0], ih / s, iw / s,
-                      self.threshold)
+        return decode(it.get_tensor(self._output)[0], ih / s, iw / s, self.threshold)
 
 
 def decode(raw: np.ndarray, height: float, width: float, threshold: float) -> People:

@@ -113,7 +113,8 @@ def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
       Per frame, ``[m, k]`` rows of the input's dtype: the frame's own rows first, then the
       carried copies.
     """
-    width = max((np.shape(b)[-1] for b in boxes if np.size(b)), default=4)
+    # an empty frame may come as a flat array; a 2-D one, empty or not, gives the row width
+    width = max((np.shape(b)[-1] for b in boxes if np.ndim(b) == 2), default=4)
     dtype = np.result_type(*[np.asarray(b) for b in boxes if np.size(b)]) if any(
         np.size(b) for b in boxes) else np.float64  # pixel boxes stay integers
     boxes = [np.reshape(np.asarray(b, dtype), (-1, width)) for b in boxes]
@@ -477,8 +478,8 @@ class FacePeople:
     #: The share of the smaller of two masks inside the other above which two detections in a
     #: frame are one person.
     SAME_PERSON = 0.5
-    #: A body box's crop is this many times the box's height on a side (the HOG window holds
-    #: a person in its middle three quarters: the crop leaves room for raised arms).
+    #: A body box's crop is this many times the box's longer side on a side (the HOG window
+    #: holds a person in its middle three quarters: the crop leaves room for raised arms).
     BODY_CROP = 1.1
     #: A face belongs to a body box when its centre lies in this top fraction of the box.
     FACE_IN_BODY = 0.4
@@ -587,7 +588,6 @@ class FacePeople:
         poses = []
         detected = [self.proposals(frame) for frame in video]
         for i, people in enumerate(fill_gaps(detected, self.max_gap)):
-            people = np.reshape(people, (-1, ROW_WIDTH))  # fill_gaps' width without any row
             found, masks = [], []
             # this frame's own MoveNet instances: distinct people, whose skeletons split masks
             instances = np.flatnonzero(~np.isnan(people[:len(detected[i]), 9]))
