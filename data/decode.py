@@ -28,6 +28,7 @@ import hashlib
 import os
 import warnings
 import zipfile
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -349,6 +350,39 @@ def _read_av(path: str, indices: np.ndarray, *, size, fmt: str) -> np.ndarray:
             "(truncated file?)."
         )
     return np.stack([frames[int(i)] for i in wanted])
+
+
+def iter_video(path: str, window: int) -> Iterator[np.ndarray]:
+    """Every frame of ``path`` at its own size, in order, ``window`` at a time: uint8 ``[n, H, W,
+    3]`` RGB arrays (``n = window`` but for the last), decoded sequentially with PyAV, the
+    frames :func:`read_video` gives with ``decoder="pyav"`` at the probed size. Holds one window,
+    whatever the video's length: a long video's pipeline (the anonymiser) reads it so.
+
+    Raises:
+      BadVideoError: the file cannot be decoded (named, with PyAV's reason).
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1; got {window}.")
+    av = _av()
+    info = _probe_av(path)
+    size = {"height": info.height, "width": info.width}
+    frames: list[np.ndarray] = []
+    try:
+        with av.open(path) as container:
+            for frame in container.decode(video=0):
+                frames.append(frame.to_ndarray(format="rgb24", **size))
+                if len(frames) == window:
+                    yield np.stack(frames)
+                    frames = []
+    except BadVideoError:
+        raise
+    except Exception as e:
+        raise BadVideoError(
+            path, f"decoding failed, file truncated or corrupt ({type(e).__name__}: "
+            f"{_first_line(e)})"
+        ) from e
+    if frames:
+        yield np.stack(frames)
 
 
 def _first_line(e: Exception) -> str:

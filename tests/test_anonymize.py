@@ -709,6 +709,122 @@ def test_chunked_composition_equals_the_whole_video_at_once():
     np.testing.assert_array_equal(copy, whole.video)
 
 
+class StreamingScene:
+    """A segmenter with a stream (``reads="video"``): each frame's person is the dark pixels,
+    and each window's masks come back two frames late, as a segmenter that looks ahead
+    returns them."""
+
+    reads = "video"
+
+    def __call__(self, video, key):
+        return (video.astype(np.int16).sum(-1) < 120)
+
+    def stream(self, key):
+        segmenter = self
+
+        class Stream:
+            def __init__(self):
+                self.waiting = []
+
+            def push(self, frames):
+                self.waiting += list(segmenter(frames, key))
+                ready, self.waiting = self.waiting[:-2], self.waiting[-2:]
+                return np.reshape(np.asarray(ready, bool), (-1, *frames.shape[1:3])), []
+
+            def close(self):
+                return np.asarray(self.waiting, bool), []
+
+        return Stream()
+
+
+def test_the_pipeline_holds_a_chunk_of_frames_whatever_the_video_s_length():
+    """A video read a window at a time (:func:`pipeline.run_stages`) is anonymised in memory
+    that does not grow with its length: eight times the frames, about the same peak (a run
+    that held the video, or its float32 composites, would peak at many times it; the plate's
+    16 fitting frames are reached by both lengths). Its output equals the whole video's."""
+    import tracemalloc
+
+    def peak(t: int) -> tuple[int, int]:
+        video, _ = scene(t=t, h=96, w=160)
+        written = []
+
+        def windows(n):
+            for lo in range(0, t, n):
+                yield video[lo:lo + n].copy()  # a decoder's fresh frames
+
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        pipeline.run_stages(windows, video.shape[:3], "v",
+                            pipeline.Stages(segmenter=StreamingScene(),
+                                            inpainter=inpaint.TemporalMedian(max_frames=16)),
+                            pipeline.Options(chunk_frames=4),
+                            lambda lo, frames: written.append(int(frames.public.sum())))
+        size = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return size, video.nbytes
+
+    short, _ = peak(96)
+    long, video_bytes = peak(768)
+    assert long < 1.3 * short and long < video_bytes / 2, (short, long, video_bytes)
+    video, _ = scene(t=24, h=96, w=160)
+    st = pipeline.Stages(segmenter=StreamingScene())
+    streamed = pipeline.anonymize_video(video, "v", st, pipeline.Options(chunk_frames=5))
+    whole = pipeline.anonymize_video(video, "v", dataclasses.replace(
+        st, segmenter=FixedSegmenter(StreamingScene()(video, "v"))), pipeline.Options())
+    assert streamed.public.any()
+    np.testing.assert_array_equal(streamed.public, whole.public)
+    np.testing.assert_array_equal(streamed.video, whole.video)
+
+
+def test_a_file_anonymised_in_windows_equals_the_video_in_memory(tmp_path):
+    """The command's path (:func:`pipeline.anonymize_file`: decoded, composed and encoded a
+    window at a time) writes what :func:`pipeline.anonymize_video` computes on the decoded
+    frames: the video, the mask, the person mask, the background and the preview strip."""
+    video, _ = scene(t=11)
+    source = str(tmp_path / "v.mkv")
+    pipeline.write_video(source, video, store="lossless")
+    frames = np.concatenate(list(decode.iter_video(source, 4)))
+    np.testing.assert_array_equal(frames, pipeline.read_video(source))
+    st = pipeline.Stages(segmenter=StreamingScene())
+    options = pipeline.Options(chunk_frames=3)
+    paths = {name: str(tmp_path / "out" / name) for name in
+             ("video.mkv", "mask.npz", "person.npz", "background.mkv", "preview.png")}
+    summary = pipeline.anonymize_file(source, "v.mkv", st, options, {
+        "video": paths["video.mkv"], "mask": paths["mask.npz"], "person": paths["person.npz"],
+        "background": paths["background.mkv"], "preview": paths["preview.png"]})
+    memory = pipeline.anonymize_video(frames, "v.mkv", st, options, with_background=True)
+    assert summary == memory.summary and not summary["no_person_found"]
+    np.testing.assert_array_equal(pipeline.read_video(paths["video.mkv"]), memory.video)
+    np.testing.assert_array_equal(pipeline.read_video(paths["background.mkv"]),
+                                  memory.background)
+    for name, mask in (("mask.npz", memory.public), ("person.npz", memory.person)):
+        with np.load(paths[name]) as saved:
+            np.testing.assert_array_equal(saved["mask"], mask.astype(np.uint8))
+    with open(paths["preview.png"], "rb") as f:
+        assert f.read() == pipeline._png(pipeline.preview(frames, memory))
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(paths)  # no temporary file left
+
+
+def test_a_mask_written_in_pieces_is_numpys_and_a_short_one_is_not_left(tmp_path):
+    masks = np.random.default_rng(0).random((7, 5, 9)) > 0.5
+    path = str(tmp_path / "m.npz")
+    with pipeline.mask_writer(path, masks.shape) as write:
+        write(masks[:3])
+        write(masks[3:])
+    with np.load(path) as saved:
+        assert saved.files == ["mask"]
+        np.testing.assert_array_equal(saved["mask"], masks.astype(np.uint8))
+    assert decode.load_mask(path)[0].shape == masks.shape  # what train.py reads
+    with pytest.raises(ValueError, match="3 mask frames were written of 7"):
+        with pipeline.mask_writer(str(tmp_path / "short.npz"), masks.shape) as write:
+            write(masks[:3])
+    assert sorted(os.listdir(tmp_path)) == ["m.npz"]
+    broken = tmp_path / "broken.mkv"
+    broken.write_bytes(b"not a video")
+    with pytest.raises(decode.BadVideoError, match="broken.mkv"):
+        list(decode.iter_video(str(broken), 4))
+
+
 def test_a_pose_stage_is_held_to_max_reads_and_poses_to_their_shape(tmp_path):
     video, person = scene(t=4)
     rows = [[i] + [20.0, 30.0, 1.0] * 33 for i in range(4)]

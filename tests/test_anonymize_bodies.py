@@ -232,6 +232,63 @@ def test_each_person_is_carried_over_the_frames_they_are_missed():
     assert [f.shape for f in segment.fill_gaps(nobody, max_gap=1)] == [(0, segment.ROW_WIDTH)] * 2
 
 
+def test_the_gap_filler_holds_a_few_frames_whatever_the_video_s_length():
+    """Streamed frame by frame, the filler returns each frame once, max_gap frames later, and
+    keeps the rows of O(max_gap) frames and only the people who can still be linked or
+    carried: a long video with a walker and a person flashing in and out does not grow it."""
+    g = 3
+    filler = segment.GapFiller(g)
+    walker = np.array([[10.0, 10, 30, 70]])
+    flash = np.array([[150.0, 10, 170, 70]])
+    rows = [walker + [0.5 * t, 0, 0.5 * t, 0] if t % 50 else
+            np.concatenate([walker + [0.5 * t, 0, 0.5 * t, 0], flash]) for t in range(2000)]
+    out, held = [], 0
+    for t, frame in enumerate(rows):
+        out += filler.push(frame)
+        assert len(out) == max(t + 1 - g, 0)  # a frame is final g frames later
+        held = max(held, len(filler.tracks.rows), len(filler.tracks.people))
+    out += filler.close()
+    assert len(out) == len(rows) and held <= 2 * g + 2
+    # the flash of frame 50 carried g frames either side, the walker never doubled
+    assert [len(f) for f in out[45:56]] == [1, 1] + [2] * 7 + [1, 1]
+    assert max(len(f) for f in out[54:]) == 2 and min(len(f) for f in out) == 1
+
+
+def test_the_segmenter_streamed_in_windows_equals_the_whole_video(people):
+    """FacePeople over windows of 1, 2 or 5 frames gives the whole video's masks and poses
+    (what the pipeline reads a long video with): a person found from frame 2 on is carried
+    back to frames 0 and 1, and one missed in frame 5 over it, which a window that ended
+    before has not seen yet."""
+    face = [[40, 12, 50, 24, 0.9]]
+    seen = [[], [], face, face, face, [], face]
+    masks = [np.zeros((120, 200), bool) for _ in range(7)]
+    for i, m in enumerate(masks):
+        m[30 + i: 100, 35:60] = True
+
+    def make():
+        seg = _stub(people, [], [], None)
+        seg.detector = lambda frame: np.asarray(seen[int(frame[0, 0, 0])],
+                                                np.float64).reshape(-1, 5)
+        seg._pose = lambda frame, crop: _output(masks[int(frame[0, 0, 0])], crop=crop)
+        return seg
+
+    video = np.zeros((7, 120, 200, 3), np.uint8)
+    video[:, 0, 0, 0] = np.arange(7)  # the stubs read the frame's index here
+    seg = make()
+    whole = seg(video, "v")
+    poses = seg.poses(video, "v")
+    assert whole.any(axis=(1, 2)).all()  # carried back, and over the gap
+    for window in (1, 2, 5):
+        stream = make().stream("v")
+        parts = [stream.push(video[lo:lo + window]) for lo in range(0, 7, window)]
+        parts.append(stream.close())
+        np.testing.assert_array_equal(np.concatenate([q for q, _ in parts]), whole)
+        got = [p for _, found_poses in parts for p in found_poses]
+        assert len(got) == 7
+        for a, b in zip(got, poses, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_body_settings_reach_the_segmenter_and_bad_ones_are_refused():
     from maskdp_jax.configs import anonymize as config_lib
 

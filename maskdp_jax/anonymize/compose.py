@@ -45,18 +45,10 @@ def tubelets(region: np.ndarray, *, pad: int, window: int, min_iou: float = 0.1)
     averaged over ``window`` frames and its size is its largest box plus ``pad`` on each side, so
     the crop moves smoothly and has one size.
     """
-    t, h, w = region.shape
-    out = []
-    for tr in _link(region, min_iou)[0]:
-        boxes = np.asarray(tr["boxes"])
-        centre = (boxes[:, :2] + boxes[:, 2:]) / 2
-        k = np.ones(min(window, len(boxes)))
-        norm = np.convolve(np.ones(len(boxes)), k, mode="same")
-        centre = np.stack([np.convolve(centre[:, j], k, mode="same") / norm for j in range(2)], 1)
-        size = np.minimum((boxes[:, 2:] - boxes[:, :2]).max(axis=0) + 2 * pad, (w, h))
-        lo = np.clip(np.rint(centre - size / 2), 0, (w, h) - size)
-        out.append(Tubelet(tr["start"], np.concatenate([lo, lo + size], 1).astype(np.int64)))
-    return out
+    linker = BlobTracks(min_iou)
+    for frame in region:
+        linker.add(frame)
+    return linker.tubelets(region.shape[1:], pad=pad, window=window)
 
 
 def track_ids(region: np.ndarray, *, min_iou: float = 0.1) -> list[np.ndarray]:
@@ -64,7 +56,8 @@ def track_ids(region: np.ndarray, *, min_iou: float = 0.1) -> list[np.ndarray]:
     track index (0, 1, ...: in order of first appearance, the index of its :func:`tubelets`
     entry) of each 8-connected component, in :func:`track_map`'s component order. A function of
     ``region`` alone: of the segmentation, never of a pixel."""
-    return _link(region, min_iou)[1]
+    linker = BlobTracks(min_iou)
+    return [linker.add(frame) for frame in region]
 
 
 def track_map(region: np.ndarray, ids: list[np.ndarray]) -> np.ndarray:
@@ -78,31 +71,58 @@ def track_map(region: np.ndarray, ids: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _link(region: np.ndarray, min_iou: float) -> tuple[list[dict], list[np.ndarray]]:
-    """Blobs linked into tracks: (one dict ``{"start", "boxes": [[x0, y0, x1, y1], ...], "last",
-    "index"}`` per track; per frame, int64 ``[n - 1]``: the track of each component ``1 .. n - 1``
-    of OpenCV's labelling)."""
-    cv2 = _cv2()
-    tracks: list[dict] = []
-    ids = []
-    for i, frame in enumerate(region.astype(np.uint8)):
-        n, _, stats, _ = cv2.connectedComponentsWithStats(frame, connectivity=8)
+class BlobTracks:
+    """The region's blobs linked into tracks one frame at a time (:meth:`add`): what
+    :func:`tubelets` and :func:`track_ids` compute over a whole region, for a stream of frames.
+    A blob joins the track of the previous frame whose last box overlaps its own most (IoU ≥
+    ``min_iou``; greedy, largest blob first), else starts a track. It keeps each track's boxes
+    (four numbers per track and frame), never a frame."""
+
+    def __init__(self, min_iou: float = 0.1):
+        self.min_iou = min_iou
+        self.tracks: list[dict] = []  # {"start", "boxes": [[x0, y0, x1, y1], ...], "last"}
+        self.frames = 0
+
+    def add(self, frame: np.ndarray) -> np.ndarray:
+        """bool ``[H, W]``, the next frame's region -> int64 ``[n - 1]``: the track of each of its
+        components ``1 .. n - 1`` in OpenCV's labelling (:func:`track_map`'s order)."""
+        cv2 = _cv2()
+        i = self.frames
+        n, _, stats, _ = cv2.connectedComponentsWithStats(frame.astype(np.uint8), connectivity=8)
         frame_ids = np.empty(n - 1, np.int64)
-        active = [tr for tr in tracks if tr["last"] == i - 1]
+        active = [k for k, tr in enumerate(self.tracks) if tr["last"] == i - 1]
         for c in sorted(range(1, n), key=lambda c: -stats[c][4]):
             x, y, bw, bh, _ = stats[c]
             box = np.array([x, y, x + bw, y + bh], np.float64)
-            best = max(active, key=lambda tr: _iou(tr["boxes"][-1], box), default=None)
-            if best is not None and _iou(best["boxes"][-1], box) >= min_iou:
-                active = [tr for tr in active if tr is not best]
-                best["boxes"].append(box)
-                best["last"] = i
+            best = max(active, key=lambda k: _iou(self.tracks[k]["boxes"][-1], box),
+                       default=None)
+            if best is not None and _iou(self.tracks[best]["boxes"][-1], box) >= self.min_iou:
+                active.remove(best)
+                self.tracks[best]["boxes"].append(box)
+                self.tracks[best]["last"] = i
             else:
-                best = {"start": i, "boxes": [box], "last": i, "index": len(tracks)}
-                tracks.append(best)
-            frame_ids[c - 1] = best["index"]
-        ids.append(frame_ids)
-    return tracks, ids
+                best = len(self.tracks)
+                self.tracks.append({"start": i, "boxes": [box], "last": i})
+            frame_ids[c - 1] = best
+        self.frames += 1
+        return frame_ids
+
+    def tubelets(self, frame_size: tuple[int, int], *, pad: int, window: int) -> list[Tubelet]:
+        """The tracks' crops (:func:`tubelets`) in frames of ``frame_size`` ``(H, W)``."""
+        h, w = frame_size
+        out = []
+        for tr in self.tracks:
+            boxes = np.asarray(tr["boxes"])
+            centre = (boxes[:, :2] + boxes[:, 2:]) / 2
+            k = np.ones(min(window, len(boxes)))
+            norm = np.convolve(np.ones(len(boxes)), k, mode="same")
+            centre = np.stack([np.convolve(centre[:, j], k, mode="same") / norm
+                               for j in range(2)], 1)
+            size = np.minimum((boxes[:, 2:] - boxes[:, :2]).max(axis=0) + 2 * pad, (w, h))
+            lo = np.clip(np.rint(centre - size / 2), 0, (w, h) - size)
+            out.append(Tubelet(tr["start"], np.concatenate([lo, lo + size], 1)
+                               .astype(np.int64)))
+        return out
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:

@@ -39,13 +39,20 @@ class TemporalMedian:
     rows_per_chunk: int = 32
     max_frames: int = 64
 
+    def fit_frames(self, num_frames: int) -> np.ndarray:
+        """int64 indices of the frames of a ``num_frames``-frame video the plate is fitted on:
+        at most ``max_frames``, evenly spread (a streaming pipeline keeps only these)."""
+        return np.unique(np.linspace(0, num_frames - 1, min(num_frames, self.max_frames))
+                         .round().astype(np.int64))
+
     def fit(self, video: np.ndarray, q: np.ndarray) -> Plate:
-        """uint8 ``[T, H, W, 3]`` and bool ``[T, H, W]`` -> the :class:`Plate` of the subsample:
-        each pixel's median over the subsampled frames where it is not person; pixels that are
-        person in every subsampled frame are filled by Telea inpainting."""
+        """uint8 ``[T, H, W, 3]`` and bool ``[T, H, W]`` -> the :class:`Plate` of the subsample
+        (:meth:`fit_frames`; given just those frames, it uses them all): each pixel's median over
+        the subsampled frames where it is not person; pixels that are person in every subsampled
+        frame are filled by Telea inpainting."""
         cv2 = _cv2()
         t, h, w, _ = video.shape
-        idx = np.unique(np.linspace(0, t - 1, min(t, self.max_frames)).round().astype(np.int64))
+        idx = self.fit_frames(t)
         plate = np.zeros((h, w, 3), np.float32)
         for y in range(0, h, self.rows_per_chunk):
             rows = slice(y, y + self.rows_per_chunk)

@@ -45,11 +45,14 @@ run at a time per output folder: a second one at once would remove the first's t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import io
 import json
 import os
+import tempfile
 import warnings
+import zipfile
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -60,6 +63,7 @@ from maskdp_jax.anonymize import pose as pose_lib
 from maskdp_jax.anonymize.stages import (
     READS,
     REFINER_READS,
+    Avatar,
     Cleanup,
     Inpainter,
     InputError,
@@ -156,23 +160,16 @@ class NoPersonError(InputError):
 
 def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Options, *,
                     in_place: bool = False, with_background: bool = False) -> Result:
-    """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``); see the package docstring for what
-    the returned public mask means.
+    """Algorithm 1 on one video (uint8 ``[T, H, W, 3]``) held in memory; see the package
+    docstring for what the returned public mask means. The same computation as
+    :func:`anonymize_file`, which reads a file and writes its outputs in windows of frames
+    (:func:`run_stages`), here with whole-video arrays in and out.
 
-    Memory: the segmenter and the pose stage see the whole video; everything after them runs
-    on chunks of ``options.chunk_frames`` frames (the cleanup with its temporal window's frames
-    on either side, the inpainter from a background plate fitted once on a frame subsample, the
-    renderer, merge, ``G`` and ``K``), so besides the video (3 bytes per pixel and frame) the
-    whole-video arrays are bool masks (the person mask, its cleaned version, the avatar region
-    and the public mask: 4 bytes) and the output (3 bytes, none with ``in_place=True``, which
-    writes the output over ``video``). The peak RSS of the whole ``python -m
-    maskdp_jax.anonymize`` process (interpreter, libraries and models included) with the default
-    configuration is measured by ``python -m benchmarks.anonymize_memory`` (docs/benchmarks.md,
-    "Anonymisation"); decoding briefly holds two copies of the frames
-    (:func:`maskdp_jax.data.decode.read_video` stacks decoded frames), and the encoder its own
-    buffers. A cleanup without a ``temporal_radius`` attribute is run on the whole video at once
-    (its float32 alpha: 4 bytes more). ``with_background`` also keeps the inpainted background (3
-    bytes more).
+    Memory: besides the video (3 bytes per pixel and frame) and the output (3 bytes, none with
+    ``in_place=True``, which writes the output over ``video``), the whole-video arrays are bool
+    masks (the cleaned person mask, the avatar region and the public mask: 3 bytes; the
+    stages' own memory is :func:`run_stages`'s). ``with_background`` also keeps the inpainted
+    background (3 bytes more).
 
     A video in which no person is left after the cleanup (the segmenter found none, or the
     cleanup's vote removed every one) comes back unchanged with an all-private mask (the stages
@@ -180,8 +177,79 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
 
     Raises:
       NoPersonError: no person is left and ``options.refuse_no_person``.
-      ValueError: the segmenter reads more than ``options.max_reads`` or returns a wrong mask.
+      InputError: the segmenter reads more than ``options.max_reads`` or a stage returns a
+        wrong array.
     """
+    video = np.asarray(video)
+    if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
+        raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
+                         f"{video.shape}.")
+    out = video if in_place else np.empty_like(video)
+    masks = {name: np.empty(video.shape[:3], bool) for name in ("public", "person", "region")}
+    background = np.empty_like(video) if with_background else None
+
+    def write(lo: int, frames: Frames) -> None:
+        hi = lo + len(frames.output)
+        out[lo:hi] = frames.output
+        for name, array in masks.items():
+            array[lo:hi] = getattr(frames, name)
+        if background is not None:
+            background[lo:hi] = frames.background
+
+    def windows(size: int):
+        return (video[lo:lo + size] for lo in range(0, len(video), size))
+
+    summary = run_stages(windows, video.shape[:3], key, stages, options, write,
+                         with_background=with_background)
+    return Result(out, masks["public"], masks["person"], masks["region"], summary, background)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frames:
+    """A window of the outputs of :func:`run_stages`: ``source`` and ``output`` uint8 ``[n, H,
+    W, 3]``, bool ``[n, H, W]`` ``public`` mask, cleaned ``person`` mask and avatar ``region``,
+    and the inpainted ``background`` (uint8, private; None unless asked for)."""
+
+    source: np.ndarray
+    output: np.ndarray
+    public: np.ndarray
+    person: np.ndarray
+    region: np.ndarray
+    background: np.ndarray | None
+
+
+def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
+               options: Options, write, *, with_background: bool = False) -> dict:
+    """Algorithm 1 on a video read a window of frames at a time, in two passes over it.
+
+    Args:
+      windows: ``windows(n)`` -> an iterator over the video's frames, ``n`` at a time, from the
+        first (uint8 ``[n, H, W, 3]``, the last window shorter); called once per pass.
+      shape: ``(T, H, W)``, the video's frame count and size.
+      key: the video's name (its path relative to the source folder).
+      stages, options: the pipeline's.
+      write: ``write(lo, frames)``, called with each window of outputs (:class:`Frames`) in
+        order, ``lo`` its first frame.
+      with_background: also hand ``write`` the inpainted background.
+
+    Returns:
+      the video's summary.
+
+    The first pass segments (:class:`maskdp_jax.anonymize.stages.SegmenterStream`), cleans and
+    renders the avatar's region, linking its blobs into tracks (:class:`compose.BlobTracks`) and
+    keeping the frames the inpainter fits on; the person and region masks go to a temporary
+    file, bit-packed and compressed. The second reads the frames again and composes them in
+    chunks of ``options.chunk_frames``. Each chunk's cleanup reads ``temporal_radius`` frames of
+    masks on either side, so every output equals the whole video's at once. Memory therefore
+    does not grow with the video's length: a chunk of frames, the segmenter's own window
+    (:class:`maskdp_jax.anonymize.segment.FacePeopleStream`: ``max_gap`` frames), the
+    inpainter's fitting frames (:meth:`maskdp_jax.anonymize.inpaint.TemporalMedian.fit_frames`:
+    64) and per-frame boxes and poses. Except where a stage needs the whole video: a segmenter
+    without a ``stream`` method, a pose stage other than the segmenter's that reads frames, a
+    cleanup without a ``temporal_radius`` or an inpainter with a ``fit`` but no ``fit_frames``
+    is given the whole video, held in memory.
+    """
+    t, h, w = shape
     for name, stage in (("segmenter", stages.segmenter), ("pose stage", stages.poses)):
         if stage is not None and READS.index(stage.reads) > READS.index(options.max_reads):
             raise InputError(
@@ -189,136 +257,271 @@ def anonymize_video(video: np.ndarray, key: str, stages: Stages, options: Option
                 "allows: its output (public: the mask and the avatar) would depend on pixels "
                 "outside what you allowed. Use masks (and poses) from files or person boxes, or "
                 "raise max_reads.")
-    video = np.asarray(video)
-    if video.ndim != 4 or video.shape[-1] != 3 or video.dtype != np.uint8:
-        raise InputError(f"{key}: video must be uint8 [T, H, W, 3]; got {video.dtype} "
-                         f"{video.shape}.")
-    if options.store == "h264" and (video.shape[1] % 2 or video.shape[2] % 2):
+    if options.store == "h264" and (h % 2 or w % 2):
         raise InputError(f"{key}: store='h264' needs even frame sizes (yuv420p); got "
-                         f"{video.shape[2]}x{video.shape[1]}. Use store='lossless'.")
-    # A stage that declares it reads no pixel is handed none (a blank video of the shape).
-    blank = np.broadcast_to(np.uint8(0), video.shape)
-    q = np.asarray(stages.segmenter(blank if stages.segmenter.reads == "none" else video, key))
-    if q.shape != video.shape[:3] or q.dtype != np.bool_:
-        raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
-                         f"{video.shape[:3]}.")
-    segmented = q.any(axis=(1, 2))
-    t = len(video)
-    spans = [(lo, min(lo + options.chunk_frames, t)) for lo in range(0, t, options.chunk_frames)]
+                         f"{w}x{h}. Use store='lossless'.")
+    chunk = options.chunk_frames
     radius = getattr(stages.cleanup, "temporal_radius", None)
-    whole_alpha = None
-    if radius is None:
-        cleaned, whole_alpha = stages.cleanup(q)
-    else:
-        cleaned = np.empty_like(q)
-        for lo, hi in spans:
-            cleaned[lo:hi] = _clean_chunk(stages.cleanup, q, lo, hi, radius)[0]
-    if not cleaned.any():
-        found = (f"no person found in any of its {t} frames" if not segmented.any() else
-                 "the cleanup's temporal vote (cleanup.window) removed every person the "
-                 f"segmenter found (in {int(segmented.sum())} of its {t} frames)")
-        if options.refuse_no_person:
-            raise NoPersonError(
-                f"{key}: {found}. Nothing to anonymise: its mask would be all private. "
-                "Check the segmenter (configs/anonymize.py: segment.method), or leave "
-                "refuse_no_person=False to write it unchanged with an all-private mask.")
-        out = video if in_place else video.copy()
-        nothing = np.zeros_like(q)
-        return Result(out, nothing, cleaned, nothing.copy(),
-                      _summary(video, nothing, cleaned, segmented, 0, stages, options, None),
-                      video.copy() if with_background else None)
-    poses = None
-    if stages.poses is not None:
-        poses = pose_lib.check_poses(
-            stages.poses(blank if stages.poses.reads == "none" else video, key), len(video), key)
-    ids = None  # the region's tracks, once the region is known (a per_track renderer's colours)
-
-    def render(lo, hi):
-        chunk_poses = None if poses is None else poses[lo:hi]
-        q_c = cleaned[lo:hi]
-        extra = {} if ids is None else {"tracks": compose.track_map(region[lo:hi], ids[lo:hi])}
-        avatar = (stages.renderer(q_c, **extra) if chunk_poses is None
-                  else stages.renderer(q_c, chunk_poses, **extra))
-        if (avatar.region.shape != q_c.shape or avatar.region.dtype != np.bool_
-                or avatar.rgb.shape != (*q_c.shape, 3) or not np.all(np.isfinite(avatar.rgb))):
-            raise InputError(f"{key}: the renderer must return a bool region {q_c.shape} and "
-                             f"finite colours {(*q_c.shape, 3)}; got {avatar.region.dtype} "
-                             f"{avatar.region.shape} and {avatar.rgb.shape}.")
-        return avatar
-
-    region = np.empty_like(q)
-    for lo, hi in spans:  # C needs the whole region before any chunk is composed
-        region[lo:hi] = render(lo, hi).region
-    crops = compose.tubelets(region, pad=options.tubelet_pad, window=options.tubelet_window)
-    if getattr(stages.renderer, "per_track", False):
-        ids = compose.track_ids(region)
     fit = getattr(stages.inpainter, "fit", None)
-    inpainter = fit(video, cleaned) if fit is not None else stages.inpainter
-    margin = options.codec_margin if options.store == "h264" else 0
-    out = video if in_place else np.empty_like(video)
-    public = np.empty_like(q)
-    inpainted = np.empty_like(video) if with_background else None
-    for lo, hi in spans:
-        q_c = cleaned[lo:hi]
-        alpha = (whole_alpha[lo:hi] if whole_alpha is not None
-                 else _clean_chunk(stages.cleanup, q, lo, hi, radius)[1])
-        frames = video[lo:hi]
-        removed = np.asarray(inpainter(frames, q_c))
-        if removed.shape != frames.shape or not np.all(np.isfinite(removed)):
-            raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} "
-                             "with non-finite values or a shape other than the video's "
-                             f"{frames.shape}.")
-        background = alpha[..., None] * removed + (1 - alpha[..., None]) * frames
-        del removed
-        if inpainted is not None:
-            inpainted[lo:hi] = np.clip(np.rint(background), 0, 255).astype(np.uint8)
-        avatar = render(lo, hi)
-        if not np.array_equal(avatar.region, region[lo:hi]):
-            raise InputError(f"{key}: the renderer returned another region for the same input: "
-                             "it must be deterministic (it is called twice per chunk).")
-        merged = compose.merge(background, avatar, options.blend_sigma)
-        del background
-        composed, touched = compose.refine_and_compose(
-            merged, avatar, q_c, _chunk_tubelets(crops, lo, hi), stages.refiner,
-            options.blend_sigma)
-        del merged
-        public[lo:hi] = compose.public_mask(avatar.region, options.blend_sigma,
-                                            codec_margin=margin) & ~touched
-        out[lo:hi] = np.clip(np.rint(composed), 0, 255).astype(np.uint8)
-    summary = _summary(video, public, cleaned, segmented, len(crops), stages, options, poses)
-    return Result(out, public, cleaned, region, summary, inpainted)
+    fit_frames = getattr(stages.inpainter, "fit_frames", None)
+    sample = (np.arange(t) if fit is not None and fit_frames is None else
+              np.asarray(fit_frames(t), np.int64) if fit is not None else np.zeros(0, np.int64))
+    kept: dict[int, np.ndarray] = {}  # the inpainter's fitting frames, by index
+    segmentation = _Segmentation(stages, key, shape)
+    with _MaskFile(h, w) as q_file, _MaskFile(h, w) as region_file:
+        segmented: list[bool] = []
+        poses: list[np.ndarray] | None = None if stages.poses is None else []
+        cleaned_frames = np.zeros(t, bool)
+        person_pixels = 0
+        linker = compose.BlobTracks()
+        ids: list[np.ndarray] = []
+        whole_cleanup = None  # (cleaned, alpha) of a cleanup run on the whole video
+        done = 0  # frames cleaned and rendered
 
+        def take(q: np.ndarray, found: list[np.ndarray] | None) -> None:
+            if q.shape[1:] != (h, w) or q.dtype != np.bool_:
+                raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected "
+                                 f"bool masks of {h}x{w} frames.")
+            q_file.append(q)
+            segmented.extend(q.any(axis=(1, 2)).tolist())
+            if poses is not None:
+                poses.extend(found)
 
-def _summary(video: np.ndarray, public: np.ndarray, cleaned: np.ndarray, segmented: np.ndarray,
-             tubelets: int, stages: Stages, options: Options, poses: list | None) -> dict:
-    """One video's summary. ``frames_without_person`` is read off the written mask (``public``):
-    a person the cleanup's vote removed, or one too thin to keep a pixel after the blend's
-    erosion, counts as not found there (the segmenter's own count:
-    ``frames_without_segmented_person``)."""
+        def clean_and_render(until: int) -> None:
+            """Clean and render the frames whose cleanup has all its frames (``until``)."""
+            nonlocal done, person_pixels, whole_cleanup
+            while done < until:
+                lo, hi = done, min(done + chunk, until)
+                if radius is None:
+                    if whole_cleanup is None:
+                        whole_cleanup = stages.cleanup(q_file.read(0, t))
+                    cleaned = whole_cleanup[0][lo:hi]
+                else:
+                    cleaned = _clean_chunk(stages.cleanup, q_file, lo, hi, radius, t)[0]
+                cleaned_frames[lo:hi] = cleaned.any(axis=(1, 2))
+                person_pixels += int(cleaned.sum())
+                for i in sample[(sample >= lo) & (sample < hi)]:
+                    kept[int(i)] = (kept[int(i)], cleaned[i - lo])
+                region = _render(stages, key, cleaned, poses, lo, hi).region
+                region_file.append(region)
+                ids.extend(linker.add(frame) for frame in region)
+                done = hi
+
+        read = 0
+        for frames in windows(chunk):
+            for i in sample[(sample >= read) & (sample < read + len(frames))]:
+                kept[int(i)] = frames[i - read].copy()
+            read += len(frames)
+            take(*segmentation.push(frames))
+            if radius is not None:
+                clean_and_render(max(len(segmented) - radius, 0))
+        take(*segmentation.close())
+        if read != t or len(segmented) != t:
+            raise InputError(f"{key}: {read} frames were read and the segmenter returned "
+                             f"{len(segmented)} masks; the video has {t} frames (a probe "
+                             "that miscounts, or a segmenter stream that lost frames).")
+        if poses is not None:
+            poses = pose_lib.check_poses(poses, t, key)
+        clean_and_render(t)
+        no_person = not cleaned_frames.any()
+        if no_person:
+            found = (f"no person found in any of its {t} frames" if not any(segmented) else
+                     "the cleanup's temporal vote (cleanup.window) removed every person the "
+                     f"segmenter found (in {int(sum(segmented))} of its {t} frames)")
+            if options.refuse_no_person:
+                raise NoPersonError(
+                    f"{key}: {found}. Nothing to anonymise: its mask would be all private. "
+                    "Check the segmenter (configs/anonymize.py: segment.method), or leave "
+                    "refuse_no_person=False to write it unchanged with an all-private mask.")
+        else:
+            crops = linker.tubelets((h, w), pad=options.tubelet_pad,
+                                    window=options.tubelet_window)
+            inpainter = stages.inpainter
+            if fit is not None:
+                inpainter = fit(np.stack([kept[int(i)][0] for i in sample]),
+                                np.stack([kept[int(i)][1] for i in sample]))
+            kept.clear()
+        margin = options.codec_margin if options.store == "h264" else 0
+        public_pixels, without_person, lo = 0, [], 0
+        for frames in windows(chunk):
+            hi = lo + len(frames)
+            if no_person:
+                nothing = np.zeros(frames.shape[:3], bool)
+                out = Frames(frames, frames.copy(), nothing, nothing, nothing,
+                             frames.copy() if with_background else None)
+            else:
+                out = _compose(stages, options, key, frames, lo, q_file, region_file, radius,
+                               whole_cleanup, poses, ids, crops, inpainter, margin,
+                               with_background, t)
+            public_pixels += int(out.public.sum())
+            without_person += (lo + np.flatnonzero(~out.public.any(axis=(1, 2)))).tolist()
+            write(lo, out)
+            lo = hi
+        if lo != t:
+            raise InputError(f"{key}: the second pass read {lo} frames; the first read {t}.")
     return {
-        "frames": int(len(video)),
-        "size": [int(video.shape[1]), int(video.shape[2])],
-        "public_fraction": float(public.mean()),
-        "person_fraction": float(cleaned.mean()),
-        "no_person_found": not cleaned.any(),
-        "frames_without_person": np.flatnonzero(~public.any(axis=(1, 2))).tolist(),
-        "frames_without_segmented_person": np.flatnonzero(~segmented).tolist(),
-        "tubelets": tubelets,
+        "frames": int(t),
+        "size": [int(h), int(w)],
+        "public_fraction": public_pixels / (t * h * w),
+        "person_fraction": person_pixels / (t * h * w),
+        "no_person_found": no_person,
+        "frames_without_person": without_person,
+        "frames_without_segmented_person": np.flatnonzero(~np.asarray(segmented)).tolist(),
+        "tubelets": 0 if no_person else len(crops),
         "segmenter": type(stages.segmenter).__name__,
         "segmenter_reads": stages.segmenter.reads,
         "pose_reads": None if stages.poses is None else stages.poses.reads,
         "frames_with_pose": (None if stages.poses is None else
-                             0 if poses is None else int(sum(len(p) > 0 for p in poses))),
+                             0 if no_person else int(sum(len(p) > 0 for p in poses))),
         "refiner_reads": stages.refiner.reads,
         "store": options.store,
     }
 
 
-def _clean_chunk(cleanup_stage: Cleanup, q: np.ndarray, lo: int, hi: int, radius: int):
+def _compose(stages: Stages, options: Options, key: str, frames: np.ndarray, lo: int,
+             q_file: _MaskFile, region_file: _MaskFile, radius: int | None, whole_cleanup,
+             poses, ids, crops, inpainter, margin: int, with_background: bool,
+             t: int) -> Frames:
+    """The second pass on one chunk of frames ``lo .. lo + len(frames) - 1``: inpaint, render,
+    merge, ``G`` and ``K``, and the public mask."""
+    hi = lo + len(frames)
+    cleaned, alpha = (_clean_chunk(stages.cleanup, q_file, lo, hi, radius, t)
+                      if radius is not None else
+                      (whole_cleanup[0][lo:hi], whole_cleanup[1][lo:hi]))
+    removed = np.asarray(inpainter(frames, cleaned))
+    if removed.shape != frames.shape or not np.all(np.isfinite(removed)):
+        raise InputError(f"{key}: the inpainter returned {removed.dtype} {removed.shape} "
+                         "with non-finite values or a shape other than the video's "
+                         f"{frames.shape}.")
+    background = alpha[..., None] * removed + (1 - alpha[..., None]) * frames
+    del removed
+    region = region_file.read(lo, hi)
+    tracks = (compose.track_map(region, ids[lo:hi])
+              if getattr(stages.renderer, "per_track", False) else None)
+    avatar = _render(stages, key, cleaned, poses, lo, hi, tracks=tracks)
+    if not np.array_equal(avatar.region, region):
+        raise InputError(f"{key}: the renderer returned another region for the same input: "
+                         "it must be deterministic (it is called once per pass).")
+    merged = compose.merge(background, avatar, options.blend_sigma)
+    inpainted = (np.clip(np.rint(background), 0, 255).astype(np.uint8) if with_background
+                 else None)
+    del background
+    composed, touched = compose.refine_and_compose(
+        merged, avatar, cleaned, _chunk_tubelets(crops, lo, hi), stages.refiner,
+        options.blend_sigma)
+    del merged
+    public = compose.public_mask(avatar.region, options.blend_sigma,
+                                 codec_margin=margin) & ~touched
+    return Frames(frames, np.clip(np.rint(composed), 0, 255).astype(np.uint8), public, cleaned,
+                  region, inpainted)
+
+
+def _render(stages: Stages, key: str, cleaned: np.ndarray, poses, lo: int, hi: int, *,
+            tracks: np.ndarray | None = None) -> Avatar:
+    """The renderer on frames ``lo .. hi - 1``, its output checked."""
+    extra = {} if tracks is None else {"tracks": tracks}
+    avatar = (stages.renderer(cleaned, **extra) if poses is None
+              else stages.renderer(cleaned, poses[lo:hi], **extra))
+    if (avatar.region.shape != cleaned.shape or avatar.region.dtype != np.bool_
+            or avatar.rgb.shape != (*cleaned.shape, 3) or not np.all(np.isfinite(avatar.rgb))):
+        raise InputError(f"{key}: the renderer must return a bool region {cleaned.shape} and "
+                         f"finite colours {(*cleaned.shape, 3)}; got {avatar.region.dtype} "
+                         f"{avatar.region.shape} and {avatar.rgb.shape}.")
+    return avatar
+
+
+class _Segmentation:
+    """The segmenter (and the pose stage) over a stream of windows: the segmenter's own
+    ``stream`` where it has one and the poses come from it or read no pixel; else the whole
+    video, held, handed over at :meth:`close`. A stage that reads no pixel is handed a blank
+    video of the shape (its declaration then holds by construction)."""
+
+    def __init__(self, stages: Stages, key: str, shape: tuple[int, int, int]):
+        self.stages, self.key, self.shape = stages, key, shape
+        segmenter, pose_stage = stages.segmenter, stages.poses
+        own_poses = (isinstance(pose_stage, segment.SegmenterPoses)
+                     and pose_stage.segmenter is segmenter)
+        streams = (hasattr(segmenter, "stream") and segmenter.reads != "none"
+                   and (pose_stage is None or own_poses or pose_stage.reads == "none"))
+        self.stream = segmenter.stream(key) if streams else None
+        self.own_poses = own_poses
+        self.held: list[np.ndarray] = []  # the frames, without a stream
+
+    def push(self, frames: np.ndarray) -> tuple[np.ndarray, list[np.ndarray] | None]:
+        if self.stream is not None:
+            q, found = self.stream.push(frames)
+            return q, found if self.own_poses else None
+        if self._reads_frames():
+            self.held.append(frames)
+        return np.zeros((0, *self.shape[1:]), bool), []
+
+    def close(self) -> tuple[np.ndarray, list[np.ndarray] | None]:
+        blank = np.broadcast_to(np.uint8(0), (*self.shape, 3))
+        stages, key = self.stages, self.key
+        if self.stream is not None:
+            q, found = self.stream.close()
+            if stages.poses is not None and not self.own_poses:  # poses from files
+                return q, None
+            return q, found if self.own_poses else None
+        video = np.concatenate(self.held) if self.held else blank
+        self.held = []
+        q = np.asarray(stages.segmenter(blank if stages.segmenter.reads == "none" else video,
+                                        key))
+        if q.shape != self.shape or q.dtype != np.bool_:
+            raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
+                             f"{self.shape}.")
+        found = None
+        if stages.poses is not None:
+            found = list(stages.poses(blank if stages.poses.reads == "none" else video, key))
+        return q, found
+
+    def _reads_frames(self) -> bool:
+        stages = self.stages
+        return stages.segmenter.reads != "none" or (
+            stages.poses is not None and stages.poses.reads != "none")
+
+
+class _MaskFile:
+    """bool ``[T, H, W]`` masks appended a window at a time and read back by frame range, held
+    in a temporary file (each frame bit-packed and zlib-compressed; a person mask compresses
+    to a few hundred bytes), so that the pipeline's memory does not grow with the video."""
+
+    def __init__(self, h: int, w: int):
+        self.h, self.w = h, w
+        self.offsets = [0]
+
+    def __enter__(self) -> _MaskFile:
+        self.file = tempfile.TemporaryFile()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def append(self, masks: np.ndarray) -> None:
+        self.file.seek(self.offsets[-1])
+        for frame in masks:
+            data = zlib.compress(np.packbits(frame).tobytes(), 1)
+            self.file.write(data)
+            self.offsets.append(self.offsets[-1] + len(data))
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        out = np.empty((hi - lo, self.h, self.w), bool)
+        self.file.seek(self.offsets[lo])
+        for i in range(lo, hi):
+            data = self.file.read(self.offsets[i + 1] - self.offsets[i])
+            bits = np.frombuffer(zlib.decompress(data), np.uint8)
+            out[i - lo] = np.unpackbits(bits, count=self.h * self.w).reshape(self.h, self.w)
+        return out
+
+
+def _clean_chunk(cleanup_stage: Cleanup, q: _MaskFile, lo: int, hi: int, radius: int, t: int):
     """The cleanup of frames ``lo:hi``, run on them and ``radius`` frames either side (what a
     temporal window of that radius reads), so the result equals the whole video's cleanup."""
-    a, b = max(lo - radius, 0), min(hi + radius, len(q))
-    cleaned, alpha = cleanup_stage(q[a:b])
+    a, b = max(lo - radius, 0), min(hi + radius, t)
+    cleaned, alpha = cleanup_stage(q.read(a, b))
     return cleaned[lo - a: hi - a], alpha[lo - a: hi - a]
 
 
@@ -356,7 +559,18 @@ def read_video(path: str) -> np.ndarray:
 
 def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -> None:
     """Write uint8 ``[T, H, W, 3]`` atomically (temporary file, then rename): FFV1 ``bgr0`` in
-    Matroska (lossless) or H.264 crf 18 in MP4, whatever ``path``'s extension."""
+    Matroska (lossless) or H.264 crf 18 in MP4, whatever ``path``'s extension
+    (:func:`video_writer`)."""
+    with video_writer(path, frames.shape[1:3], store=store, fps=fps) as write:
+        write(frames)
+
+
+@contextlib.contextmanager
+def video_writer(path: str, size: tuple[int, int], *, store: str, fps: float = 25):
+    """``with video_writer(path, (H, W), store=...) as write:`` ``write(frames)`` (uint8 ``[n, H,
+    W, 3]``) as many times as there are windows; the video replaces ``path`` on a normal exit
+    (atomically), and nothing is left on an exception. FFV1 ``bgr0`` in Matroska (lossless) or
+    H.264 crf 18 in MP4."""
     import av
 
     lossless = store == "lossless"
@@ -365,13 +579,45 @@ def write_video(path: str, frames: np.ndarray, *, store: str, fps: float = 25) -
           av.open(tmp, "w", format="matroska" if lossless else "mp4") as container):
         stream = container.add_stream("ffv1" if lossless else "libx264",
                                       rate=Fraction(fps).limit_denominator(1001))
-        stream.height, stream.width = frames.shape[1:3]
+        stream.height, stream.width = size
         stream.pix_fmt = "bgr0" if lossless else "yuv420p"
         if not lossless:
             stream.options = {"crf": "18"}
-        for frame in frames:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+
+        def write(frames: np.ndarray) -> None:
+            for frame in frames:
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+
+        yield write
         container.mux(stream.encode())
+
+
+@contextlib.contextmanager
+def mask_writer(path: str, shape: tuple[int, int, int]):
+    """``with mask_writer(path, (T, H, W)) as write:`` ``write(masks)`` (bool ``[n, H, W]``) in
+    order until ``T`` frames: the ``.npz`` ``train.py`` reads (uint8 ``mask``, what
+    :func:`numpy.savez_compressed` writes, deflated), written a window at a time; it replaces
+    ``path`` on a normal exit, nothing is left on an exception or if fewer than ``T`` frames
+    came. NumPy's own savez needs the whole array; this writes the same ``.npy`` member
+    (:func:`numpy.lib.format.write_array_header_1_0`) through :mod:`zipfile` in pieces."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    written = 0
+
+    with (atomic.replacing(path) as tmp,
+          zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+          archive.open("mask.npy", "w", force_zip64=True) as member):
+        np.lib.format.write_array_header_1_0(
+            member, {"descr": np.dtype(np.uint8).str, "fortran_order": False,
+                     "shape": tuple(int(n) for n in shape)})
+
+        def write(masks: np.ndarray) -> None:
+            nonlocal written
+            member.write(np.ascontiguousarray(masks, np.uint8).tobytes())
+            written += len(masks)
+
+        yield write
+        if written != shape[0]:
+            raise ValueError(f"{path}: {written} mask frames were written of {shape[0]}.")
 
 
 #: The file extension of each ``store``'s container (:func:`write_video`): the layouts' own
@@ -418,8 +664,15 @@ def preview(source: np.ndarray, result: Result, *, frames: int = 5) -> np.ndarra
     (:func:`preview_frames`)."""
     idx = preview_frames(len(result.video), frames)
     shown = source if len(source) == len(idx) != len(result.video) else source[idx]
-    mask = np.repeat(result.public[idx, ..., None], 3, axis=-1).astype(np.uint8) * 255
-    rows = [np.concatenate(list(a), axis=1) for a in (shown, result.video[idx], mask)]
+    return preview_strip(shown, result.video[idx], result.public[idx], idx)
+
+
+def preview_strip(source: np.ndarray, output: np.ndarray, public: np.ndarray,
+                  idx: np.ndarray) -> np.ndarray:
+    """:func:`preview`'s strip from the frames ``idx`` alone: uint8 ``[n, H, W, 3]`` source and
+    output frames and their bool ``[n, H, W]`` public masks."""
+    mask = np.repeat(public[..., None], 3, axis=-1).astype(np.uint8) * 255
+    rows = [np.concatenate(list(a), axis=1) for a in (source, output, mask)]
     return label_strip(np.concatenate(rows, axis=0), frame_indices=idx)
 
 
@@ -575,38 +828,25 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
                       "modification time, probe or content digest differ from its summary): "
                       "anonymised again.", flush=True)
         removed += remove_left_over(paths.values())
-        frames = read_video(source)
-        shown = frames[preview_frames(len(frames))].copy() if preview_dir else None
-        result = anonymize_video(frames, key, stages, options, in_place=True,
-                                 with_background="background" in extra)
-        del frames  # result.video is the same array, overwritten chunk by chunk
-        if result.summary["no_person_found"] and progress:
+        video_summary = anonymize_file(source, key, stages, options, paths)
+        if video_summary["no_person_found"] and progress:
             print(f"{key}: no person found; written unchanged with an all-private mask (listed "
                   "in summary.json).", flush=True)
-        result.summary["settings"] = settings
-        result.summary["source"] = signature
-        result.summary["outputs"] = {
+        video_summary["settings"] = settings
+        video_summary["source"] = signature
+        video_summary["outputs"] = {
             "video": os.path.relpath(out_path, dst), "mask": os.path.relpath(stem + ".npz",
                                                                              mask_dir),
             **{k: os.path.relpath(extra[k], d) for k, d in (("background", background_dir),
                                                             ("person", person_dir))
                if k in extra}}
-        write_video(out_path, result.video, store=options.store, fps=_fps(source))
-        _save(stem + ".npz", _npz(result.public))
-        if "background" in extra:
-            write_video(extra["background"], result.background, store=options.store,
-                        fps=_fps(source))
-        if "person" in extra:
-            _save(extra["person"], _npz(result.person))
-        _save(stem + ".json", _json(result.summary))
-        if preview_dir:
-            _save(paths["preview"], _png(preview(shown, result)))
+        _save(stem + ".json", _json(video_summary))  # last: what a resume takes as done
         # An earlier run's videos under other names (another store's container, or an earlier
         # release's source-named file) would stay beside these as a second copy of the video.
         for old, _ in _earlier_videos(earlier or {}, key, paths, dst=dst,
                                       background_dir=background_dir):
             os.remove(old)
-        videos[key] = result.summary
+        videos[key] = video_summary
     if options.store == "h264":
         warnings.warn("store='h264': the public pixels are not bit-exact functions of public "
                       "information (motion compensation, rate control); the codec margin only "
@@ -629,6 +869,53 @@ def anonymize_folder(src: str, dst: str, mask_dir: str, stages: Stages, options:
         print(f"removed {removed} temporary file(s) that an interrupted run left beside this "
               "run's outputs.", flush=True)
     _save(summary_path, _json(summary))
+    return summary
+
+
+def anonymize_file(source: str, key: str, stages: Stages, options: Options,
+                   paths: dict[str, str]) -> dict:
+    """Algorithm 1 on the video file ``source``, read and written a window of frames at a time
+    (:func:`run_stages`: memory does not grow with its length), its outputs written to
+    ``paths`` (``"video"`` and ``"mask"``, and, when given, ``"background"`` (the inpainted
+    video), ``"person"`` (the cleaned person mask, ``.npz``) and ``"preview"`` (:func:`preview`'s
+    strip, ``.png``)), each atomically once complete. Returns the video's summary (not
+    written: the caller writes it last).
+
+    Raises:
+      maskdp_jax.data.decode.BadVideoError: the file cannot be decoded.
+    """
+    info = decode.probe_video(source, decoder="pyav")
+    shape = (info.num_frames, info.height, info.width)
+    fps = _fps(source)
+    shown = preview_frames(info.num_frames) if "preview" in paths else np.zeros(0, np.int64)
+    strip: dict[int, tuple] = {}
+    with contextlib.ExitStack() as outputs:
+        write_video_ = outputs.enter_context(
+            video_writer(paths["video"], shape[1:], store=options.store, fps=fps))
+        write_mask = outputs.enter_context(mask_writer(paths["mask"], shape))
+        write_background = (outputs.enter_context(
+            video_writer(paths["background"], shape[1:], store=options.store, fps=fps))
+            if "background" in paths else None)
+        write_person = (outputs.enter_context(mask_writer(paths["person"], shape))
+                        if "person" in paths else None)
+
+        def write(lo: int, frames: Frames) -> None:
+            write_video_(frames.output)
+            write_mask(frames.public)
+            if write_background is not None:
+                write_background(frames.background)
+            if write_person is not None:
+                write_person(frames.person)
+            for i in shown[(shown >= lo) & (shown < lo + len(frames.output))]:
+                strip[int(i)] = (frames.source[i - lo].copy(), frames.output[i - lo].copy(),
+                                 frames.public[i - lo].copy())
+
+        summary = run_stages(lambda n: decode.iter_video(source, n), shape, key, stages,
+                             options, write, with_background=write_background is not None)
+    if "preview" in paths:
+        source_frames, output, public = (
+            np.stack(a) for a in zip(*(strip[int(i)] for i in shown), strict=True))
+        _save(paths["preview"], _png(preview_strip(source_frames, output, public, shown)))
     return summary
 
 
@@ -707,12 +994,6 @@ def _png(rgb: np.ndarray) -> bytes:
     if not ok:
         raise OSError("PNG encoding failed.")
     return data.tobytes()
-
-
-def _npz(public: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, mask=public.astype(np.uint8))
-    return buffer.getvalue()
 
 
 def _json(payload: dict) -> str:

@@ -34,6 +34,7 @@ the frames where no person was found.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -98,11 +99,12 @@ def detect_people(video: np.ndarray, *, face_scale: float = 1.1) -> list[np.ndar
 
 def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
     """Per frame, the rows found there, then, for each person found within ``max_gap`` frames
-    but not here, their row from the nearest frame that has them (detectors miss frames; a
-    person does not vanish for a frame, nor while the others stay found).
+    but not here, their row from the nearest frame that has them (the earlier one on a tie):
+    detectors miss frames; a person does not vanish for a frame, nor while the others stay found.
 
     People are followed by :func:`tracks`: a walker found in every frame is one person, never a
-    second one carried from a neighbouring frame.
+    second one carried from a neighbouring frame. The whole video at once; :class:`GapFiller`
+    gives the same rows frame by frame (what a stream over windows of frames uses).
 
     Args:
       boxes: per frame, float ``[n, k]`` rows whose first four columns are the box ``(x0, y0,
@@ -117,17 +119,11 @@ def fill_gaps(boxes: list[np.ndarray], max_gap: int) -> list[np.ndarray]:
     width = max((np.shape(b)[-1] for b in boxes if np.ndim(b) == 2), default=4)
     dtype = np.result_type(*[np.asarray(b) for b in boxes if np.size(b)]) if any(
         np.size(b) for b in boxes) else np.float64  # pixel boxes stay integers
-    boxes = [np.reshape(np.asarray(b, dtype), (-1, width)) for b in boxes]
-    out = [list(b) for b in boxes]
-    for track in tracks(boxes, max_gap):
-        frames = np.array(sorted(track))
-        for i in range(len(boxes)):
-            if i in track:
-                continue
-            j = int(frames[np.argmin(np.abs(frames - i))])
-            if abs(j - i) <= max_gap:
-                out[i].append(boxes[j][track[j]])
-    return [np.reshape(np.asarray(rows, dtype), (-1, width)) for rows in out]
+    filler = GapFiller(max_gap)
+    out = []
+    for b in boxes:
+        out += filler.push(np.reshape(np.asarray(b, dtype), (-1, width)))
+    return out + filler.close()
 
 
 #: A person moves less than this fraction of their box's height per frame (a walker at 10
@@ -142,31 +138,109 @@ def tracks(boxes: list[np.ndarray], max_gap: int) -> list[dict[int, int]]:
     (a gap :func:`fill_gaps` fills from both sides), if
     their boxes' centres lie within :data:`SAME_PLACE` of the taller box's height per frame
     between them; otherwise it starts a person. Greedy, in the rows' order (a detector's rows
-    come best first): what a simple linker does where no appearance is compared.
+    come best first): what a simple linker does where no appearance is compared. Online
+    (:class:`Tracks`): a frame's links depend on the frames before it only.
     """
-    people: list[dict[int, int]] = []
-    for t, rows in enumerate(boxes):
+    linker = Tracks(max_gap)
+    for rows in boxes:
+        linker.add(rows)
+    return [person.frames for person in linker.people]
+
+
+@dataclasses.dataclass
+class _Person:
+    frames: dict[int, int]  # frame -> row index, frames in increasing order
+    last: int
+
+
+class Tracks:
+    """:func:`tracks` one frame at a time (:meth:`add`). ``people`` lists the people in the order
+    they were first seen; :meth:`forget` drops those a stream no longer needs.
+
+    Args:
+      max_gap: as in :func:`tracks`.
+    """
+
+    def __init__(self, max_gap: int):
+        self.max_gap = max_gap
+        self.people: list[_Person] = []
+        self.rows: dict[int, np.ndarray] = {}  # frame -> its rows, while a link may read them
+        self.frames = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        """Link the next frame's rows (float ``[n, k]``, box first) to the people before it."""
+        t = self.frames
         taken: set[int] = set()
         for r, row in enumerate(rows):
             best, best_distance = None, np.inf
-            for k, person in enumerate(people):
-                last = max(person)
-                gap = t - last
-                if k in taken or not 1 <= gap <= 2 * max_gap + 1:
+            for k, person in enumerate(self.people):
+                gap = t - person.last
+                if k in taken or not 1 <= gap <= 2 * self.max_gap + 1:
                     continue
-                other = boxes[last][person[last]]
+                other = self.rows[person.last][person.frames[person.last]]
                 height = max(row[3] - row[1], other[3] - other[1])
                 distance = np.hypot((row[0] + row[2] - other[0] - other[2]) / 2,
                                     (row[1] + row[3] - other[1] - other[3]) / 2)
                 if distance < SAME_PLACE * height * gap and distance < best_distance:
                     best, best_distance = k, distance
             if best is None:
-                people.append({t: r})
-                taken.add(len(people) - 1)
+                self.people.append(_Person({t: r}, t))
+                taken.add(len(self.people) - 1)
             else:
-                people[best][t] = r
+                self.people[best].frames[t] = r
+                self.people[best].last = t
                 taken.add(best)
-    return people
+        self.rows[t] = rows
+        self.frames += 1
+
+    def forget(self, before: int) -> None:
+        """Drop what no link from the next frame on, and no question about frames from
+        ``before`` on, can need: the rows of older frames, and people last seen before both."""
+        keep = min(before, self.frames - 2 * self.max_gap - 1)
+        self.people = [p for p in self.people if p.last >= keep]
+        for frame in [f for f in self.rows if f < keep]:
+            del self.rows[frame]
+
+
+class GapFiller:
+    """:func:`fill_gaps` over a stream of frames: :meth:`push` one frame's rows, get the frames
+    whose rows are final (``max_gap`` frames later: a person seen again within ``max_gap``
+    frames is carried back), :meth:`close` for the rest. Holds ``O(max_gap)`` frames of rows and
+    the people seen in them, whatever the video's length."""
+
+    def __init__(self, max_gap: int):
+        self.max_gap = max_gap
+        self.tracks = Tracks(max_gap)
+        self.done = 0  # frames returned
+
+    def push(self, rows: np.ndarray) -> list[np.ndarray]:
+        """float ``[n, k]`` rows of the next frame -> the frames now final (0 or 1 of them)."""
+        self.tracks.add(rows)
+        return self._ready(self.tracks.frames - self.max_gap)
+
+    def close(self) -> list[np.ndarray]:
+        """The frames not yet returned (the video has ended)."""
+        return self._ready(self.tracks.frames)
+
+    def _ready(self, until: int) -> list[np.ndarray]:
+        out = []
+        g = self.max_gap
+        while self.done < until:
+            i = self.done
+            rows = self.tracks.rows[i]
+            carried = []
+            for person in self.tracks.people:
+                if i in person.frames:
+                    continue
+                near = next((j for d in range(1, g + 1) for j in (i - d, i + d)
+                             if j in person.frames), None)
+                if near is not None:
+                    carried.append(self.tracks.rows[near][person.frames[near]])
+            out.append(np.concatenate([rows, np.reshape(np.asarray(carried, rows.dtype),
+                                                        (-1, rows.shape[1]))]))
+            self.done += 1
+            self.tracks.forget(self.done - g)
+        return out
 
 
 def read_boxes(boxes_dir: str, key: str, num_frames: int,
@@ -583,51 +657,62 @@ class FacePeople:
                           (-1, ROW_WIDTH))
 
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
-        t, h, w, _ = video.shape
-        q = np.zeros((t, h, w), bool)
-        poses = []
-        detected = [self.proposals(frame) for frame in video]
-        for i, people in enumerate(fill_gaps(detected, self.max_gap)):
-            found, masks = [], []
-            # this frame's own MoveNet instances: distinct people, whose skeletons split masks
-            instances = np.flatnonzero(~np.isnan(people[:len(detected[i]), 9]))
-            split = (movenet_lib.instance_map(
-                people[instances, 9:].reshape(-1, len(movenet_lib.KEYPOINTS), 3), (h, w),
-                self.KEYPOINT_SCORE) if len(instances) > 1 else None)
-            for r, row in enumerate(people):
-                crop, face = row[:4], row[4:8]
-                has_face, carried = not np.isnan(face).any(), r >= len(detected[i])
-                if self._pose is None:
-                    q[i] |= attached_to_person(self._segment(video[i], face), face)
-                    continue
-                out = self._pose(video[i], crop)
-                if (carried or not has_face) and out.presence < self.presence:
-                    continue  # no person in the body box, or the carried person has left
-                if _reaches_past(out.roi, crop, self.REGROW):
-                    second = self._pose(video[i], out.roi)
-                    if second.presence >= self.presence:
-                        out = second
-                    elif not has_face:
-                        continue  # nobody in the crop the model's own alignment gives: a
-                        # person-like pattern (a van's front), not a person
-                instance = not carried and r in instances
-                pose = out.pose
-                if instance:
-                    own = row[9:].reshape(-1, 3).astype(np.float32)
-                    if not self._agrees(pose, own, row):
-                        pose = movenet_lib.as_blazepose(own)  # BlazePose posed a neighbour
-                person = attached_to_person(out.mask, face if has_face else None, pose)
-                if split is not None and instance:
-                    person &= split == int(np.searchsorted(instances, r))
-                q[i] |= person
-                if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
-                    continue  # a second box on a person already found: one pose for them
-                masks.append(person)
-                found.append(pose)
-            poses.append(np.reshape(np.asarray(found, np.float32),
-                                    (-1, pose_lib.NUM_KEYPOINTS, 3)))
-        self._last = (key, id(video), poses)
+        stream = self.stream(key)
+        parts = [stream.push(video), stream.close()]
+        q = np.concatenate([m for m, _ in parts]).reshape(video.shape[:3])
+        self._last = (key, id(video), [p for _, found in parts for p in found])
         return q
+
+    def stream(self, key: str) -> FacePeopleStream:
+        """The masks and poses of a video given a window of frames at a time
+        (:class:`FacePeopleStream`): the same as the whole video's, in memory that does not grow
+        with its length."""
+        return FacePeopleStream(self, key)
+
+    def _frame(self, frame: np.ndarray, people: np.ndarray, own: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """One frame's person mask (bool ``[H, W]``) and poses (float32 ``[n, 33, 3]``) from its
+        rows (:meth:`proposals`, after :func:`fill_gaps`; its own ``own`` first, then the
+        carried ones)."""
+        h, w = frame.shape[:2]
+        q = np.zeros((h, w), bool)
+        found, masks = [], []
+        # this frame's own MoveNet instances: distinct people, whose skeletons split masks
+        instances = np.flatnonzero(~np.isnan(people[:own, 9]))
+        split = (movenet_lib.instance_map(
+            people[instances, 9:].reshape(-1, len(movenet_lib.KEYPOINTS), 3), (h, w),
+            self.KEYPOINT_SCORE) if len(instances) > 1 else None)
+        for r, row in enumerate(people):
+            crop, face = row[:4], row[4:8]
+            has_face, carried = not np.isnan(face).any(), r >= own
+            if self._pose is None:
+                q |= attached_to_person(self._segment(frame, face), face)
+                continue
+            out = self._pose(frame, crop)
+            if (carried or not has_face) and out.presence < self.presence:
+                continue  # no person in the body box, or the carried person has left
+            if _reaches_past(out.roi, crop, self.REGROW):
+                second = self._pose(frame, out.roi)
+                if second.presence >= self.presence:
+                    out = second
+                elif not has_face:
+                    continue  # nobody in the crop the model's own alignment gives: a
+                    # person-like pattern (a van's front), not a person
+            instance = not carried and r in instances
+            pose = out.pose
+            if instance:
+                keypoints = row[9:].reshape(-1, 3).astype(np.float32)
+                if not self._agrees(pose, keypoints, row):
+                    pose = movenet_lib.as_blazepose(keypoints)  # BlazePose posed a neighbour
+            person = attached_to_person(out.mask, face if has_face else None, pose)
+            if split is not None and instance:
+                person &= split == int(np.searchsorted(instances, r))
+            q |= person
+            if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
+                continue  # a second box on a person already found: one pose for them
+            masks.append(person)
+            found.append(pose)
+        return q, np.reshape(np.asarray(found, np.float32), (-1, pose_lib.NUM_KEYPOINTS, 3))
 
     def _agrees(self, pose: np.ndarray, keypoints: np.ndarray, row: np.ndarray) -> bool:
         """Whether BlazePose's ``pose`` (float ``[33, 3]``) is the person of MoveNet's
@@ -686,6 +771,45 @@ class FacePeople:
             person = cv2.resize(person, (cx1 - cx0, cy1 - cy0), interpolation=cv2.INTER_NEAREST)
         out[cy0:cy1, cx0:cx1] = person > 0
         return out
+
+
+class FacePeopleStream:
+    """:class:`FacePeople` over a video given a window of frames at a time: :meth:`push` the next
+    frames, get the masks and poses of the frames now final; :meth:`close` at the video's end.
+    A frame is final once ``max_gap`` more frames have been seen (a person missed there may be
+    found again and carried back: :class:`GapFiller`), so it holds ``max_gap`` frames and
+    their detections, whatever the video's length. Its output equals the whole video's
+    (:meth:`FacePeople.__call__` is this stream over the whole video)."""
+
+    def __init__(self, segmenter: FacePeople, key: str):
+        self.segmenter, self.key = segmenter, key
+        self.filler = GapFiller(segmenter.max_gap)
+        self.waiting: list[tuple[np.ndarray, int]] = []  # (frame, its own rows), not yet final
+        self.size = (0, 0)
+
+    def push(self, frames: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """uint8 ``[n, H, W, 3]``, the next frames -> (bool ``[m, H, W]`` masks, ``m`` float32
+        ``[k, 33, 3]`` poses) of the frames now final, in order (``m`` may be 0)."""
+        ready = []
+        self.size = frames.shape[1:3]
+        for frame in frames:
+            rows = self.segmenter.proposals(frame)
+            self.waiting.append((frame, len(rows)))
+            ready += self.filler.push(rows)
+        return self._masks(ready)
+
+    def close(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The masks and poses of the frames not yet returned."""
+        return self._masks(self.filler.close())
+
+    def _masks(self, ready: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+        masks, poses = [], []
+        for people in ready:
+            frame, own = self.waiting.pop(0)
+            mask, found = self.segmenter._frame(frame, people, own)
+            masks.append(mask)
+            poses.append(found)
+        return np.reshape(np.asarray(masks, bool), (len(masks), *self.size)), poses
 
 
 class SelfieSegmentation:

@@ -28,6 +28,11 @@ REFINER_READS = ("avatar", "crop")
 class Segmenter(Protocol):
     """``f_seg``: person mask ``q`` of a video.
 
+    A segmenter that has a ``stream(key)`` method (returning a :class:`SegmenterStream`) is
+    given a long video a window of frames at a time, and the pipeline's memory does not grow
+    with the video's length; one without is handed the whole video (which the pipeline then
+    holds).
+
     Attributes:
       reads: one of :data:`READS`, what the mask may depend on.
     """
@@ -37,6 +42,19 @@ class Segmenter(Protocol):
     def __call__(self, video: np.ndarray, key: str) -> np.ndarray:
         """``video`` uint8 ``[T, H, W, 3]``, ``key`` its path relative to the source folder ->
         bool ``[T, H, W]``, True = person."""
+
+
+class SegmenterStream(Protocol):
+    """A segmenter over one video given a window of frames at a time; its masks (and poses, for a
+    segmenter that finds them) must equal the whole video's."""
+
+    def push(self, frames: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """uint8 ``[n, H, W, 3]``, the next frames -> (bool ``[m, H, W]``, ``m`` float32 ``[k,
+        33, 3]`` poses: empty arrays for a segmenter without poses) of the frames now final, in
+        order; ``m`` may be smaller than ``n`` (a frame waits for the frames it depends on)."""
+
+    def close(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The video has ended: the masks and poses of the frames not yet returned."""
 
 
 class Cleanup(Protocol):
@@ -55,9 +73,10 @@ class Inpainter(Protocol):
     """``f_inp``: the video with the person removed (every output pixel is *private*: it is
     computed from the background).
 
-    The pipeline calls it on chunks of frames. One that needs the whole video (a background
-    plate) has a ``fit(video, q)`` method, called once with the whole video, that returns the
-    inpainter used on the chunks.
+    The pipeline calls it on chunks of frames. One that needs more of the video (a background
+    plate) has a ``fit(video, q)`` method, called once, that returns the inpainter used on the
+    chunks; with a ``fit_frames(num_frames)`` method (the indices it reads) it is handed only
+    those frames and their masks, else the whole video (which the pipeline then holds).
     """
 
     def __call__(self, video: np.ndarray, q: np.ndarray) -> np.ndarray:
