@@ -66,5 +66,5 @@ def get_config() -> ml_collections.ConfigDict:
     # mask and listed as "no person found"; True stops the run there (exit 2) instead. Not
     # compared on resume: it changes no written output.
     config.refuse_no_person = False
-    config.chunk_frames = 16  # frames composed at once (memory; anonymize.pipeline.anonymize_video)
+    config.chunk_frames = 16  # frames read and composed at once (memory; pipeline.run_stages)
     return config

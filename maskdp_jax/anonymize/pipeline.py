@@ -34,13 +34,15 @@ Optional outputs, for the papers' other rows (configs point at them):
   person public and the rest private: Schneider et al. 2024a's "Real World MaskDP" rows, which
   protect only the background of unanonymised videos (the person is then not protected at all).
 
-Memory is bounded per chunk of frames (:func:`anonymize_video`, where the bytes per pixel and
-frame are measured). Files are written to a temporary name and renamed, so an interrupted run
-leaves no half file; a run killed outright (``kill -9``) leaves that temporary file, which the
-next run into the same folders removes (only those of the files it writes). A second run skips
-videos whose outputs exist and were made from the same source file (size, modification time and
-probe) with the same settings (``overwrite=True`` redoes them); a changed source is redone. One
-run at a time per output folder: a second one at once would remove the first's temporary files.
+Memory does not grow with a video's length: a file is decoded, anonymised and written a window
+of frames at a time, in two passes (:func:`run_stages`, :func:`anonymize_file`; measured by
+``python -m benchmarks.anonymize_memory``). Files are written to a temporary name and renamed,
+so an interrupted run leaves no half file; a run killed outright (``kill -9``) leaves that
+temporary file, which the next run into the same folders removes (only those of the files it
+writes). A second run skips videos whose outputs exist and were made from the same source file
+(size, modification time and probe) with the same settings (``overwrite=True`` redoes them); a
+changed source is redone. One run at a time per output folder: a second one at once would remove
+the first's temporary files.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class Options:
         writing it unchanged with an all-private mask (the default: MaskDP then treats the whole
         video as DP-SGD would) and listing it in the summary. It changes no output, so a resume
         does not compare it.
-      chunk_frames: frames composed at once (:func:`anonymize_video`, memory).
+      chunk_frames: frames read, segmented and composed at once (:func:`run_stages`: memory).
     """
 
     blend_sigma: float = 1.5
@@ -236,8 +238,9 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
       the video's summary.
 
     The first pass segments (:class:`maskdp_jax.anonymize.stages.SegmenterStream`), cleans and
-    renders the avatar's region, linking its blobs into tracks (:class:`compose.BlobTracks`) and
-    keeping the frames the inpainter fits on; the person and region masks go to a temporary
+    renders the avatar's region, linking its blobs into tracks
+    (:class:`maskdp_jax.anonymize.compose.BlobTracks`) and keeping the frames the inpainter fits
+    on; the person and region masks go to a temporary
     file, bit-packed and compressed. The second reads the frames again and composes them in
     chunks of ``options.chunk_frames``. Each chunk's cleanup reads ``temporal_radius`` frames of
     masks on either side, so every output equals the whole video's at once. Memory therefore
@@ -599,7 +602,7 @@ def mask_writer(path: str, shape: tuple[int, int, int]):
     :func:`numpy.savez_compressed` writes, deflated), written a window at a time; it replaces
     ``path`` on a normal exit, nothing is left on an exception or if fewer than ``T`` frames
     came. NumPy's own savez needs the whole array; this writes the same ``.npy`` member
-    (:func:`numpy.lib.format.write_array_header_1_0`) through :mod:`zipfile` in pieces."""
+    (``numpy.lib.format.write_array_header_1_0``) through ``zipfile``, in pieces."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     written = 0
 
