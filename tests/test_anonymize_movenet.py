@@ -166,10 +166,55 @@ def test_movenet_settings_reach_the_segmenter():
     config.segment.bodies = "movenet"
     config.segment.movenet_side = 384
     config.segment.movenet_score = 0.3
+    config.segment.movenet_tiles = False
     seg = pipeline.build_stages(config)[0].segmenter
     assert isinstance(seg.body_detector, movenet.MoveNetPeople)
     assert (seg.body_detector.side, seg.body_detector.threshold) == (384, 0.3)
+    assert not seg.body_detector.tiles
     assert "movenet_multipose_lightning.tflite" in seg.model and "Apache-2.0" in seg.model
     config.segment.refine = "grabcut"
     with pytest.raises(InputError, match="bodies='movenet' needs refine='pose'"):
         pipeline.build_stages(config)
+
+
+def _people(boxes):
+    """People with these boxes ``(x0, y0, x1, y1, score)`` and a keypoint at each box centre."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 5)
+    kp = np.zeros((len(boxes), 17, 3), np.float32)
+    kp[:, :, 0] = ((boxes[:, 0] + boxes[:, 2]) / 2)[:, None]
+    kp[:, :, 1] = ((boxes[:, 1] + boxes[:, 3]) / 2)[:, None]
+    kp[:, :, 2] = 0.9
+    return movenet.People(boxes, kp)
+
+
+def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
+    """Six people in the whole frame (the model's limit) -> two overlapping halves are searched
+    too, their people moved to frame pixels and merged: a person found twice (whole frame and a
+    tile, cut by its edge) is kept once, the better instance; fewer than six -> no tiles."""
+    detector = movenet.MoveNetPeople(side=256)
+    whole = [[20 + 60 * i, 10, 50 + 60 * i, 90, 0.5] for i in range(6)]  # x 20 .. 350
+    calls, crowd = [], {"size": 6}
+
+    def people(frame):
+        calls.append(frame.shape[:2])
+        if frame.shape[1] == 600:
+            return _people(whole[:crowd["size"]])
+        if len(calls) == 2:  # the left tile (0 .. 360): person 5 again, cut; someone new
+            return _people([[320, 10, 360, 90, 0.7], [100, 100, 130, 190, 0.6]])
+        return _people([[400 - 240, 10, 430 - 240, 90, 0.8]])  # the right tile (240 .. 600)
+
+    monkeypatch.setattr(detector, "_people", people)
+    found = detector(np.zeros((200, 600, 3), np.uint8))
+    assert calls == [(200, 600), (200, 360), (200, 360)]
+    boxes = found.boxes
+    assert len(boxes) == 8 and list(boxes[:, 4]) == sorted(boxes[:, 4], reverse=True)
+    np.testing.assert_allclose(boxes[0], [400, 10, 430, 90, 0.8])  # shifted by the tile's start
+    np.testing.assert_allclose(found.keypoints[0, 0, :2], [415, 50])
+    assert [320, 10, 360, 90, 0.7] in boxes.tolist()  # better than the whole frame's person 5
+    assert [320, 10, 350, 90, 0.5] not in boxes.tolist()
+    calls.clear()
+    crowd["size"] = 5
+    assert len(detector(np.zeros((200, 600, 3), np.uint8)).boxes) == 5 and len(calls) == 1
+    no_tiles = movenet.MoveNetPeople(side=256, tiles=False)
+    monkeypatch.setattr(no_tiles, "_people", lambda frame: _people(whole))
+    assert len(no_tiles(np.zeros((200, 600, 3), np.uint8)).boxes) == 6

@@ -67,9 +67,17 @@ class MoveNetPeople:
       side: px of the frame's longer side at the model's input (a multiple of 32, at least 128).
       threshold: the score a person needs (the model's own instance score in [0, 1]).
       threads: CPU threads LiteRT uses.
+      tiles: where the whole frame gives :data:`MAX_PEOPLE` people (the model's limit: a
+        crowd may hold more), look again in two overlapping halves of it (:attr:`TILE`), each
+        at ``side`` px, and keep every person found, once (:func:`merge`).
     """
 
-    def __init__(self, *, side: int = 256, threshold: float = 0.2, threads: int = 1):
+    #: A tile's share of the frame's longer side (two tiles, one at each end: they overlap by
+    #: ``2 TILE - 1``, so a person narrower than that lies whole in one of them).
+    TILE = 0.6
+
+    def __init__(self, *, side: int = 256, threshold: float = 0.2, threads: int = 1,
+                 tiles: bool = True):
         if side < 128 or side % _STRIDE:
             raise InputError(f"MoveNetPeople needs side >= 128 px, a multiple of {_STRIDE}; "
                              f"got {side}.")
@@ -81,7 +89,7 @@ class MoveNetPeople:
         except ImportError as e:
             raise InputError("bodies='movenet' runs MoveNet through LiteRT: pip install -r "
                              "requirements.txt (ai-edge-litert).") from e
-        self.side, self.threshold, self.threads = side, threshold, threads
+        self.side, self.threshold, self.threads, self.tiles = side, threshold, threads, tiles
         self._interpreter = Interpreter(model_path=model_files.path(
             "movenet_multipose_lightning.tflite"), num_threads=threads)
         self._input = self._interpreter.get_input_details()[0]["index"]
@@ -96,6 +104,23 @@ class MoveNetPeople:
         return s, ih, iw
 
     def __call__(self, frame: np.ndarray) -> People:
+        found = self._people(frame)
+        if not self.tiles or len(found.boxes) < MAX_PEOPLE:
+            return found
+        h, w = frame.shape[:2]
+        parts = [found]
+        landscape = w >= h
+        side = round(self.TILE * (w if landscape else h))
+        for start in (0, (w if landscape else h) - side):
+            tile = frame[:, start:start + side] if landscape else frame[start:start + side]
+            part = self._people(tile)
+            shift = np.array([start, 0] if landscape else [0, start], np.float64)
+            parts.append(People(part.boxes + np.r_[shift, shift, 0],
+                                (part.keypoints + np.r_[shift, 0]).astype(np.float32)))
+        return merge(parts)
+
+    def _people(self, frame: np.ndarray) -> People:
+        """One forward pass on ``frame`` (any uint8 ``[H, W, 3]`` RGB image)."""
         cv2 = _cv2()
         h, w = frame.shape[:2]
         s, ih, iw = self.input_size(h, w)
@@ -112,6 +137,32 @@ class MoveNetPeople:
         it.set_tensor(self._input, image)
         it.invoke()
         return decode(it.get_tensor(self._output)[0], ih / s, iw / s, self.threshold)
+
+
+#: Two instances are one person when this share of the smaller box lies in the larger one (a
+#: person found in the whole frame and in a tile; a tile may cut them, so IoU would miss it).
+SAME_PERSON = 0.6
+
+
+def merge(parts: list[People]) -> People:
+    """The people of several passes over one frame (the whole frame's first, then its tiles', in
+    frame pixels), each once, best first: an instance whose box lies :data:`SAME_PERSON` inside
+    a better one's (or holds it so) is that person again."""
+    boxes = np.concatenate([p.boxes for p in parts])
+    keypoints = np.concatenate([p.keypoints for p in parts])
+    kept: list[int] = []
+    for i in np.argsort(-boxes[:, 4], kind="stable"):
+        if not any(_inside(boxes[i], boxes[k]) > SAME_PERSON for k in kept):
+            kept.append(int(i))
+    return People(boxes[kept].reshape(-1, 5), keypoints[kept].reshape(-1, 17, 3))
+
+
+def _inside(a: np.ndarray, b: np.ndarray) -> float:
+    """The share of the smaller of boxes ``a`` and ``b`` (``x0, y0, x1, y1``) inside the other."""
+    inter = np.prod(np.clip(np.minimum(a[2:4], b[2:4]) - np.maximum(a[:2], b[:2]), 0, None))
+    smaller = min(np.prod(np.clip(a[2:4] - a[:2], 0, None)),
+                  np.prod(np.clip(b[2:4] - b[:2], 0, None)))
+    return float(inter / smaller) if smaller > 0 else 0.0
 
 
 def decode(raw: np.ndarray, height: float, width: float, threshold: float) -> People:

@@ -1029,6 +1029,7 @@ def build_stages(config) -> tuple[Stages, Options]:
                                        body_threshold=seg.body_threshold,
                                        movenet_side=seg.movenet_side,
                                        movenet_score=seg.movenet_score,
+                                       movenet_tiles=seg.movenet_tiles,
                                        presence=seg.presence, margin=seg.margin,
                                        max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":

@@ -532,8 +532,9 @@ class FacePeople:
         ``refine="pose"``) or ``"none"``.
       body_min_height, body_max_side, body_threshold: the HOG detector's ``min_height`` (px),
         ``max_side`` (px) and ``threshold`` (:class:`maskdp_jax.anonymize.bodies.HOGBodies`).
-      movenet_side, movenet_score: MoveNet's input side (px of the frame's longer side) and the
-        instance score a person needs
+      movenet_side, movenet_score, movenet_tiles: MoveNet's input side (px of the frame's longer
+        side), the instance score a person needs and whether a frame with six people (the
+        model's limit) is searched again in halves
         (:class:`maskdp_jax.anonymize.movenet.MoveNetPeople`).
       presence: the pose model's person-presence score a body without a face, or a person
         carried over a gap, needs to be kept.
@@ -566,7 +567,8 @@ class FacePeople:
     def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
                  bodies: str = "movenet", body_min_height: int = 48, body_max_side: int = 1792,
                  body_threshold: float = 0.0, movenet_side: int = 640,
-                 movenet_score: float = 0.2, presence: float = 0.5, margin: int = 8,
+                 movenet_score: float = 0.2, movenet_tiles: bool = True,
+                 presence: float = 0.5, margin: int = 8,
                  grabcut_side: int = 160, iterations: int = 3, max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
@@ -585,7 +587,8 @@ class FacePeople:
         self.body_detector = (
             bodies_lib.HOGBodies(min_height=body_min_height, max_side=body_max_side,
                                  threshold=body_threshold) if bodies == "hog"
-            else movenet_lib.MoveNetPeople(side=movenet_side, threshold=movenet_score)
+            else movenet_lib.MoveNetPeople(side=movenet_side, threshold=movenet_score,
+                                           tiles=movenet_tiles)
             if bodies == "movenet" else None)
         self._pose = pose_lib.BlazePose() if refine == "pose" else None
         self.threshold, self.max_side, self.refine, self.margin = (
@@ -594,6 +597,7 @@ class FacePeople:
             bodies, body_min_height, body_max_side)
         self.body_threshold, self.presence = body_threshold, presence
         self.movenet_side, self.movenet_score = movenet_side, movenet_score
+        self.movenet_tiles = movenet_tiles
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
         self.model = "; ".join(
             [model_files.describe("centerface.onnx")]
