@@ -189,8 +189,9 @@ def _people(boxes):
 
 def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
     """Six people in the whole frame (the model's limit) -> two overlapping halves are searched
-    too, their people moved to frame pixels and merged: a person found twice (whole frame and a
-    tile, cut by its edge) is kept once, the better instance; fewer than six -> no tiles."""
+    too, their people moved to frame pixels and merged by their joints: a person found twice
+    (whole frame and a tile, cut by its edge) is kept once, the better instance, and a small
+    person inside another's box stays; fewer than six -> no tiles."""
     detector = movenet.MoveNetPeople(side=256)
     whole = [[20 + 60 * i, 10, 50 + 60 * i, 90, 0.5] for i in range(6)]  # x 20 .. 350
     calls, crowd = [], {"size": 6}
@@ -199,19 +200,22 @@ def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
         calls.append(frame.shape[:2])
         if frame.shape[1] == 600:
             return _people(whole[:crowd["size"]])
-        if len(calls) == 2:  # the left tile (0 .. 360): person 5 again, cut; someone new
-            return _people([[320, 10, 360, 90, 0.7], [100, 100, 130, 190, 0.6]])
+        if len(calls) == 2:  # the left tile (0 .. 360): person 5 again, cut; someone new;
+            # a small person in front of person 2, inside their box, their joints elsewhere
+            return _people([[320, 10, 360, 90, 0.7], [100, 100, 130, 190, 0.6],
+                            [150, 20, 160, 40, 0.3]])
         return _people([[400 - 240, 10, 430 - 240, 90, 0.8]])  # the right tile (240 .. 600)
 
     monkeypatch.setattr(detector, "_people", people)
     found = detector(np.zeros((200, 600, 3), np.uint8))
     assert calls == [(200, 600), (200, 360), (200, 360)]
     boxes = found.boxes
-    assert len(boxes) == 8 and list(boxes[:, 4]) == sorted(boxes[:, 4], reverse=True)
+    assert len(boxes) == 9 and list(boxes[:, 4]) == sorted(boxes[:, 4], reverse=True)
     np.testing.assert_allclose(boxes[0], [400, 10, 430, 90, 0.8])  # shifted by the tile's start
     np.testing.assert_allclose(found.keypoints[0, 0, :2], [415, 50])
     assert [320, 10, 360, 90, 0.7] in boxes.tolist()  # better than the whole frame's person 5
     assert [320, 10, 350, 90, 0.5] not in boxes.tolist()
+    assert [150, 20, 160, 40, 0.3] in boxes.tolist()
     calls.clear()
     crowd["size"] = 5
     assert len(detector(np.zeros((200, 600, 3), np.uint8)).boxes) == 5 and len(calls) == 1

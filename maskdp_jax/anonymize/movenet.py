@@ -139,30 +139,36 @@ class MoveNetPeople:
         return decode(it.get_tensor(self._output)[0], ih / s, iw / s, self.threshold)
 
 
-#: Two instances are one person when this share of the smaller box lies in the larger one (a
-#: person found in the whole frame and in a tile; a tile may cut them, so IoU would miss it).
-SAME_PERSON = 0.6
+#: Two instances are one person when the keypoints both see confidently (at least
+#: :data:`SAME_JOINTS` of them, scoring :data:`SAME_SCORE` or more) lie within this fraction of
+#: the taller box's height of each other, in median: a person found in the whole frame and in a
+#: tile that cuts them share their visible joints; a small person standing in front of or
+#: behind another shares none of theirs, though their box may lie inside the other's.
+SAME_PERSON = 0.15
+SAME_JOINTS = 3
+SAME_SCORE = 0.3
 
 
 def merge(parts: list[People]) -> People:
     """The people of several passes over one frame (the whole frame's first, then its tiles', in
-    frame pixels), each once, best first: an instance whose box lies :data:`SAME_PERSON` inside
-    a better one's (or holds it so) is that person again."""
+    frame pixels), each once, best first: an instance whose joints lie where a better one's do
+    (:data:`SAME_PERSON`) is that person again."""
     boxes = np.concatenate([p.boxes for p in parts])
     keypoints = np.concatenate([p.keypoints for p in parts])
     kept: list[int] = []
     for i in np.argsort(-boxes[:, 4], kind="stable"):
-        if not any(_inside(boxes[i], boxes[k]) > SAME_PERSON for k in kept):
+        if not any(_same(boxes[i], keypoints[i], boxes[k], keypoints[k]) for k in kept):
             kept.append(int(i))
     return People(boxes[kept].reshape(-1, 5), keypoints[kept].reshape(-1, 17, 3))
 
 
-def _inside(a: np.ndarray, b: np.ndarray) -> float:
-    """The share of the smaller of boxes ``a`` and ``b`` (``x0, y0, x1, y1``) inside the other."""
-    inter = np.prod(np.clip(np.minimum(a[2:4], b[2:4]) - np.maximum(a[:2], b[:2]), 0, None))
-    smaller = min(np.prod(np.clip(a[2:4] - a[:2], 0, None)),
-                  np.prod(np.clip(b[2:4] - b[:2], 0, None)))
-    return float(inter / smaller) if smaller > 0 else 0.0
+def _same(box_a, joints_a, box_b, joints_b) -> bool:
+    both = (joints_a[:, 2] >= SAME_SCORE) & (joints_b[:, 2] >= SAME_SCORE)
+    if both.sum() < SAME_JOINTS:
+        return False
+    height = max(box_a[3] - box_a[1], box_b[3] - box_b[1])
+    distance = np.hypot(*(joints_a[both, :2] - joints_b[both, :2]).T)
+    return bool(np.median(distance) < SAME_PERSON * height)
 
 
 def decode(raw: np.ndarray, height: float, width: float, threshold: float) -> People:
