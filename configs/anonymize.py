@@ -38,7 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
         body_threshold=0.0,  # centerface: the HOG detector's SVM score a window needs
         movenet_side=640,  # centerface, bodies="movenet": px of the frame's longer side at MoveNet
         movenet_score=0.2,  # centerface, bodies="movenet": the instance score a person needs
-        movenet_tiles=True,  # bodies="movenet": 6 people found (its limit): look again in halves
+        movenet_tiles=False,  # bodies="movenet": 6 people found (its limit): look again in halves
         presence=0.5,  # centerface: pose model's presence a face-less or carried person needs
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors

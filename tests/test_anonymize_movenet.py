@@ -166,11 +166,11 @@ def test_movenet_settings_reach_the_segmenter():
     config.segment.bodies = "movenet"
     config.segment.movenet_side = 384
     config.segment.movenet_score = 0.3
-    config.segment.movenet_tiles = False
+    config.segment.movenet_tiles = True
     seg = pipeline.build_stages(config)[0].segmenter
     assert isinstance(seg.body_detector, movenet.MoveNetPeople)
     assert (seg.body_detector.side, seg.body_detector.threshold) == (384, 0.3)
-    assert not seg.body_detector.tiles
+    assert seg.body_detector.tiles
     assert "movenet_multipose_lightning.tflite" in seg.model and "Apache-2.0" in seg.model
     config.segment.refine = "grabcut"
     with pytest.raises(InputError, match="bodies='movenet' needs refine='pose'"):
@@ -192,7 +192,7 @@ def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
     too, their people moved to frame pixels and merged by their joints: a person found twice
     (whole frame and a tile, cut by its edge) is kept once, the better instance, and a small
     person inside another's box stays; fewer than six -> no tiles."""
-    detector = movenet.MoveNetPeople(side=256)
+    detector = movenet.MoveNetPeople(side=256, tiles=True)
     whole = [[20 + 60 * i, 10, 50 + 60 * i, 90, 0.5] for i in range(6)]  # x 20 .. 350
     calls, crowd = [], {"size": 6}
 
@@ -219,6 +219,6 @@ def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
     calls.clear()
     crowd["size"] = 5
     assert len(detector(np.zeros((200, 600, 3), np.uint8)).boxes) == 5 and len(calls) == 1
-    no_tiles = movenet.MoveNetPeople(side=256, tiles=False)
+    no_tiles = movenet.MoveNetPeople(side=256)  # the default
     monkeypatch.setattr(no_tiles, "_people", lambda frame: _people(whole))
     assert len(no_tiles(np.zeros((200, 600, 3), np.uint8)).boxes) == 6
