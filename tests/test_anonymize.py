@@ -776,6 +776,36 @@ def test_the_pipeline_holds_a_chunk_of_frames_whatever_the_video_s_length():
     np.testing.assert_array_equal(streamed.video, whole.video)
 
 
+def test_a_streamed_segmenter_takes_poses_from_files_before_any_frame():
+    """A streaming segmenter with poses that read no pixel (files): the poses are read once,
+    from a blank video, before the first window, checked, and drawn as with the whole video."""
+    video, _ = scene(t=12, h=96, w=160)
+
+    class FilePoses:
+        reads = "none"
+        seen = []
+
+        def __call__(self, frames, key):
+            self.seen.append(bool(frames.any()))
+            pose = np.zeros((1, pose_lib.NUM_KEYPOINTS, 3), np.float32)
+            pose[0, :, :2] = (40, 60)
+            pose[0, :, 2] = 1.0
+            pose[0, 11:13, 0] = (34, 46)  # shoulders apart: a limb's width
+            return [pose + [[[2 * i, 0, 0]]] for i in range(len(frames))]
+
+    st = pipeline.Stages(segmenter=StreamingScene(), poses=FilePoses())
+    streamed = pipeline.anonymize_video(video, "v", st, pipeline.Options(chunk_frames=5))
+    whole = pipeline.anonymize_video(video, "v", dataclasses.replace(
+        st, segmenter=FixedSegmenter(StreamingScene()(video, "v"))), pipeline.Options())
+    assert FilePoses.seen == [False, False] and streamed.summary["frames_with_pose"] == 12
+    np.testing.assert_array_equal(streamed.video, whole.video)
+    np.testing.assert_array_equal(streamed.public, whole.public)
+    bad = dataclasses.replace(st, poses=type("Short", (FilePoses,), {
+        "__call__": lambda self, frames, key: FilePoses()(frames, key)[:3]})())
+    with pytest.raises(stages.InputError, match="3"):
+        pipeline.anonymize_video(video, "v", bad, pipeline.Options(chunk_frames=5))
+
+
 def test_a_file_anonymised_in_windows_equals_the_video_in_memory(tmp_path):
     """The command's path (:func:`pipeline.anonymize_file`: decoded, composed and encoded a
     window at a time) writes what :func:`pipeline.anonymize_video` computes on the decoded

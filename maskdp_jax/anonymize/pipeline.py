@@ -273,7 +273,8 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
     segmentation = _Segmentation(stages, key, shape)
     with _MaskFile(h, w) as q_file, _MaskFile(h, w) as region_file:
         segmented: list[bool] = []
-        poses: list[np.ndarray] | None = None if stages.poses is None else []
+        poses: list[np.ndarray] | None = (
+            None if stages.poses is None else list(segmentation.poses_first or []))
         cleaned_frames = np.zeros(t, bool)
         person_pixels = 0
         linker = compose.BlobTracks()
@@ -281,7 +282,7 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
         whole_cleanup = None  # (cleaned, alpha) of a cleanup run on the whole video
         done = 0  # frames cleaned and rendered
 
-        def take(q: np.ndarray, found: list[np.ndarray] | None) -> None:
+        def take(q: np.ndarray, found: list[np.ndarray]) -> None:
             if q.shape[1:] != (h, w) or q.dtype != np.bool_:
                 raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected "
                                  f"bool masks of {h}x{w} frames.")
@@ -435,9 +436,10 @@ def _render(stages: Stages, key: str, cleaned: np.ndarray, poses, lo: int, hi: i
 
 class _Segmentation:
     """The segmenter (and the pose stage) over a stream of windows: the segmenter's own
-    ``stream`` where it has one and the poses come from it or read no pixel; else the whole
-    video, held, handed over at :meth:`close`. A stage that reads no pixel is handed a blank
-    video of the shape (its declaration then holds by construction)."""
+    ``stream`` where it has one and the poses come from it or read no pixel (files: read once,
+    before any frame, as :attr:`poses_first`); else the whole video, held, handed over at
+    :meth:`close`. A stage that reads no pixel is handed a blank video of the shape (its
+    declaration then holds by construction)."""
 
     def __init__(self, stages: Stages, key: str, shape: tuple[int, int, int]):
         self.stages, self.key, self.shape = stages, key, shape
@@ -448,24 +450,25 @@ class _Segmentation:
                    and (pose_stage is None or own_poses or pose_stage.reads == "none"))
         self.stream = segmenter.stream(key) if streams else None
         self.own_poses = own_poses
+        self.poses_first = None
+        if self.stream is not None and pose_stage is not None and not own_poses:
+            self.poses_first = pose_lib.check_poses(
+                list(pose_stage(self._blank(), key)), shape[0], key)
         self.held: list[np.ndarray] = []  # the frames, without a stream
 
-    def push(self, frames: np.ndarray) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    def push(self, frames: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         if self.stream is not None:
             q, found = self.stream.push(frames)
-            return q, found if self.own_poses else None
+            return q, found if self.own_poses else []
         if self._reads_frames():
             self.held.append(frames)
         return np.zeros((0, *self.shape[1:]), bool), []
 
-    def close(self) -> tuple[np.ndarray, list[np.ndarray] | None]:
-        blank = np.broadcast_to(np.uint8(0), (*self.shape, 3))
-        stages, key = self.stages, self.key
+    def close(self) -> tuple[np.ndarray, list[np.ndarray]]:
         if self.stream is not None:
             q, found = self.stream.close()
-            if stages.poses is not None and not self.own_poses:  # poses from files
-                return q, None
-            return q, found if self.own_poses else None
+            return q, found if self.own_poses else []
+        stages, key, blank = self.stages, self.key, self._blank()
         video = np.concatenate(self.held) if self.held else blank
         self.held = []
         q = np.asarray(stages.segmenter(blank if stages.segmenter.reads == "none" else video,
@@ -473,10 +476,13 @@ class _Segmentation:
         if q.shape != self.shape or q.dtype != np.bool_:
             raise InputError(f"{key}: the segmenter returned {q.dtype} {q.shape}; expected bool "
                              f"{self.shape}.")
-        found = None
+        found = []
         if stages.poses is not None:
             found = list(stages.poses(blank if stages.poses.reads == "none" else video, key))
         return q, found
+
+    def _blank(self) -> np.ndarray:
+        return np.broadcast_to(np.uint8(0), (*self.shape, 3))
 
     def _reads_frames(self) -> bool:
         stages = self.stages
