@@ -48,14 +48,15 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs",
 # finishing a long file alone at the end. Scheduling only: a file not named here runs after
 # these, in collection order, and nothing a test checks depends on the order.
 LONGEST_FILES_FIRST = (
-    "test_audit_feature_masking.py", "test_reproduce.py", "test_pretrain.py",
-    "test_train_e2e.py", "test_train_resume.py", "test_models_mvit_ops.py", "test_examples.py",
+    "test_reproduce.py", "test_train_e2e.py", "test_train_resume.py", "test_models_mvit_ops.py",
+    "test_examples.py",
     "test_audit_runs.py", "test_anonymize.py", "test_maskdp_jax_tokenizer.py",
     "test_benchmarks_gpu_suite.py", "test_run_features.py", "test_data_store.py",
     "test_audit_canaries.py", "test_maskdp_jax_train_step.py", "test_maskdp_jax_ghost.py",
     "test_run_views.py", "test_maskdp_jax_parallel.py", "test_reporting_paper_tables.py",
     "test_release.py", "test_reporting_results.py", "test_public_api.py",
-    "test_audit_shadows.py", "test_run_datasets.py",
+    "test_audit_shadows.py", "test_run_datasets.py", "test_pretrain.py",
+    "test_audit_feature_masking.py",
 )
 
 

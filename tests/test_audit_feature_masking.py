@@ -170,6 +170,7 @@ def _tiny_config():
 
 @pytest.mark.slow
 @pytest.mark.heavy  # ~1 min of explainer evaluations and compiles (two aux videos per subject)
+@pytest.mark.release  # .ci/release: run it when the feature-masking audit or the models change
 def test_audit_feature_masking_end_to_end_tiny(tmp_path):
     config = _tiny_config()
     report = runs.run(config, str(tmp_path))

@@ -191,6 +191,7 @@ def pretrain_in_subprocess(tmp_path, *, xla_flags: str = "") -> str:
 
 @pytest.mark.slow
 @pytest.mark.heavy  # the pretraining itself: about 2 minutes on the 2-core CPU
+@pytest.mark.release  # .ci/release: run it when pretraining, the models or the data change
 def test_the_command_reproduces_the_shipped_backbone(tmp_path):
     """``python -m maskdp_jax.pretrain --config=configs/pretrain.py`` writes the shipped file:
     byte for byte on the host that built it, elsewhere as :func:`backbone_differences` says."""

@@ -70,7 +70,7 @@ class MoveNetPeople:
       tiles: where the whole frame gives :data:`MAX_PEOPLE` people (the model's limit: a
         crowd may hold more), look again in two overlapping halves of it (:attr:`TILE`), each
         at ``side`` px, and keep every person found, once (:func:`merge`). Off by default: on
-        the validation clips it found one person fewer (a distant one) and ran 20 % slower
+        the validation clips it found one person fewer (a distant one) and ran 19 % slower
         (docs/results/anonymize_quality/validation.md).
     """
 
