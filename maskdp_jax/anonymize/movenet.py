@@ -141,13 +141,14 @@ class MoveNetPeople:
         return decode(it.get_tensor(self._output)[0], ih / s, iw / s, self.threshold)
 
 
-#: Two instances are one person when the keypoints both see confidently (at least
-#: :data:`SAME_JOINTS` of them, scoring :data:`SAME_SCORE` or more) lie within this fraction of
-#: the taller box's height of each other, in median: a person found in the whole frame and in a
-#: tile that cuts them share their visible joints; a small person standing in front of or
-#: behind another shares none of theirs, though their box may lie inside the other's.
+#: Two instances are one person when the keypoints both see confidently lie within this
+#: fraction of the taller box's height of each other, in median: a person found in the whole
+#: frame and in a tile that cuts them share their visible joints; a small person standing in
+#: front of or behind another shares none of theirs, though their box may lie inside the other's.
 SAME_PERSON = 0.15
+#: The keypoints two instances must both see for :data:`SAME_PERSON` to compare them.
 SAME_JOINTS = 3
+#: The keypoint score from which an instance sees a keypoint, for :data:`SAME_PERSON`.
 SAME_SCORE = 0.3
 
 

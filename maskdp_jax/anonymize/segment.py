@@ -783,7 +783,7 @@ class FacePeopleStream:
     A frame is final once ``max_gap`` more frames have been seen (a person missed there may be
     found again and carried back: :class:`GapFiller`), so it holds ``max_gap`` frames and
     their detections, whatever the video's length. Its output equals the whole video's
-    (:meth:`FacePeople.__call__` is this stream over the whole video)."""
+    (calling :class:`FacePeople` on a video runs this stream over the whole of it)."""
 
     def __init__(self, segmenter: FacePeople, key: str):
         self.segmenter, self.key = segmenter, key
