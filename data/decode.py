@@ -355,7 +355,7 @@ def _read_av(path: str, indices: np.ndarray, *, size, fmt: str) -> np.ndarray:
 def iter_video(path: str, window: int) -> Iterator[np.ndarray]:
     """Every frame of ``path`` at its own size, in order, ``window`` at a time: uint8 ``[n, H, W,
     3]`` RGB arrays (``n = window`` but for the last), decoded sequentially with PyAV, the
-    frames :func:`read_video` gives with ``decoder="pyav"`` at the probed size. Holds one window,
+    frames :func:`read_video` gives with ``decoder="pyav"`` at the stream's size. Holds one window,
     whatever the video's length: a long video's pipeline (the anonymiser) reads it so.
 
     Raises:
@@ -364,18 +364,18 @@ def iter_video(path: str, window: int) -> Iterator[np.ndarray]:
     if window < 1:
         raise ValueError(f"window must be >= 1; got {window}.")
     av = _av()
-    info = _probe_av(path)
-    size = {"height": info.height, "width": info.width}
     frames: list[np.ndarray] = []
     try:
         with av.open(path) as container:
+            # the stream's own size (what probe_video reports), read without probe_video's
+            # packet count, which demuxes a whole Matroska file once more
+            codec = container.streams.video[0].codec_context
+            size = {"height": codec.height, "width": codec.width}
             for frame in container.decode(video=0):
                 frames.append(frame.to_ndarray(format="rgb24", **size))
                 if len(frames) == window:
                     yield np.stack(frames)
                     frames = []
-    except BadVideoError:
-        raise
     except Exception as e:
         raise BadVideoError(
             path, f"decoding failed, file truncated or corrupt ({type(e).__name__}: "
