@@ -39,6 +39,8 @@ def get_config() -> ml_collections.ConfigDict:
         movenet_side=640,  # centerface, bodies="movenet": px of the frame's longer side at MoveNet
         movenet_score=0.2,  # centerface, bodies="movenet": the instance score a person needs
         movenet_tiles=False,  # bodies="movenet": 6 people found (its limit): look again in halves
+        edge_people=False,  # bodies="movenet": keep a person the frame cuts (legs only) without
+        # the second crop's presence (their alignment leaves the frame)
         presence=0.5,  # centerface: pose model's presence a face-less or carried person needs
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors

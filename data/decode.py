@@ -325,25 +325,9 @@ def _probe_av(path: str) -> VideoInfo:
 
 def _read_av(path: str, indices: np.ndarray, *, size, fmt: str) -> np.ndarray:
     """Decode sequentially up to the last wanted frame; ``fmt`` 'rgb24' or 'gray'."""
-    av = _av()
     wanted = np.asarray(indices, np.int64)
-    last = int(wanted.max())
-    wanted_set = set(wanted.tolist())
-    frames = {}
-    kwargs = {} if size is None else {"height": size[0], "width": size[1]}
-    try:
-        with av.open(path) as container:
-            for i, frame in enumerate(container.decode(video=0)):
-                if i in wanted_set:
-                    frames[i] = frame.to_ndarray(format=fmt, **kwargs)
-                if i >= last:
-                    break
-    except Exception as e:
-        raise BadVideoError(
-            path, f"decoding failed, file truncated or corrupt ({type(e).__name__}: "
-            f"{_first_line(e)})"
-        ) from e
-    missing = sorted(wanted_set - set(frames))
+    frames = dict(_decode_av(path, fmt, size, set(wanted.tolist())))
+    missing = sorted(set(wanted.tolist()) - set(frames))
     if missing:
         raise BadVideoError(
             path, f"frame {missing[0]} requested but decoding stopped before it "
@@ -363,26 +347,43 @@ def iter_video(path: str, window: int) -> Iterator[np.ndarray]:
     """
     if window < 1:
         raise ValueError(f"window must be >= 1; got {window}.")
-    av = _av()
     frames: list[np.ndarray] = []
+    for _, frame in _decode_av(path, "rgb24", None):
+        frames.append(frame)
+        if len(frames) == window:
+            yield np.stack(frames)
+            frames = []
+    if frames:
+        yield np.stack(frames)
+
+
+def _decode_av(path: str, fmt: str, size: tuple[int, int] | None,
+               wanted: set[int] | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """``(index, frame)`` of ``path``'s frames in order, decoded sequentially with PyAV as
+    ``fmt`` at ``size`` ``(H, W)`` (None: the stream's own size, read off the opened stream, not
+    off :func:`probe_video`, whose packet count demuxes a whole Matroska file once more): every
+    frame, or those in ``wanted``, stopping after the last of them.
+
+    Raises:
+      BadVideoError: the file cannot be decoded (named, with PyAV's reason).
+    """
+    av = _av()
+    last = max(wanted) if wanted else None
     try:
         with av.open(path) as container:
-            # the stream's own size (what probe_video reports), read without probe_video's
-            # packet count, which demuxes a whole Matroska file once more
-            codec = container.streams.video[0].codec_context
-            size = {"height": codec.height, "width": codec.width}
-            for frame in container.decode(video=0):
-                frames.append(frame.to_ndarray(format="rgb24", **size))
-                if len(frames) == window:
-                    yield np.stack(frames)
-                    frames = []
+            if size is None:
+                codec = container.streams.video[0].codec_context
+                size = (codec.height, codec.width)
+            for i, frame in enumerate(container.decode(video=0)):
+                if wanted is None or i in wanted:
+                    yield i, frame.to_ndarray(format=fmt, height=size[0], width=size[1])
+                if last is not None and i >= last:
+                    break
     except Exception as e:
         raise BadVideoError(
             path, f"decoding failed, file truncated or corrupt ({type(e).__name__}: "
             f"{_first_line(e)})"
         ) from e
-    if frames:
-        yield np.stack(frames)
 
 
 def _first_line(e: Exception) -> str:

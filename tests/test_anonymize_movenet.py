@@ -1,6 +1,7 @@
 """One instance per person (anonymize/movenet.py and FacePeople with ``bodies="movenet"``): the
 model's output decoded into frame pixels, a real cyclist found, the skeletons that split a mask
-covering two people, and two people side by side kept as two people with two poses."""
+covering two people, two people side by side kept as two people with two poses, the split among
+the people kept only, and people the frame cuts (``edge_people``)."""
 
 from __future__ import annotations
 
@@ -167,10 +168,11 @@ def test_movenet_settings_reach_the_segmenter():
     config.segment.movenet_side = 384
     config.segment.movenet_score = 0.3
     config.segment.movenet_tiles = True
+    config.segment.edge_people = True
     seg = pipeline.build_stages(config)[0].segmenter
     assert isinstance(seg.body_detector, movenet.MoveNetPeople)
     assert (seg.body_detector.side, seg.body_detector.threshold) == (384, 0.3)
-    assert seg.body_detector.tiles
+    assert seg.body_detector.tiles and seg.edge_people
     assert "movenet_multipose_lightning.tflite" in seg.model and "Apache-2.0" in seg.model
     config.segment.refine = "grabcut"
     with pytest.raises(InputError, match="bodies='movenet' needs refine='pose'"):
@@ -222,3 +224,70 @@ def test_a_crowd_past_the_models_six_is_searched_again_in_halves(monkeypatch):
     no_tiles = movenet.MoveNetPeople(side=256)  # the default
     monkeypatch.setattr(no_tiles, "_people", lambda frame: _people(whole))
     assert len(no_tiles(np.zeros((200, 600, 3), np.uint8)).boxes) == 6
+
+
+def test_a_dropped_instance_takes_no_pixel_from_its_kept_neighbour(movenet_people):
+    """Two instances over one mask: the right one's crop holds nobody (the pose model's presence
+    is low there: a person-like pattern), so it is dropped, and the skeletons split the mask
+    among the people kept only: the left person keeps all of it (private), none of it goes
+    to the dropped one's side and becomes public."""
+    left, right = _skeleton(60, 10, 100), _skeleton(100, 10, 100)
+    seg, both = _group_stub(movenet_people, [left, right])
+    posed = seg._pose
+    seg._pose = lambda frame, crop: posed(frame, crop)._replace(
+        presence=0.9 if (crop[0] + crop[2]) / 2 < 80 else 0.1)
+    video = np.zeros((1, 120, 200, 3), np.uint8)
+    np.testing.assert_array_equal(seg(video, "v")[0], both)
+    assert len(seg.poses(video, "v")[0]) == 1
+
+
+def test_a_person_movenet_barely_sees_keeps_the_pose_models_pose_and_mask(movenet_people):
+    """An instance none of whose keypoints MoveNet is sure of (scores under
+    ``KEYPOINT_SCORE``) cannot be compared with the pose model's pose: it keeps that pose, and
+    its own mask is not split away by its neighbour's skeleton; it stays private."""
+    left, right = _skeleton(60, 10, 100), _skeleton(100, 10, 100)
+    seen_right = right.copy()
+    right[:, 2] = 0.2
+    seg, both = _group_stub(movenet_people, [left, right])
+    halves = {True: np.zeros_like(both), False: np.zeros_like(both)}
+    halves[True][:, :80], halves[False][:, 80:] = both[:, :80], both[:, 80:]
+
+    def pose(frame, crop):  # each crop: that person's half and a pose on it
+        is_left = (crop[0] + crop[2]) / 2 < 80
+        return _output(halves[is_left], crop=crop)._replace(
+            pose=movenet.as_blazepose(left if is_left else seen_right))
+
+    seg._pose = pose
+    video = np.zeros((1, 120, 200, 3), np.uint8)
+    np.testing.assert_array_equal(seg(video, "v")[0], both)
+    poses = seg.poses(video, "v")[0]
+    assert len(poses) == 2 and (poses[:, :, 2] > segment.VISIBLE).any(1).all()
+
+
+def test_edge_people_keeps_a_person_whose_alignment_leaves_the_frame(movenet_people):
+    """A face-less instance at the bottom edge (legs only) whose pose the model aligns past the
+    frame: the crop made from that alignment is mostly outside and finds nobody. Dropped by
+    default; kept with ``edge_people``. An alignment that leaves the crop but stays inside the
+    frame (a van's front) is dropped either way."""
+    legs = _skeleton(100, 40, 100)  # the person's feet lie below the 120 px frame
+    video = np.zeros((1, 120, 200, 3), np.uint8)
+
+    def run(roi, edge_people):
+        seg, both = _group_stub(movenet_people, [legs])
+        seg.edge_people = edge_people
+
+        def pose(frame, crop):
+            regrown = np.allclose(crop, roi)  # the second crop, from the alignment
+            return _output(both, presence=0.05 if regrown else 0.9, roi=roi)
+
+        seg._pose = pose
+        return seg(video, "v")[0], both
+
+    past_frame = np.asarray([30.0, -20.0, 170.0, 120.0])  # leaves the frame's top edge
+    q, both = run(past_frame, edge_people=False)
+    assert not q.any()
+    q, both = run(past_frame, edge_people=True)
+    np.testing.assert_array_equal(q, both)
+    inside = np.asarray([10.0, 0.0, 118.0, 108.0])  # past the crop, inside the frame
+    for edge_people in (False, True):
+        assert not run(inside, edge_people)[0].any()

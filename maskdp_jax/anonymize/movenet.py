@@ -146,7 +146,7 @@ class MoveNetPeople:
 #: frame and in a tile that cuts them share their visible joints; a small person standing in
 #: front of or behind another shares none of theirs, though their box may lie inside the other's.
 SAME_PERSON = 0.15
-#: The keypoints two instances must both see for :data:`SAME_PERSON` to compare them.
+#: The keypoints two skeletons must both see to be compared (:func:`joints_coincide`).
 SAME_JOINTS = 3
 #: The keypoint score from which an instance sees a keypoint, for :data:`SAME_PERSON`.
 SAME_SCORE = 0.3
@@ -167,11 +167,20 @@ def merge(parts: list[People]) -> People:
 
 def _same(box_a, joints_a, box_b, joints_b) -> bool:
     both = (joints_a[:, 2] >= SAME_SCORE) & (joints_b[:, 2] >= SAME_SCORE)
+    height = max(box_a[3] - box_a[1], box_b[3] - box_b[1])
+    return joints_coincide(joints_a, joints_b, both, SAME_PERSON * height)
+
+
+def joints_coincide(a: np.ndarray, b: np.ndarray, both: np.ndarray, tolerance: float) -> bool:
+    """Whether two skeletons are one person: of keypoints ``a`` and ``b`` (float ``[k, >=2]``,
+    ``x, y`` first, in the same order) the ones both see (bool ``[k]``, at least
+    :data:`SAME_JOINTS`) lie within ``tolerance`` px of each other, in median. Two instances of
+    one frame (:func:`merge`), or BlazePose's pose against MoveNet's
+    (:class:`maskdp_jax.anonymize.segment.FacePeople`)."""
     if both.sum() < SAME_JOINTS:
         return False
-    height = max(box_a[3] - box_a[1], box_b[3] - box_b[1])
-    distance = np.hypot(*(joints_a[both, :2] - joints_b[both, :2]).T)
-    return bool(np.median(distance) < SAME_PERSON * height)
+    distance = np.hypot(*(a[both, :2] - b[both, :2]).T)
+    return bool(np.median(distance) < tolerance)
 
 
 def decode(raw: np.ndarray, height: float, width: float, threshold: float) -> People:

@@ -269,7 +269,9 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
     fit_frames = getattr(stages.inpainter, "fit_frames", None)
     sample = (np.arange(t) if fit is not None and fit_frames is None else
               np.asarray(fit_frames(t), np.int64) if fit is not None else np.zeros(0, np.int64))
-    kept: dict[int, np.ndarray] = {}  # the inpainter's fitting frames, by index
+    # the inpainter's fitting frames and their cleaned masks, by index
+    kept_frames: dict[int, np.ndarray] = {}
+    kept_masks: dict[int, np.ndarray] = {}
     segmentation = _Segmentation(stages, key, shape)
     with _MaskFile(h, w) as q_file, _MaskFile(h, w) as region_file:
         segmented: list[bool] = []
@@ -305,7 +307,7 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
                 cleaned_frames[lo:hi] = cleaned.any(axis=(1, 2))
                 person_pixels += int(cleaned.sum())
                 for i in sample[(sample >= lo) & (sample < hi)]:
-                    kept[int(i)] = (kept[int(i)], cleaned[i - lo])
+                    kept_masks[int(i)] = cleaned[i - lo]
                 region = _render(stages, key, cleaned, poses, lo, hi).region
                 region_file.append(region)
                 ids.extend(linker.add(frame) for frame in region)
@@ -314,7 +316,7 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
         read = 0
         for frames in windows(chunk):
             for i in sample[(sample >= read) & (sample < read + len(frames))]:
-                kept[int(i)] = frames[i - read].copy()
+                kept_frames[int(i)] = frames[i - read].copy()
             read += len(frames)
             take(*segmentation.push(frames))
             if radius is not None:
@@ -342,9 +344,10 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
                                     window=options.tubelet_window)
             inpainter = stages.inpainter
             if fit is not None:
-                inpainter = fit(np.stack([kept[int(i)][0] for i in sample]),
-                                np.stack([kept[int(i)][1] for i in sample]))
-            kept.clear()
+                inpainter = fit(np.stack([kept_frames[int(i)] for i in sample]),
+                                np.stack([kept_masks[int(i)] for i in sample]))
+            kept_frames.clear()
+            kept_masks.clear()
         margin = options.codec_margin if options.store == "h264" else 0
         public_pixels, without_person, lo = 0, [], 0
         for frames in windows(chunk):
@@ -369,6 +372,8 @@ def run_stages(windows, shape: tuple[int, int, int], key: str, stages: Stages,
         "public_fraction": public_pixels / (t * h * w),
         "person_fraction": person_pixels / (t * h * w),
         "no_person_found": no_person,
+        # read off the written mask: a person the vote removed, or one too thin to keep a pixel
+        # after the blend's erosion, counts as not found there (the segmenter's own count next)
         "frames_without_person": without_person,
         "frames_without_segmented_person": np.flatnonzero(~np.asarray(segmented)).tolist(),
         "tubelets": 0 if no_person else len(crops),
@@ -505,9 +510,6 @@ class _MaskFile:
 
     def __exit__(self, *exc) -> None:
         self.file.close()
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
 
     def append(self, masks: np.ndarray) -> None:
         self.file.seek(self.offsets[-1])
@@ -1036,8 +1038,8 @@ def build_stages(config) -> tuple[Stages, Options]:
                                        movenet_side=seg.movenet_side,
                                        movenet_score=seg.movenet_score,
                                        movenet_tiles=seg.movenet_tiles,
-                                       presence=seg.presence, margin=seg.margin,
-                                       max_gap=seg.face_max_gap)
+                                       presence=seg.presence, edge_people=seg.edge_people,
+                                       margin=seg.margin, max_gap=seg.face_max_gap)
     elif seg.method == "grabcut":
         segmenter = segment.GrabCutPeople(boxes_dir=seg.boxes_dir, margin=seg.margin,
                                           max_gap=seg.max_gap)

@@ -462,6 +462,13 @@ def _reaches_past(roi: np.ndarray, crop: np.ndarray, fraction: float) -> bool:
                 or roi[2] > crop[2] + slack or roi[3] > crop[3] + slack)
 
 
+def _leaves_frame(roi: np.ndarray, h: int, w: int, fraction: float) -> bool:
+    """Whether square ``roi`` (``x0, y0, x1, y1``) leaves an ``h`` x ``w`` frame by more than
+    ``fraction`` of its own side on some side."""
+    slack = fraction * (roi[2] - roi[0])
+    return bool(roi[0] < -slack or roi[1] < -slack or roi[2] > w + slack or roi[3] > h + slack)
+
+
 def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     """The share of the smaller of masks ``a`` and ``b`` that lies in the other."""
     smaller = min(np.count_nonzero(a), np.count_nonzero(b))
@@ -538,6 +545,11 @@ class FacePeople:
         (:class:`maskdp_jax.anonymize.movenet.MoveNetPeople`).
       presence: the pose model's person-presence score a body without a face, or a person
         carried over a gap, needs to be kept.
+      edge_people: keep a MoveNet person without a face whose pose the model aligns past the
+        frame's edge (a person the frame cuts: legs-only, a shoulder) on the first crop's
+        presence; the crop made again from that alignment is mostly outside the frame, and the
+        presence there is low. Off, such a person is dropped like a person-like pattern whose
+        alignment finds nobody.
       margin: px of context around a body box given to GrabCut as sure background.
       grabcut_side: the longest side (px) GrabCut works at.
       iterations: GrabCut iterations.
@@ -568,7 +580,7 @@ class FacePeople:
                  bodies: str = "movenet", body_min_height: int = 48, body_max_side: int = 1792,
                  body_threshold: float = 0.0, movenet_side: int = 640,
                  movenet_score: float = 0.2, movenet_tiles: bool = False,
-                 presence: float = 0.5, margin: int = 8,
+                 presence: float = 0.5, edge_people: bool = False, margin: int = 8,
                  grabcut_side: int = 160, iterations: int = 3, max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
@@ -597,7 +609,7 @@ class FacePeople:
             bodies, body_min_height, body_max_side)
         self.body_threshold, self.presence = body_threshold, presence
         self.movenet_side, self.movenet_score = movenet_side, movenet_score
-        self.movenet_tiles = movenet_tiles
+        self.movenet_tiles, self.edge_people = movenet_tiles, edge_people
         self.grabcut_side, self.iterations, self.max_gap = grabcut_side, iterations, max_gap
         self.model = "; ".join(
             [model_files.describe("centerface.onnx")]
@@ -680,12 +692,9 @@ class FacePeople:
         carried ones)."""
         h, w = frame.shape[:2]
         q = np.zeros((h, w), bool)
-        found, masks = [], []
-        # this frame's own MoveNet instances: distinct people, whose skeletons split masks
+        # this frame's own MoveNet instances: distinct people
         instances = np.flatnonzero(~np.isnan(people[:own, 9]))
-        split = (movenet_lib.instance_map(
-            people[instances, 9:].reshape(-1, len(movenet_lib.KEYPOINTS), 3), (h, w),
-            self.KEYPOINT_SCORE) if len(instances) > 1 else None)
+        kept = []  # (row, pose model's output, pose, face or None, whether an instance)
         for r, row in enumerate(people):
             crop, face = row[:4], row[4:8]
             has_face, carried = not np.isnan(face).any(), r >= own
@@ -695,22 +704,35 @@ class FacePeople:
             out = self._pose(frame, crop)
             if (carried or not has_face) and out.presence < self.presence:
                 continue  # no person in the body box, or the carried person has left
+            instance = not carried and r in instances
             if _reaches_past(out.roi, crop, self.REGROW):
                 second = self._pose(frame, out.roi)
                 if second.presence >= self.presence:
                     out = second
-                elif not has_face:
+                elif not has_face and not (self.edge_people and instance
+                                           and _leaves_frame(out.roi, h, w, self.REGROW)):
                     continue  # nobody in the crop the model's own alignment gives: a
                     # person-like pattern (a van's front), not a person
-            instance = not carried and r in instances
             pose = out.pose
             if instance:
                 keypoints = row[9:].reshape(-1, 3).astype(np.float32)
-                if not self._agrees(pose, keypoints, row):
+                seen = np.count_nonzero(keypoints[:, 2] >= self.KEYPOINT_SCORE)
+                if seen >= movenet_lib.SAME_JOINTS and not self._agrees(pose, keypoints, row):
                     pose = movenet_lib.as_blazepose(keypoints)  # BlazePose posed a neighbour
-            person = attached_to_person(out.mask, face if has_face else None, pose)
+            kept.append((r, out, pose, face if has_face else None, instance))
+        # the kept instances' skeletons split their masks between touching people; an instance
+        # dropped above claims no pixel of its neighbours' (what it would take stays theirs)
+        mine = [r for r, *_, instance in kept if instance]
+        split = (movenet_lib.instance_map(
+            people[mine, 9:].reshape(-1, len(movenet_lib.KEYPOINTS), 3), (h, w),
+            self.KEYPOINT_SCORE) if len(mine) > 1 else None)
+        found, masks = [], []
+        for r, out, pose, face, instance in kept:
+            person = attached_to_person(out.mask, face, pose)
             if split is not None and instance:
-                person &= split == int(np.searchsorted(instances, r))
+                theirs = split == mine.index(r)
+                if theirs.any():  # a skeleton MoveNet does not see splits nothing off
+                    person &= theirs
             q |= person
             if any(_overlap(person, m) > self.SAME_PERSON for m in masks):
                 continue  # a second box on a person already found: one pose for them
@@ -724,11 +746,8 @@ class FacePeople:
         person's height (their crop's side over :attr:`BODY_CROP`) of each other, in median."""
         theirs = pose[list(movenet_lib.TO_BLAZEPOSE)]
         both = (theirs[:, 2] > VISIBLE) & (keypoints[:, 2] >= self.KEYPOINT_SCORE)
-        if both.sum() < 3:
-            return False
         height = (row[2] - row[0]) / self.BODY_CROP
-        distance = np.hypot(*(theirs[both, :2] - keypoints[both, :2]).T)
-        return bool(np.median(distance) < self.AGREE * height)
+        return movenet_lib.joints_coincide(theirs, keypoints, both, self.AGREE * height)
 
     def poses(self, video: np.ndarray, key: str) -> list[np.ndarray]:
         """The poses found with the last mask of this video (:class:`SegmenterPoses`); empty
