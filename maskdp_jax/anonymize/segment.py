@@ -579,8 +579,8 @@ class FacePeople:
     def __init__(self, *, threshold: float = 0.5, max_side: int = 640, refine: str = "pose",
                  bodies: str = "movenet", body_min_height: int = 48, body_max_side: int = 1792,
                  body_threshold: float = 0.0, movenet_side: int = 640,
-                 movenet_score: float = 0.2, movenet_tiles: bool = False,
-                 presence: float = 0.5, edge_people: bool = False, margin: int = 8,
+                 movenet_score: float = 0.05, movenet_tiles: bool = False,
+                 presence: float = 0.5, edge_people: bool = True, margin: int = 8,
                  grabcut_side: int = 160, iterations: int = 3, max_gap: int = 4):
         if margin < 1 or iterations < 1 or max_gap < 0 or grabcut_side < 16:
             raise InputError("FacePeople needs margin >= 1, iterations >= 1, max_gap >= 0, "
