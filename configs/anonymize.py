@@ -37,11 +37,10 @@ def get_config() -> ml_collections.ConfigDict:
         body_max_side=1792,  # centerface: longest side (px) the body detector sees a frame at
         body_threshold=0.0,  # centerface: the HOG detector's SVM score a window needs
         movenet_side=640,  # centerface, bodies="movenet": px of the frame's longer side at MoveNet
-        movenet_score=0.05,  # centerface, bodies="movenet": the instance score a person needs
-        # (BlazePose's presence then checks them)
+        movenet_score=0.2,  # centerface, bodies="movenet": the instance score a person needs
         movenet_tiles=False,  # bodies="movenet": 6 people found (its limit): look again in halves
-        edge_people=True,  # bodies="movenet": keep a person the frame cuts (legs only) without
-        # the second crop's presence (their alignment leaves the frame)
+        edge_people=False,  # bodies="movenet": keep a person the frame cuts (legs only) without
+        # the second crop's presence (their alignment leaves the frame); with movenet_score=0.05
         presence=0.5,  # centerface: pose model's presence a face-less or carried person needs
         refine="pose",  # centerface: "pose" (BlazePose segmentation + keypoints) or "grabcut"
         boxes_dir="",  # grabcut: person boxes from files (reads "boxes") instead of detectors
