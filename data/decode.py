@@ -367,6 +367,8 @@ def _decode_av(path: str, fmt: str, size: tuple[int, int] | None,
     Raises:
       BadVideoError: the file cannot be decoded (named, with PyAV's reason).
     """
+    if wanted is not None and not wanted:
+        return
     av = _av()
     last = max(wanted) if wanted else None
     try:

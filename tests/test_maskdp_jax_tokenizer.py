@@ -147,8 +147,9 @@ def test_degenerate_masks_warn_and_say_what_dp_means():
     # The papers' network at the smallest clip it takes: its q poolings (blocks 1, 3, 14) halve
     # the 8 x 8 token grid of 32^2 frames three times, block 0's kv stride is (1, 8, 8); 4 frames
     # give 2 token frames. Its overlapping (3, 7, 7) patch kernel is what the CPU presets lack.
-    # Compiling it costs ~2 minutes on a 2-core CPU: `heavy`, run by .ci/run with the suite.
-    pytest.param("mvit_v2_s", (4, 32, 32), marks=pytest.mark.heavy)])
+    # Compiling it costs over a minute on a 2-core CPU, and the network rarely changes: the
+    # release lane (.ci/release) runs it.
+    pytest.param("mvit_v2_s", (4, 32, 32), marks=[pytest.mark.heavy, pytest.mark.release])])
 def test_public_view_gradient_at_initial_weights_is_of_the_full_videos_order(preset, input_size):
     # Hidden cells enter the model as the tokeniser's fill. A constant fill made every hidden
     # token the patch embedding's bias (0 at initialisation), a zero-variance token whose
