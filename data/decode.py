@@ -326,8 +326,9 @@ def _probe_av(path: str) -> VideoInfo:
 def _read_av(path: str, indices: np.ndarray, *, size, fmt: str) -> np.ndarray:
     """Decode sequentially up to the last wanted frame; ``fmt`` 'rgb24' or 'gray'."""
     wanted = np.asarray(indices, np.int64)
-    frames = dict(_decode_av(path, fmt, size, set(wanted.tolist())))
-    missing = sorted(set(wanted.tolist()) - set(frames))
+    wanted_set = set(wanted.tolist())
+    frames = dict(_decode_av(path, fmt, size, wanted_set))
+    missing = sorted(wanted_set - set(frames))
     if missing:
         raise BadVideoError(
             path, f"frame {missing[0]} requested but decoding stopped before it "
