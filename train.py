@@ -1,7 +1,7 @@
 r"""Train a video classifier with MaskDP, DP-SGD or plain SGD, then evaluate and report privacy.
 
     python train.py                                   # configs/default.py: MaskDP, ε = 1
-    python train.py --config.mode=dp                  # DP-SGD on the whole video
+    python train.py --config=configs/default.py:dp    # DP-SGD on the whole video (its tuning)
     python train.py --help                            # every flag; config keys:
     docs/guides/training.md
 

@@ -55,8 +55,8 @@ def get_config(row: str = "anonymized") -> ml_collections.ConfigDict:
     config.mode = "nonprivate"
     config.view = ROWS[row]
     # The default run's 16 epochs, not the ε sweep's 8: at 8 epochs the full-view non-private run
-    # has not left its plateau yet (29.2% in docs/results/synthetic vs 74.5% at 16 epochs in
-    # docs/results/default), which would make the ablation compare unfinished runs.
+    # has not left its plateau yet (29.2% in docs/results/synthetic vs 74.5% at 16 epochs, the
+    # default's results of that time), which would make the ablation compare unfinished runs.
     config.num_epochs = 16.0
     config.tensorboard = False
     return config

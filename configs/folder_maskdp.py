@@ -39,7 +39,7 @@ from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = default.get_config()
+    config = default.untuned()
     config.model.init_from = ""  # the shipped backbone is pretrained on embedded videos only
     config.input = default.video_input(dataset="folder")
     config.hidden_fill = "texture"  # public backgrounds are the embedded dataset's only

@@ -22,7 +22,7 @@ from maskdp_jax.configs import default
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = default.get_config()
+    config = default.untuned()
     config.mode = "nonprivate"
     config.input.setting = "pretrain"
     config.model.init_from = ""  # from scratch: this run makes the backbone

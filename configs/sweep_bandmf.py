@@ -8,8 +8,8 @@ backbone, 16 epochs, seeded randomness) with ``privacy.noise = "banded"`` and
 ``privacy.bands = 4``: σ re-calibrated for the amplified BandMF bound (rate 4 q over 64 rounds
 instead of q over 256 steps), the private batch drawn cyclically from 4 secret groups. Its
 independent-noise twin, the same config with ``privacy.noise = "independent"`` and the same
-seeds, is the headline's (docs/results/default, configs/sweep_headline.py:person); the guide
-compares the two (docs/guides/bandmf.md).
+seeds, is the untuned headline's (docs/results/headline_untuned,
+configs/sweep_headline.py:person); the guide compares the two (docs/guides/bandmf.md).
 """
 
 import ml_collections

@@ -26,7 +26,7 @@ def get_config(setting: str = "context_scratch") -> ml_collections.ConfigDict:
     config = sweep_synthetic.get_config()
     config.title = "Context ablation (Schneider et al. 2024a, Table 3)"
     if setting == "person":
-        config.base = default.get_config("person")
+        config.base = default.untuned("person")
         config.base.mode = "nonprivate"
         config.base.tensorboard = False
         config.base.checkpoint.every_steps = 0

@@ -3,10 +3,12 @@ the private pass adds is MaskDP minus it), DP and MaskDP at ε ∈ {0.5, 1, 2, 4
 in one of two settings of the embedded dataset (data/synthetic.py, "Settings").
 
     python -m maskdp_jax.sweep --config=configs/sweep_headline.py:person \
-        --workdir=docs/results/headline_person
+        --workdir=docs/results/headline_untuned
     python -m maskdp_jax.sweep --config=configs/sweep_headline.py:context \
         --workdir=docs/results/headline_context
 
+Every mode runs at the earlier default's settings (``default.untuned``: MaskDP's, before every
+mode was tuned; configs/sweep_headline_tuned.py is the headline at each mode's tuned settings).
 ``person`` is the default run's setting and protocol (configs/default.py): the label is the
 avatar's action, the room is context, and the model is fine-tuned from the shipped public
 pretraining (configs/pretrain.py). ``context`` is the earlier default's data, whose label is half
@@ -29,7 +31,7 @@ def get_config(setting: str = "person") -> ml_collections.ConfigDict:
                          "(--config=configs/sweep_headline.py:<setting>).")
     config = sweep_synthetic.get_config()
     config.title = f"Headline: the {setting} setting"
-    config.base = default.get_config()
+    config.base = default.untuned()
     config.base.input.setting = setting
     config.base.tensorboard = False
     config.base.input.prefetch = 1

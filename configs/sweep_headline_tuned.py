@@ -1,7 +1,7 @@
 r"""The headline with every mode at its own tuned settings, over three data draws × five seeds.
 
     python -m maskdp_jax.sweep --config=configs/sweep_headline_tuned.py:person \
-        --workdir=docs/results/headline_tuned --workers=2
+        --workdir=docs/results/default --workers=2
 
 The same grid as configs/sweep_headline.py (non-private, public-only, DP and MaskDP at
 ε ∈ {0.5, 1, 2, 4, 8}, seeds 0–4), each mode at the fine-tuning strategy, learning rate, clip norm

@@ -19,8 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.base.tensorboard = False
     # Half the default run's 16 epochs, so that the 33 runs fit in 30 minutes on a 2-core CPU
     # (measured: 24 min on a quiet machine; docs/benchmarks.md "Sweep wall time"). Each run
-    # is re-calibrated: fewer steps, less noise for the same ε. The default run's 16-epoch numbers
-    # at ε = 1 are in the README, docs/getting-started.md and docs/results/default.
+    # is re-calibrated: fewer steps, less noise for the same ε.
     config.base.num_epochs = 8.0
     config.base.input.prefetch = 1      # the next step's batch is assembled during this one
     # A reproducibility experiment: noise and batches from the published seed (each report says

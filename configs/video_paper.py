@@ -33,7 +33,7 @@ def paper_config(
     *, dataset: str, num_epochs: float, delta: float, split: int = 1, protocol: str = ""
 ) -> ml_collections.ConfigDict:
     """The papers' MaskDP run on a folder-layout dataset; override ``mode`` for dp / nonprivate."""
-    config = default.get_config()
+    config = default.untuned()
     config.mode = "maskdp"
     config.input = default.video_input(dataset=dataset, split=split, protocol=protocol)
     config.hidden_fill = "texture"  # public backgrounds are the embedded dataset's only

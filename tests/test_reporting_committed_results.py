@@ -19,6 +19,7 @@ from maskdp_jax.run import model as run_model
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEFAULT_RUNS = os.path.join(ROOT, "docs", "results", "default")
+UNTUNED_RUNS = os.path.join(ROOT, "docs", "results", "headline_untuned")
 README = os.path.join(ROOT, "README.md")
 GETTING_STARTED = os.path.join(ROOT, "docs", "getting-started.md")
 
@@ -53,7 +54,14 @@ def _load(directory: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reports():
+    """The default setting's headline: every mode at its tuned settings, three data draws."""
     return _load(DEFAULT_RUNS)
+
+
+@pytest.fixture(scope="module")
+def untuned_reports():
+    """The same grid before the tuning, every mode at the earlier default's settings."""
+    return _load(UNTUNED_RUNS)
 
 
 def _at(reports, mode: str, epsilon: float | None = None) -> list[dict]:
@@ -73,15 +81,15 @@ def _assert_calibrated(report: dict) -> None:
 
 
 def _assert_headline_grid(reports: list[dict], setting: str) -> None:
-    """``reports`` are exactly configs/sweep_headline.py:<setting>'s grid: the default run's
-    model, epochs and fill on that setting, each private run calibrated to its ε, 5 seeds per
-    private mode and ε."""
+    """``reports`` are exactly configs/sweep_headline.py:<setting>'s grid: the earlier default
+    run's model, epochs and fill on that setting, each private run calibrated to its ε, 5 seeds
+    per private mode and ε."""
     from maskdp_jax import sweep
     from maskdp_jax.configs import sweep_headline
 
     grid = dict(sweep.grid(sweep_headline.get_config(setting)))
     assert {r["run"] for r in reports} == set(grid)
-    config = default.get_config()
+    config = default.untuned()
     for r in reports:
         c = r["config"]
         assert c["input"]["setting"] == setting and c["model"] == config.model.to_dict()
@@ -92,17 +100,17 @@ def _assert_headline_grid(reports: list[dict], setting: str) -> None:
             assert len(_at(reports, mode, eps)) == 5
 
 
-def test_default_results_are_the_headline_grid_of_the_default_run(reports):
-    """docs/results/default holds the default setting's headline: exactly the grid of
-    configs/sweep_headline.py:person, every run the default config at its ε (seeded), each
-    calibrated to it, 5 seeds per mode and ε."""
-    _assert_headline_grid(reports, "person")
-    config = default.get_config()
-    for r in reports:
+def test_the_untuned_headline_is_the_grid_of_the_earlier_default(untuned_reports):
+    """docs/results/headline_untuned: exactly the grid of configs/sweep_headline.py:person, every
+    run the earlier default config at its ε (seeded), each calibrated to it, 5 seeds per mode
+    and ε."""
+    _assert_headline_grid(untuned_reports, "person")
+    config = default.untuned()
+    for r in untuned_reports:
         c = r["config"]
         assert c["privacy"]["l2_clip_norm"] == config.privacy.l2_clip_norm
         assert c["input"]["eval_split"] == "test"
-    assert len(_at(reports, "nonprivate")) == 5
+    assert len(_at(untuned_reports, "nonprivate")) == 5
 
 
 SECOND_RUNS = os.path.join(ROOT, "docs", "results", "headline_context")
@@ -162,21 +170,13 @@ def test_the_guide_quotes_the_measured_floor():
     assert quote in _read(guide("training"), unwrap=True), quote
 
 
-def test_the_headline_and_its_gaps_are_recomputed_from_the_reports(reports):
-    rows = results.rows(reports)
+def test_the_untuned_headline_and_its_gaps_are_recomputed_from_the_reports(untuned_reports):
+    rows = results.rows(untuned_reports)
     table, gaps = results.markdown_table(rows), results.gap_table(rows)
     assert gaps
-    for path in (os.path.join(DEFAULT_RUNS, "results.md"), guide("training")):
+    for path in (os.path.join(UNTUNED_RUNS, "results.md"), guide("training")):
         text = _read(path)
         assert table in text and gaps in text, path
-
-
-TUNED_RUNS = os.path.join(ROOT, "docs", "results", "headline_tuned")
-
-
-@pytest.fixture(scope="module")
-def tuned_reports():
-    return _load(TUNED_RUNS)
 
 
 def _target_sentence(rows: list[dict]) -> str:
@@ -189,17 +189,17 @@ def _target_sentence(rows: list[dict]) -> str:
             "of at least +5 points with the interval above 0")
 
 
-def test_the_tuned_headline_is_its_grid_over_three_data_draws(tuned_reports):
-    """docs/results/headline_tuned: configs/sweep_headline_tuned.py's grid, each mode at both
-    tuning stages' settings, every run on each of the three data draws, tested on the test split,
+def test_the_default_headline_is_the_tuned_grid_over_three_data_draws(reports):
+    """docs/results/default: configs/sweep_headline_tuned.py's grid, each mode at both tuning
+    stages' settings, every run on each of the three data draws, tested on the test split,
     each private run calibrated to its ε; its tables (the gap's interval over the draws) are in
     results.md, the README and the training guide."""
     from maskdp_jax import sweep
     from maskdp_jax.configs import sweep_headline_tuned, sweep_tuning
 
-    assert {r["run"] for r in tuned_reports} == {
+    assert {r["run"] for r in reports} == {
         n for n, _ in sweep.grid(sweep_headline_tuned.get_config())}
-    for r in tuned_reports:
+    for r in reports:
         c = r["config"]
         settings = dict(sweep_tuning.tuned(c["mode"]))
         assert (c["model"]["finetune"], c["optimizer"]["learning_rate"], c["num_epochs"]) == (
@@ -207,31 +207,53 @@ def test_the_tuned_headline_is_its_grid_over_three_data_draws(tuned_reports):
             settings["num_epochs"]), r["run"]
         if "privacy.l2_clip_norm" in settings:
             assert c["privacy"]["l2_clip_norm"] == settings["privacy.l2_clip_norm"]
+        # What `python train.py --config=configs/default.py:<mode>` trains, but the sweep's seed,
+        # ε, draw and seeded randomness.
+        ours = default.get_config(c["mode"])
+        assert c["model"] == ours.model.to_dict(), r["run"]
+        assert c["optimizer"] == ours.optimizer.to_dict(), r["run"]
+        assert (c["num_epochs"], c["batch_size"], c["hidden_fill"], c["input"]["setting"]) == (
+            ours.num_epochs, ours.batch_size, ours.hidden_fill, ours.input.setting), r["run"]
+        if c["mode"] in ("dp", "maskdp"):
+            assert c["privacy"]["l2_clip_norm"] == ours.privacy.l2_clip_norm, r["run"]
         assert c["input"].get("eval_split", "test") == "test"
         _assert_calibrated(r)
-    rows = results.rows(tuned_reports)
+    rows = results.rows(reports)
     assert {r["data_seed"] for r in rows} == set(sweep_headline_tuned.DATA_SEEDS)
+    for mode in ("maskdp", "dp", "public_only"):  # ≥ 5 seeds on each draw, at ε = 1
+        for draw in sweep_headline_tuned.DATA_SEEDS:
+            assert len([r for r in _at(reports, mode, None if mode == "public_only" else 1.0)
+                        if r["config"]["input"]["data_seed"] == draw]) >= 5, (mode, draw)
     table, gaps = results.markdown_table(rows), results.gap_table(rows)
     assert "over 3 data draws" in gaps
-    for path in (os.path.join(TUNED_RUNS, "results.md"), README, guide("training")):
+    for path in (os.path.join(DEFAULT_RUNS, "results.md"), README, guide("training")):
         text = _read(path)
         assert table in text and gaps in text, path
 
 
-def test_the_readme_states_the_tuned_gap_against_the_design_target(tuned_reports, reports):
+def test_the_readme_states_the_tuned_gap_against_the_design_target(reports, untuned_reports):
     """The README's headline is the tuned one over three data draws; the training guide states
     the verdict of both headlines."""
-    tuned = _target_sentence(results.rows(tuned_reports))
-    untuned = _target_sentence(results.rows(reports))
+    tuned = _target_sentence(results.rows(reports))
+    untuned = _target_sentence(results.rows(untuned_reports))
     assert tuned in _read(README, unwrap=True)
+    dp = 100 * np.mean([r["metrics"]["top1"] for r in _at(untuned_reports, "dp", 1.0)])
+    lead = 100 * results.gap(results.rows(untuned_reports), epsilon=1.0)[0]
+    before = (f"DP-SGD reached {dp:.1f} % at ε = 1 and MaskDP led it by {lead:.1f} points: the "
+              "weak baseline, not the private pass")
+    assert before in _read(README, unwrap=True), before
+    tuned_dp = 100 * np.mean([r["metrics"]["top1"] for r in _at(reports, "dp", 1.0)])
+    assert (f"DP-SGD reaches {tuned_dp:.1f} % at ε = 1 instead of {dp:.1f} %, and MaskDP's lead "
+            "is gone") in _read(guide("training"), unwrap=True)
     for sentence in (tuned, untuned):
         assert sentence in _read(guide("training"), unwrap=True), sentence
 
-@pytest.mark.parametrize("mode", ["dp", "maskdp"])
-def test_the_guide_quotes_what_each_private_mode_carries_to_full_videos(reports, mode):
+@pytest.mark.parametrize("mode", ["nonprivate", "public_only", "dp", "maskdp"])
+def test_the_guide_quotes_what_each_mode_carries_to_full_videos(reports, mode):
     """The motion and pose accuracies (reporting.results.factor_accuracy of the reports'
     confusion matrices) the training guide gives at ε = 1 are the reports'."""
-    chosen = _at(reports, mode, 1.0)
+    chosen = _at(reports, mode, 1.0 if mode in ("dp", "maskdp") else None)
+    assert len(chosen) == 15
     motion = np.mean([results.factor_accuracy(r["metrics"]["confusion"], lambda c: c % 4)
                       for r in chosen])
     pose = np.mean([results.factor_accuracy(r["metrics"]["confusion"], lambda c: c // 4)
@@ -245,7 +267,7 @@ def test_docs_quotes_the_view_diagnostics(reports, view, label):
     page = _read(GETTING_STARTED, unwrap=True)
     chosen = _at(reports, "maskdp", 1.0)
     values = [r["view_metrics"][view]["top1"] for r in chosen]
-    assert len(values) == 5
+    assert len(values) == 15
     cell = f"{label} {100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}%"
     assert cell in page, cell
 
@@ -1354,7 +1376,7 @@ def test_the_auditing_guide_quotes_the_default_runs_accuracy(reports):
 BANDMF_RUNS = os.path.join(ROOT, "docs", "results", "bandmf")
 
 
-def test_the_bandmf_study_is_its_grid_and_the_guide_table_its_reports(reports):
+def test_the_bandmf_study_is_its_grid_and_the_guide_table_its_reports(untuned_reports):
     """docs/results/bandmf is configs/sweep_bandmf.py's grid (banded, 4 bands, each run at its
     ε), and the guide's comparison with the headline's independent-noise runs of the same seeds
     (reporting.results.noise_table) and its σ quotes are the reports'."""
@@ -1367,14 +1389,14 @@ def test_the_bandmf_study_is_its_grid_and_the_guide_table_its_reports(reports):
         assert (r["privacy"]["noise"], r["privacy"]["bands"]) == ("banded", sweep_bandmf.BANDS)
         _assert_calibrated(r)
     seeds = {r["config"]["seed"] for r in banded}
-    independent = [r for r in reports if r["config"]["seed"] in seeds]
+    independent = [r for r in untuned_reports if r["config"]["seed"] in seeds]
     table = results.noise_table(results.rows(independent), results.rows(banded))
     page = _read(guide("bandmf"))
     assert table in page
     flat = " ".join(page.split())
     for eps in (1.0, 8.0):
         sb = _at(banded, "dp", eps)[0]["privacy"]["noise_multiplier"]
-        si = _at(reports, "dp", eps)[0]["privacy"]["noise_multiplier"]
+        si = _at(untuned_reports, "dp", eps)[0]["privacy"]["noise_multiplier"]
         assert f"σ = {sb:.2f} against {si:.2f}" in flat or f"{sb:.2f} against {si:.2f}" in flat
 
 

@@ -112,7 +112,7 @@ class Study:
 # One run of each committed training study under docs/results/, chosen for the code path that is
 # the study's point.
 STUDIES = {
-    # The default setting's headline (docs/results/default): maskdp with public backgrounds in
+    # The untuned headline (docs/results/headline_untuned): maskdp with public backgrounds in
     # the hidden cells, fine-tuned (the tiny preset: from scratch).
     "default": Study("configs/sweep_headline.py:person", "maskdp_eps1_k1_seed0",
                      narrow="--config.sweep.modes='(\"maskdp\",)' "

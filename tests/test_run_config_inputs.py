@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from malformed import Case, assert_refused, set_keys, table, tiny_config
 
 from maskdp_jax import train
@@ -219,3 +220,29 @@ def test_train_refuses_before_the_model_is_built(case, tmp_path, no_model):
 def test_batch_equal_to_dataset_is_fine_without_privacy():
     run_config.check_dataset_size(tiny_config({"mode": "nonprivate", "batch_size": 32}),
                                   num_examples=32)
+
+
+def test_the_default_runs_each_mode_at_its_tuned_settings():
+    """``configs/default.py:<mode>`` is the person setting in that mode at the settings that won
+    its tuning (configs/sweep_tuning.py, ``tuned``); plain ``default.py`` is MaskDP's; the untuned
+    base and the other settings keep the earlier default's; a name that is neither is refused."""
+    from maskdp_jax.configs import sweep_tuning
+
+    for mode in default.MODES:
+        config = default.get_config(mode)
+        assert (config.mode, config.input.setting) == (mode, "person")
+        flat = {"model.finetune": config.model.finetune,
+                "optimizer.learning_rate": config.optimizer.learning_rate,
+                "privacy.l2_clip_norm": config.privacy.l2_clip_norm,
+                "num_epochs": config.num_epochs}
+        for key, value in sweep_tuning.tuned(mode):
+            assert flat[key] == value, (mode, key)
+        run_config.check_config(config)
+    assert default.get_config().to_dict() == default.get_config("maskdp").to_dict()
+    assert default.get_config("dp").model.finetune != default.untuned().model.finetune
+    for setting in ("context", "context_scratch"):
+        assert default.get_config(setting).to_dict() == default.untuned(setting).to_dict()
+    untuned = default.untuned()
+    assert (untuned.model.finetune, untuned.privacy.l2_clip_norm) == ("full", 0.1)
+    with pytest.raises(ValueError, match="setting or mode 'private'"):
+        default.get_config("private")

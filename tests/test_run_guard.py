@@ -67,15 +67,17 @@ def _snapshot(workdir) -> dict[str, bytes]:
 
 def test_resume_with_another_config_names_the_differing_keys(tmp_path, no_model):
     workdir = tmp_path / "run"
-    write_checkpoint(workdir, tiny_config(), ledger_of(3))
+    base = tiny_config()
+    write_checkpoint(workdir, base, ledger_of(3))
     before = _snapshot(workdir)
     other = tiny_config({"optimizer.learning_rate": 0.1, "privacy.l2_clip_norm": 1.0,
                          "log_every_steps": 5})  # log_every_steps may change on resume
     with pytest.raises(ValueError, match=r"written with a different config") as info:
         train.train_and_evaluate(other, str(workdir))
     message = str(info.value)
-    assert "optimizer.learning_rate: checkpoint 0.003 != now 0.1" in message
-    assert "privacy.l2_clip_norm: checkpoint 0.1 != now 1.0" in message
+    lr, c = base.optimizer.learning_rate, base.privacy.l2_clip_norm
+    assert f"optimizer.learning_rate: checkpoint {lr} != now 0.1" in message
+    assert f"privacy.l2_clip_norm: checkpoint {c} != now 1.0" in message
     assert "log_every_steps" not in message
     assert "Use a fresh --workdir, or restore the original config values." in message
     assert _snapshot(workdir) == before  # loses nothing
