@@ -3,6 +3,8 @@ r"""The private-region canary audit at the default operating point
 
     python -m maskdp_jax.audit --config=configs/audit_canaries_default.py
     --workdir=docs/results/audit_canaries_default
+    python -m maskdp_jax.audit --config=configs/audit_canaries_default.py:full
+    --workdir=docs/results/audit_canaries_full
 
 What the default experiment (``configs/default.py``, MaskDP's tuned settings) trains: ``mvit_cpu``
 from the shipped public pretraining with its last norms and head fine-tuned (``selective``), the
@@ -16,16 +18,25 @@ pixels; the default run calibrates for its ``special`` adjacency), the learning 
 warm-up, and there is no validation split (all 1024 videos train). Private region only: the
 public region is audited at the small size in ``configs/audit_canaries.py``, where MaskDP
 promises nothing. Sized for this 2-core CPU: the report gives the total time.
+
+``:full`` audits the earlier default's operating point instead (``default.untuned``: the whole
+network fine-tuned, C = 0.1): a model that can learn the canaries' patterns, so that the
+attack's power, and the mechanism under it, are measured where a leak would show.
 """
 
 import ml_collections
 
 from maskdp_jax.configs import audit_canaries, default
 
+POINTS = ("default", "full")
 
-def get_config() -> ml_collections.ConfigDict:
+
+def get_config(point: str = "default") -> ml_collections.ConfigDict:
+    if point not in POINTS:
+        raise ValueError(f"unknown operating point {point!r}; choose one of {POINTS} "
+                         "(--config=configs/audit_canaries_default.py:<point>).")
     config = audit_canaries.get_config()
-    base = default.get_config()
+    base = default.get_config() if point == "default" else default.untuned()
     config.model = base.model  # mvit_cpu from the shipped pretraining, the default's strategy
     config.input = ml_collections.ConfigDict(dict(
         num_train=base.input.num_train - 512, frames=base.input.frames,

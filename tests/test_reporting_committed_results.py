@@ -1070,6 +1070,7 @@ def test_committed_audit_reports_are_their_report_json_written_again():
 
     writers = {"audit_synthetic": membership.markdown, "audit_canaries": canaries.markdown,
                "audit_canaries_default": canaries.markdown,
+               "audit_canaries_full": canaries.markdown,
                "audit_feature_masking": feature_masking.markdown,
                "audit_dpcda": synthetic_release.markdown}
     for name, markdown in writers.items():
@@ -1194,19 +1195,34 @@ def test_docs_canary_table_is_recomputed_from_the_committed_audit():
     assert f"only the {testable} at ε = 1 could have" in " ".join(page.split())
 
 
-def test_docs_default_point_canary_table_is_the_committed_audit_with_power():
-    """docs/guides/auditing.md's table of the canary audit at the default operating point is
-    docs/results/audit_canaries_default/report.json through audit.canaries.table; the design's
-    cap there is at least 4 (the ε the private region's audit must be able to refute), no run's
-    bound exceeds its promise, and the non-private runs show the attack's power."""
+@pytest.mark.parametrize("point", ["default", "full"])
+def test_the_canary_audits_are_their_configs(point):
+    """docs/results/audit_canaries_<point> was made with configs/audit_canaries_default.py:<point>
+    as it is now: the default's operating point follows configs/default.py."""
+    from maskdp_jax.configs import audit_canaries_default
+
+    with open(os.path.join(ROOT, "docs", "results", f"audit_canaries_{point}",
+                           "report.json")) as f:
+        made = json.load(f)["config"]
+    assert made == json.loads(json.dumps(audit_canaries_default.get_config(point).to_dict()))
+
+
+@pytest.mark.parametrize("point", ["default", "full"])
+def test_docs_default_point_canary_tables_are_the_committed_audits(point):
+    """docs/guides/auditing.md's tables of the canary audits at the default operating point and
+    with full fine-tuning are docs/results/audit_canaries_<point>/report.json through
+    audit.canaries.table; the design's cap is at least 4 (the ε the private region's audit must
+    be able to refute), no run's bound exceeds its promise; with full fine-tuning the
+    non-private runs show the attack's power, at the default's point the guide states how little
+    it has there."""
     from maskdp_jax.audit import canaries, metrics
 
-    with open(os.path.join(ROOT, "docs", "results", "audit_canaries_default",
+    with open(os.path.join(ROOT, "docs", "results", f"audit_canaries_{point}",
                            "report.json")) as f:
         report = json.load(f)
     page = _read(guide("auditing"))
-    assert report["cap"] >= 4.0 and f"would certify {report['cap']:.2f} at δ = 1e-5" in \
-        " ".join(page.split())
+    flat = " ".join(page.split())
+    assert report["cap"] >= 4.0 and f"would certify {report['cap']:.2f} at δ = 1e-5" in flat
     assert {r["region"] for r in report["rows"]} == {"private"}
     assert report["config"]["model"]["init_from"] == "shipped:mvit_cpu_pretrained"
     for e in canaries.table(report):
@@ -1221,8 +1237,18 @@ def test_docs_default_point_canary_table_is_the_committed_audit_with_power():
     finite = [r for r in report["rows"] if math.isfinite(r["upper_bound"])]
     assert all(r["epsilon_lower_bound"] <= r["upper_bound"] for r in finite)
     testable = [r for r in finite if r["upper_bound"] <= report["cap"]]
-    assert f"(0 of {len(testable)})" in page
-    assert min(r["epsilon_lower_bound"] for r in report["rows"] if r["mode"] == "nonprivate") > 3
+    assert f"at either point (0 of {len(testable)} each)" in flat
+    reference = [r for r in report["rows"] if r["mode"] == "nonprivate"]
+    bounds = [r["epsilon_lower_bound"] for r in reference]
+    if point == "full":
+        assert min(bounds) > 3
+    else:
+        auc = np.mean([r["auc"] for r in reference])
+        assert (f"AUC {auc:.3f}, bounds of {min(bounds):.2f} to {max(bounds):.2f} in the three "
+                f"seeds). This audit cannot refute an ε above {max(bounds):.2f} there") in flat
+        masked = {round(np.mean([r["auc"] for r in report["rows"] if r["mode"] == "maskdp"
+                                 and r["epsilon"] == eps]), 3) for eps in (1.0, 4.0, 8.0)}
+        assert len(masked) == 1 and f"the same at every ε ({masked.pop():.3f})" in flat
 
 
 def test_docs_feature_masking_tables_are_recomputed_from_the_committed_audit():
