@@ -23,6 +23,9 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
 
 * ``slice`` (default): shares {0, ¼, ½, ¾, 1} × ε {1, 8}, N = 1,024, seeds 0–2 on data draw 0;
 * ``full``: the same shares × ε {1, 8} × N {1,024, 4,096}, seeds 0–4 on data draws 0–2;
+* ``size``: the slice's question at four times the videos, N = 4,096, where the label is split
+  (share ½) or all private (share 1), public-only, DP and MaskDP at ε {1, 8}, seeds 0–1 on data
+  draw 0 (a part of ``full`` this CPU affords: about an hour, the runs being four times longer);
 * ``weights``: MaskDP alone where the private part holds most of the label (shares ½, ¾, 1),
   its public sum weighted by λ ∈ {0.1, 0.01} (``privacy.public_weight``; the slice's MaskDP is
   λ = 1): the public gradient is unclipped while each private one is clipped to C = 0.03, so at
@@ -35,7 +38,8 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full", "weights")
+GRIDS = ("slice", "full", "weights", "size")
+SIZE_SHARES = (0.5, 1.0)
 PUBLIC_WEIGHTS = (0.1, 0.01)
 
 
@@ -62,6 +66,13 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
     else:
         config.sweep.seeds = (0, 1, 2, 3, 4)
         config.sweep.data_seeds = (0, 1, 2)
+    if grid == "size":
+        config.sweep.modes = MODES[1:]
+        config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in MODES[1:])
+        config.sweep.seeds = (0, 1)
+        config.sweep.variants = tuple(
+            (f"share{share:g}_n4096", (("input.private_share", share), ("input.num_train", 4096)))
+            for share in SIZE_SHARES)
     if grid == "weights":
         config.sweep.modes = ("maskdp",)
         config.sweep.mode_overrides = (("maskdp", sweep_tuning.tuned("maskdp")),)
