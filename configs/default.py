@@ -52,12 +52,7 @@ def get_config(arg: str = "person") -> ml_collections.ConfigDict:
     if setting == "person":
         # Imported here: configs/sweep_tuning.py builds its grids on this module.
         from maskdp_jax.configs import sweep_tuning
-        for key, value in sweep_tuning.tuned(mode):
-            *parents, leaf = key.split(".")
-            node = config
-            for part in parents:
-                node = node[part]
-            node[leaf] = value
+        config.update_from_flattened_dict(dict(sweep_tuning.tuned(mode)))
     return config
 
 
