@@ -25,7 +25,7 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
 * ``full``: the same shares × ε {1, 8} × N {1,024, 4,096}, seeds 0–4 on data draws 0–2;
 * ``size``: the slice's question at four times the videos, N = 4,096, where the label is split
   (share ½) or all private (share 1), public-only, DP and MaskDP at ε {1, 8}, seeds 0–1 on data
-  draw 0 (a part of ``full`` this CPU affords: about an hour, the runs being four times longer);
+  draw 0 (a part of ``full`` this CPU affords: 30 minutes here, the runs four times longer);
 * ``weights``: MaskDP alone where the private part holds most of the label (shares ½, ¾, 1),
   its public sum weighted by λ ∈ {0.1, 0.01} (``privacy.public_weight``; the slice's MaskDP is
   λ = 1): the public gradient is unclipped while each private one is clipped to C = 0.03, so at
