@@ -26,6 +26,8 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
 * ``size``: the slice's question at four times the videos, N = 4,096, where the label is split
   (share ½) or all private (share 1), public-only, DP and MaskDP at ε {1, 8}, seeds 0–1 on data
   draw 0 (a part of ``full`` this CPU affords: 30 minutes here, the runs four times longer);
+* ``size_weights``: MaskDP alone on the size grid's cells with its public sum weighted by
+  λ = 0.01, the weight at which its private pass learned the room on N = 1,024 (``weights``);
 * ``weights``: MaskDP alone where the private part holds most of the label (shares ½, ¾, 1),
   its public sum weighted by λ ∈ {0.1, 0.01} (``privacy.public_weight``; the slice's MaskDP is
   λ = 1): the public gradient is unclipped while each private one is clipped to C = 0.03, so at
@@ -38,7 +40,7 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full", "weights", "size")
+GRIDS = ("slice", "full", "weights", "size", "size_weights")
 SIZE_SHARES = (0.5, 1.0)
 PUBLIC_WEIGHTS = (0.1, 0.01)
 
@@ -66,13 +68,17 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
     else:
         config.sweep.seeds = (0, 1, 2, 3, 4)
         config.sweep.data_seeds = (0, 1, 2)
-    if grid == "size":
-        config.sweep.modes = MODES[1:]
-        config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in MODES[1:])
+    if grid in ("size", "size_weights"):
+        modes = MODES[1:] if grid == "size" else ("maskdp",)
+        weights = (1.0,) if grid == "size" else (PUBLIC_WEIGHTS[-1],)
+        config.sweep.modes = modes
+        config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in modes)
         config.sweep.seeds = (0, 1)
         config.sweep.variants = tuple(
-            (f"share{share:g}_n4096", (("input.private_share", share), ("input.num_train", 4096)))
-            for share in SIZE_SHARES)
+            (f"share{share:g}_n4096" + ("" if weight == 1.0 else f"_w{weight:g}"),
+             (("input.private_share", share), ("input.num_train", 4096),
+              ("privacy.public_weight", weight)))
+            for share in SIZE_SHARES for weight in weights)
     if grid == "weights":
         config.sweep.modes = ("maskdp",)
         config.sweep.mode_overrides = (("maskdp", sweep_tuning.tuned("maskdp")),)
