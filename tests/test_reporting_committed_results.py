@@ -1479,7 +1479,8 @@ def test_the_where_it_pays_study_is_its_grids_and_the_guide_its_table():
     from maskdp_jax.configs import sweep_where_it_pays
 
     for grid, directory in (("slice", WHERE_IT_PAYS), ("weights", WHERE_IT_PAYS + "_weights"),
-                            ("size", WHERE_IT_PAYS + "_size")):
+                            ("size", WHERE_IT_PAYS + "_size"),
+                            ("size_weights", WHERE_IT_PAYS + "_size_weights")):
         names = {name for name, _ in sweep.grid(sweep_where_it_pays.get_config(grid))}
         assert {r["run"] for r in results.rows(_load(directory))} == names, grid
     rows = _where_it_pays_rows()
@@ -1519,11 +1520,12 @@ def test_the_where_it_pays_reading_quotes_its_reports():
 
 
 def test_the_where_it_pays_size_grid_is_in_the_guide():
-    """The training guide's table of the size grid (N = 4,096) is ``share_table`` of its runs,
-    every run trained on 4,096 videos at its mode's tuned settings; the reading quotes them."""
+    """The training guide's table of the size grids (N = 4,096; MaskDP also at λ = 0.01) is
+    ``share_table`` of their runs, every run trained on 4,096 videos at its mode's tuned
+    settings; the reading quotes them."""
     from maskdp_jax.configs import sweep_tuning
 
-    reports = _load(WHERE_IT_PAYS + "_size")
+    reports = _load(WHERE_IT_PAYS + "_size") + _load(WHERE_IT_PAYS + "_size_weights")
     for r in reports:
         c = r["config"]
         assert c["input"]["num_train"] == 4096 and c["input"]["eval_split"] == "validation"
@@ -1533,13 +1535,16 @@ def test_the_where_it_pays_size_grid_is_in_the_guide():
     assert results.share_table(rows) in page
     flat = " ".join(page.split())
 
-    def mean(mode, share, epsilon):
+    def mean(mode, share, epsilon, weight=1.0):
         v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
-             and r["target_epsilon"] == epsilon]
+             and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
         assert v, (mode, share, epsilon)
         return 100 * float(np.mean(v))
 
-    quoted = (f"(s = 1) it reaches {mean('dp', 1.0, 1.0):.1f} % at ε = 1 and "
+    quoted = (f"(s = 1: {mean('maskdp', 1.0, 1.0, 0.01):.1f} % at ε = 1, "
+              f"{mean('maskdp', 1.0, 8.0, 0.01):.1f} % at ε = 8)",
+              f"public-only's level ({mean('maskdp', 0.5, 8.0, 0.01):.1f} % at ε = 8)",
+              f"(s = 1) it reaches {mean('dp', 1.0, 1.0):.1f} % at ε = 1 and "
               f"{mean('dp', 1.0, 8.0):.1f} % at ε = 8",
               f"it passes public-only ({mean('dp', 0.5, 8.0):.1f} against "
               f"{mean('public_only', 0.5, 0.0):.1f} % at ε = 8",
@@ -1549,10 +1554,12 @@ def test_the_where_it_pays_size_grid_is_in_the_guide():
     for sentence in quoted:
         assert sentence in flat, sentence
     assert round(mean("maskdp", 0.5, 1.0), 1) == round(mean("maskdp", 0.5, 8.0), 1)
-    for share in (0.5, 1.0):  # MaskDP is below the better baseline in every cell
+    for share in (0.5, 1.0):  # MaskDP, at either λ, is below the better baseline in every cell
         for epsilon in (1.0, 8.0):
-            cell = [r for r in rows if r["private_share"] == share]
-            assert results.best_baseline_gap(cell, epsilon=epsilon)[0] < 0
+            for weight in (1.0, 0.01):
+                cell = [r for r in rows if r["private_share"] == share
+                        and (r["mode"] != "maskdp" or r["public_weight"] == weight)]
+                assert results.best_baseline_gap(cell, epsilon=epsilon)[0] < 0
     slice_rows = results.rows(_load(WHERE_IT_PAYS))  # N = 1,024, the figures in brackets
     dp_small = [100 * np.mean([r["top1"] for r in slice_rows if r["mode"] == "dp"
                                and r["private_share"] == 1.0 and r["target_epsilon"] == e])
