@@ -45,7 +45,7 @@ exclude_patterns = ["_build", "figures/**"]
 # The studies' per-run reports (docs/results/<study>/<run>/report.md, ~280 pages) took three
 # quarters of the build's time; the site keeps each study's table and report and the run report
 # a page links to, and the repository holds every run's report beside its report.json.
-LINKED_RUN_REPORTS = {"results/default/maskdp_eps1_k1_seed0/report.md"}
+LINKED_RUN_REPORTS = {"results/headline_untuned/maskdp_eps1_k1_seed0/report.md"}
 exclude_patterns += sorted(
     os.path.relpath(path, os.path.dirname(os.path.abspath(__file__)))
     for path in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "*",
