@@ -2,7 +2,7 @@ r"""Where a first ``python train.py`` spends its time: compile seconds per funct
 run from the persistent compilation cache.
 
     python benchmarks/first_run.py                      # configs/default.py, twice
-    python benchmarks/first_run.py --args=--config.mode=dp
+    python benchmarks/first_run.py --args=--config=configs/default.py:dp
 
 Runs ``train.py`` twice as a subprocess, each in a fresh workdir, sharing one fresh persistent
 XLA cache directory (``--config.compilation_cache_dir``), with ``JAX_LOG_COMPILES=1``. For each

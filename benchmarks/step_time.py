@@ -32,8 +32,8 @@ flags.DEFINE_integer("steps", 10, "Timed steps (after one compiling step).")
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    config = default.get_config()
-    config.mode = mode = flags.FLAGS.mode
+    mode = flags.FLAGS.mode
+    config = default.get_config(mode)  # the default's run of that mode, at its tuned settings
     train_ds, _ = run_datasets.get_datasets(config.input, mode=mode)
     built = run_model.build(config.model, num_classes=train_ds.num_classes, seed=0)
     trainable, frozen, apply_fn = built.trainable, built.frozen, built.apply_fn

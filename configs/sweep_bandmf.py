@@ -3,8 +3,8 @@ r"""Banded correlated noise (BandMF) on the default experiment: DP and MaskDP at
 
     python -m maskdp_jax.sweep --config=configs/sweep_bandmf.py --workdir=docs/results/bandmf
 
-Each run is the default run (configs/default.py: the person setting, fine-tuned from the shipped
-backbone, 16 epochs, seeded randomness) with ``privacy.noise = "banded"`` and
+Each run is the earlier default run (``default.untuned``: the person setting, fine-tuned in full
+from the shipped backbone, 16 epochs, seeded randomness) with ``privacy.noise = "banded"`` and
 ``privacy.bands = 4``: σ re-calibrated for the amplified BandMF bound (rate 4 q over 64 rounds
 instead of q over 256 steps), the private batch drawn cyclically from 4 secret groups. Its
 independent-noise twin, the same config with ``privacy.noise = "independent"`` and the same

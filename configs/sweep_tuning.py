@@ -1,5 +1,6 @@
-r"""Every mode tuned with one budget on the validation split, in two stages, in the default run's
-setting (configs/default.py: 16 epochs, C = 0.1, Adam with 1 warm-up epoch, ε = 1).
+r"""Every mode tuned with one budget on the validation split, in two stages, from the earlier
+default's settings (``default.untuned``: 16 epochs, C = 0.1, Adam with 1 warm-up epoch, ε = 1);
+what won is the default now (configs/default.py).
 
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py --workdir=docs/results/tuning
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:maskdp \

@@ -59,7 +59,7 @@ Q = BATCH / N_TRAIN
 
 
 def tiny_config(overrides: dict | None = None) -> ml_collections.ConfigDict:
-    config = set_keys(default.get_config(), {
+    config = set_keys(default.untuned(), {
         "model.name": "mvit_test", "model.init_from": "", "input.num_train": N_TRAIN,
         "input.num_test": 8,
         "batch_size": BATCH, "physical_batch_size": BATCH,

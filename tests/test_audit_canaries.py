@@ -152,6 +152,6 @@ def test_the_default_operating_point_audit_runs_small(tmp_path):
     report = _tiny_run(audit_canaries_default.get_config(), tmp_path, batch=8, delta=1e-3)
     assert [(r["mode"], r["region"]) for r in report["rows"]] == [("maskdp", "private")]
     text = (tmp_path / "report.md").read_text()
-    assert "`mvit_cpu` (full) fine-tuned from `shipped:mvit_cpu_pretrained`" in text
+    assert "`mvit_cpu` (selective) fine-tuned from `shipped:mvit_cpu_pretrained`" in text
     assert "(setting `person`)" in text and "public region" not in text
     assert (tmp_path / "canary_bounds.png").stat().st_size > 0

@@ -4,7 +4,7 @@ Each committed training study under docs/results/ is a sweep config or a ``train
 this test takes one run of each (:data:`STUDIES`, named in ``tests/fixtures/reproduce.json``),
 chosen for the code path that is the study's point:
 
-* ``default`` (the README headline, the default setting's ε grid): maskdp at ε = 1, seeded, with
+* ``default`` (the untuned headline, the earlier settings' ε grid): maskdp at ε = 1, seeded, with
   public backgrounds in the hidden cells; ``synthetic`` (the earlier default's ε grid): maskdp at
   ε = 1 with the fixed texture;
 * ``context``: the non-private run on the background view;

@@ -75,7 +75,8 @@ ROWS = [
           f"--config.model.init_from is empty, so model.finetune='{strategy}' would freeze a "
           f"randomly initialised '{name}'")
       for name, strategy in (("mvit_v2_s", "selective"), ("mvit_v2_s", "norms"),
-                             ("mvit_v1_b", "norms"), ("mvit_v1_b", "linear"))],
+                             ("mvit_v1_b", "norms"), ("mvit_v1_b", "linear"),
+                             ("mvit_cpu", "selective"))],
     Row("train-frozen-random-allowed", train.cli,
         [*TINY, "--config.model.name=mvit_v2_s", "--config.model.finetune=norms",
          "--config.model.allow_random_init=True"], "'mvit_v2_s' is built for clips"),

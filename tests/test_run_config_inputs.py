@@ -239,6 +239,9 @@ def test_the_default_runs_each_mode_at_its_tuned_settings():
             assert flat[key] == value, (mode, key)
         run_config.check_config(config)
     assert default.get_config().to_dict() == default.get_config("maskdp").to_dict()
+    ours = default.get_config()  # MaskDP's stage-one and stage-two winners
+    assert (ours.model.finetune, ours.optimizer.learning_rate, ours.privacy.l2_clip_norm,
+            ours.num_epochs) == ("selective", 3e-3, 0.03, 16.0)
     assert default.get_config("dp").model.finetune != default.untuned().model.finetune
     for setting in ("context", "context_scratch"):
         assert default.get_config(setting).to_dict() == default.untuned(setting).to_dict()

@@ -85,7 +85,7 @@ def test_public_view_run_never_reads_a_private_pixel(tmp_path, monkeypatch):
         return batch
 
     monkeypatch.setattr(synthetic.SyntheticMaskedActions, "get_batch", poisoned)
-    config = default.get_config()
+    config = default.untuned()
     config.mode, config.view = "nonprivate", "public"
     config.model.name = "mvit_test"
     config.model.init_from = ""

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # every test here trains, audits or compiles a mo
 
 
 def _tiny_config(mode: str):
-    config = default.get_config()
+    config = default.untuned()  # full fine-tuning: the private pass over every weight
     config.mode = mode
     config.model.name = "mvit_test"
     config.model.init_from = ""
