@@ -58,10 +58,15 @@ def _cpu_preset(width: int) -> dict:
     )
 
 
-#: The presets the papers fine-tune from Kinetics-400 weights (``python -m maskdp_jax.convert``):
-#: with a frozen backbone and no ``model.init_from`` their runs would train a random network's
-#: last layers, so ``run.config.check_config`` refuses that.
-PRETRAINED = ("mvit_v2_s", "mvit_v1_b")
+_CONVERTED = ("the checkpoint of `python -m maskdp_jax.convert` (the papers fine-tune from "
+              "Kinetics-400 weights)")
+#: The presets whose runs start from pretrained weights, and where those weights come from: with
+#: a frozen backbone and no ``model.init_from`` such a run would train a random network's last
+#: layers, so ``run.config.check_config`` refuses that and names the weights.
+PRETRAINED: dict[str, str] = {
+    "mvit_v2_s": _CONVERTED, "mvit_v1_b": _CONVERTED,
+    "mvit_cpu": "shipped:mvit_cpu_pretrained (the default's public backbone)",
+}
 
 #: Architecture of each model preset, by name (``config.model.name``).
 PRESETS: dict[str, dict] = {

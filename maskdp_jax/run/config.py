@@ -108,17 +108,13 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _choice("model.name", m.name, sorted(models.PRESETS))
     _choice("model.finetune", m.finetune, models.finetune.STRATEGIES)
     preset = models.PRESETS[m.name]
-    shipped = m.name == "mvit_cpu"  # its public backbone ships with the package
-    if (m.finetune != "full" and (m.name in models.PRETRAINED or shipped) and not m.init_from
+    if (m.finetune != "full" and m.name in models.PRETRAINED and not m.init_from
             and not m.allow_random_init):
-        weights = ("shipped:mvit_cpu_pretrained (the default's public backbone)" if shipped else
-                   "the checkpoint of `python -m maskdp_jax.convert` (the papers fine-tune from "
-                   "Kinetics-400 weights)")
         _fail("model.init_from",
               f"is empty, so model.finetune={m.finetune!r} would freeze a randomly initialised "
-              f"{m.name!r} and train only its last layers; give {weights}, or set "
-              "--config.model.finetune=full or --config.model.allow_random_init=True to train "
-              "from scratch anyway.")
+              f"{m.name!r} and train only its last layers; give {models.PRETRAINED[m.name]}, "
+              "or set --config.model.finetune=full or --config.model.allow_random_init=True to "
+              "train from scratch anyway.")
     if m.finetune == "selective":
         blocks = len(preset["blocks"])
         if not 0 <= m.num_last_blocks <= blocks:
