@@ -5,6 +5,7 @@ Nothing here trains: the run reports are the committed ``report.json`` files, an
 quoted cell must be recomputed from them (no hand-typed results).
 """
 
+import functools
 import json
 import math
 import os
@@ -1475,6 +1476,15 @@ def _where_it_pays_rows() -> list[dict]:
             for row in results.rows(_load(d))]
 
 
+def _share_mean(rows: list[dict], mode: str, share: float, epsilon: float,
+                weight: float = 1.0) -> float:
+    """Mean top-1 in % of the where-it-pays runs of one cell (MaskDP at public weight λ)."""
+    v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
+         and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
+    assert v, (mode, share, epsilon, weight)
+    return 100 * float(np.mean(v))
+
+
 def test_the_where_it_pays_study_is_its_grids_and_the_guide_its_table():
     """docs/results/where_it_pays and _weights hold configs/sweep_where_it_pays.py's slice and
     weights grids, and the training guide's table is ``share_table`` of both."""
@@ -1497,11 +1507,7 @@ def test_the_where_it_pays_reading_quotes_its_reports():
     cell."""
     rows = _where_it_pays_rows()
 
-    def mean(mode, share, epsilon, weight=1.0):
-        v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
-             and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
-        assert v, (mode, share, epsilon, weight)
-        return 100 * float(np.mean(v))
+    mean = functools.partial(_share_mean, rows)
 
     page = _read(guide("training"), unwrap=True)
     expected = (f"(s = 1, ε = 8: MaskDP {mean('maskdp', 1.0, 8.0):.1f} %, public-only "
@@ -1538,11 +1544,7 @@ def test_the_where_it_pays_size_grid_is_in_the_guide():
     assert results.share_table(rows) in page
     flat = " ".join(page.split())
 
-    def mean(mode, share, epsilon, weight=1.0):
-        v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
-             and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
-        assert v, (mode, share, epsilon)
-        return 100 * float(np.mean(v))
+    mean = functools.partial(_share_mean, rows)
 
     quoted = (f"(s = 1: {mean('maskdp', 1.0, 1.0, 0.01):.1f} % at ε = 1, "
               f"{mean('maskdp', 1.0, 8.0, 0.01):.1f} % at ε = 8)",
@@ -1564,9 +1566,7 @@ def test_the_where_it_pays_size_grid_is_in_the_guide():
                         and (r["mode"] != "maskdp" or r["public_weight"] == weight)]
                 assert results.best_baseline_gap(cell, epsilon=epsilon)[0] < 0
     slice_rows = results.rows(_load(WHERE_IT_PAYS))  # N = 1,024, the figures in brackets
-    dp_small = [100 * np.mean([r["top1"] for r in slice_rows if r["mode"] == "dp"
-                               and r["private_share"] == 1.0 and r["target_epsilon"] == e])
-                for e in (1.0, 8.0)]
+    dp_small = [_share_mean(slice_rows, "dp", 1.0, e) for e in (1.0, 8.0)]
     assert f"({dp_small[0]:.1f} and {dp_small[1]:.1f} % on N = 1,024)" in flat
     assert (f"DP-SGD learns the private room ({mean('dp', 1.0, 8.0):.1f} % at ε = 8 where it "
             f"holds the whole label) and MaskDP's private pass still nothing "
