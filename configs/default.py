@@ -142,6 +142,11 @@ def untuned(setting: str = "person") -> ml_collections.ConfigDict:
     config.optimizer.momentum = 0.9
     config.optimizer.warmup_epochs = 1.0
     config.optimizer.weight_decay = 0.0
+    # maskdp: None, one optimiser on the summed gradient (the papers' step); a number, each pass
+    # its own optimiser state (the same name and schedule), the private pass at this peak
+    # learning rate: the unclipped public gradient then no longer sets the private update's
+    # scale. Post-processing of the noised sum (core/per_pass.py): ε is unchanged.
+    config.optimizer.private_learning_rate = config_dict.placeholder(float)
 
     # Frozen-prefix feature cache (data/feature_cache.py, docs/guides/feature_cache.md): with a
     # strategy that freezes the first blocks (selective, linear, norms, adapters; not full), the

@@ -5,6 +5,8 @@ what won is the default now (configs/default.py).
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py --workdir=docs/results/tuning
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:maskdp \
         --workdir=docs/results/tuning_maskdp          # and :dp, :public_only, :nonprivate
+    python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:per_pass \
+        --workdir=docs/results/tuning_per_pass        # MaskDP with an optimiser per pass
 
 Stage one (``:person``, the default): ``nonprivate``, ``public_only``, ``dp`` and ``maskdp`` run
 the same 12 variants (4 fine-tuning strategies × 3 learning rates) on the same 2 seeds at ε = 1.
@@ -48,6 +50,8 @@ def get_config(arg: str = "person") -> ml_collections.ConfigDict:
         return _stage_two(arg)
     if arg == "private_part":
         return _private_part()
+    if arg == "per_pass":
+        return _per_pass()
     config = sweep_headline.get_config(arg)
     config.title = f"Every mode's strategy and learning rate on the validation split ({arg})"
     config.base.input.eval_split = "validation"
@@ -88,6 +92,26 @@ def tuned(mode: str) -> tuple[tuple[str, object], ...]:
     finetune, lr = STAGE_ONE[mode]
     return (("model.finetune", finetune), ("optimizer.learning_rate", lr),
             *STAGE_TWO[mode].items())
+
+
+#: The private pass's peak learning rates tried with an optimiser per pass (stage one's).
+PRIVATE_LEARNING_RATES = LEARNING_RATES
+
+
+def _per_pass() -> ml_collections.ConfigDict:
+    """MaskDP at its tuned settings with an Adam per pass (``optimizer.private_learning_rate``,
+    core/per_pass.py) × the private pass's learning rate: does the private pass add to the
+    public one once the unclipped public gradient no longer sets its update's scale?"""
+    config = get_config("person")
+    config.title = ("maskdp: an optimiser per pass × the private pass's learning rate, from its "
+                    "tuned settings, on the validation split")
+    config.sweep.modes = ("maskdp",)
+    config.sweep.mode_overrides = (("maskdp", tuned("maskdp")),)
+    config.sweep.variants = tuple(
+        (f"private_lr{lr:g}", (("optimizer.private_learning_rate", lr),))
+        for lr in PRIVATE_LEARNING_RATES)
+    config.config_path = "configs/sweep_tuning.py:per_pass"
+    return config
 
 
 #: The parts of the parameters the private pass may train, from the head up.

@@ -26,6 +26,9 @@ The API, by task:
   :class:`ClipStats`. The pieces it is built from (:mod:`maskdp_jax.core.gradient`,
   :mod:`maskdp_jax.core.clipping`, :mod:`maskdp_jax.core.sampling`) are importable there for
   research; each says what its caller then owns (the noise key, the ledger, the plan's end);
+* an optimiser per pass: ``Mechanism(..., per_pass=True)`` hands over :class:`PassGradients`,
+  :func:`per_pass` routes them to two optax optimisers (the private pass's update no longer
+  scaled by the unclipped public gradient; post-processing, ε unchanged);
 * views: :class:`Tokenizer` (video ``(st, sh, sw)`` or image ``(sh, sw)`` cells),
   :func:`tokenizer_for` (from a model's declared ``patch_stride``/``patch_size``), :class:`Views`;
 * batches: :class:`LogicalBatch` (a step's draws, :meth:`Mechanism.batch`),
@@ -81,6 +84,8 @@ _EXPORTS = {
     "MechanismState": "maskdp_jax.core.mechanism",
     "Mode": "maskdp_jax.core.plan",
     "padded_indices": "maskdp_jax.core.sampling",
+    "PassGradients": "maskdp_jax.core.per_pass",
+    "per_pass": "maskdp_jax.core.per_pass",
     "physical_batches": "maskdp_jax.core.sampling",
     "PixelViews": "maskdp_jax.core.train_step",
     "PlanExhausted": "maskdp_jax.core.mechanism",
@@ -122,6 +127,7 @@ if TYPE_CHECKING:
     from maskdp_jax.core.clipping import ClipStats  # noqa: F401
     from maskdp_jax.core.gradient import Examples, GradStats  # noqa: F401
     from maskdp_jax.core.mechanism import Mechanism, MechanismState, PlanExhausted  # noqa: F401
+    from maskdp_jax.core.per_pass import PassGradients, per_pass  # noqa: F401
     from maskdp_jax.core.plan import Mode, PrivacyPlan  # noqa: F401
     from maskdp_jax.core.randomness import Randomness, RandomnessMode, draw_secret  # noqa: F401
     from maskdp_jax.core.sampling import (  # noqa: F401

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 import maskdp_jax as mdp
 from maskdp_jax import configs, data
-from maskdp_jax.core import parallel, sampling
+from maskdp_jax.core import parallel, per_pass, sampling
 from maskdp_jax.reporting import plots, run_report
 from maskdp_jax.reporting import privacy as privacy_lib
 from maskdp_jax.run import command, evaluation, features, views
@@ -61,23 +61,33 @@ def build_model(config: ml_collections.ConfigDict, *, num_classes: int) -> run_m
 
 def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_epoch: float):
     """The optax optimiser of ``config.optimizer``: SGD (momentum optional) or Adam, on a linear
-    warm-up then cosine-decay schedule over ``steps``, with optional decoupled weight decay."""
+    warm-up then cosine-decay schedule over ``steps``, with optional decoupled weight decay.
+    With ``optimizer.private_learning_rate`` (maskdp): one such optimiser per pass
+    (:func:`maskdp_jax.core.per_pass.per_pass`), the private one at that peak learning rate and
+    without the weight decay, which the public one applies once."""
     o = config.optimizer
-    warmup = min(steps - 1, round(o.warmup_epochs * steps_per_epoch))
-    schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=o.learning_rate, warmup_steps=max(warmup, 0),
-        decay_steps=steps, end_value=0.0,
-    )
-    if o.name == "sgd":
-        tx = optax.sgd(schedule, momentum=o.momentum or None)
-    elif o.name == "adam":
-        # Adam on the noised gradient is post-processing of the DP sum, so privacy is unchanged.
-        tx = optax.adam(schedule)
-    else:
-        raise ValueError(f"optimizer.name must be 'sgd' or 'adam'; got {o.name!r}.")
-    if o.weight_decay:
-        tx = optax.chain(optax.add_decayed_weights(o.weight_decay), tx)
-    return tx
+
+    def one(learning_rate: float, weight_decay: float):
+        warmup = min(steps - 1, round(o.warmup_epochs * steps_per_epoch))
+        schedule = optax.warmup_cosine_decay_schedule(
+            init_value=0.0, peak_value=learning_rate, warmup_steps=max(warmup, 0),
+            decay_steps=steps, end_value=0.0,
+        )
+        if o.name == "sgd":
+            tx = optax.sgd(schedule, momentum=o.momentum or None)
+        elif o.name == "adam":
+            # Adam on the noised gradient is post-processing of the DP sum: privacy unchanged.
+            tx = optax.adam(schedule)
+        else:
+            raise ValueError(f"optimizer.name must be 'sgd' or 'adam'; got {o.name!r}.")
+        if weight_decay:
+            tx = optax.chain(optax.add_decayed_weights(weight_decay), tx)
+        return tx
+
+    if o.get("private_learning_rate") is None:
+        return one(o.learning_rate, o.weight_decay)
+    return per_pass.per_pass(one(o.learning_rate, o.weight_decay),
+                             one(o.private_learning_rate, 0.0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -507,10 +517,12 @@ def with_private_part(mechanism: mdp.Mechanism, built: run_model.RunModel,
                       config: ml_collections.ConfigDict) -> mdp.Mechanism:
     """The guard's mechanism, its private pass over the part of the trainable parameters that
     ``privacy.private_finetune`` names (all of them when it is empty), its public sum weighted
-    by ``privacy.public_weight``."""
+    by ``privacy.public_weight``, each pass's part handed over apart when each pass has an
+    optimiser (``optimizer.private_learning_rate``)."""
     return mechanism.with_private_mask(built.private_mask(
         config.privacy.private_finetune, num_last_blocks=config.model.num_last_blocks)
-    ).with_public_weight(config.privacy.public_weight)
+    ).with_public_weight(config.privacy.public_weight).with_per_pass(
+        config.optimizer.get("private_learning_rate") is not None)
 
 
 def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechanism, mesh,

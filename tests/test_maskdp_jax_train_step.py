@@ -9,7 +9,7 @@ import pytest
 from conftest import PATCH_STRIDE, random_batch
 
 import maskdp_jax as mdp
-from maskdp_jax.core import partition
+from maskdp_jax.core import partition, per_pass
 from maskdp_jax.core.mechanism import Mechanism
 from maskdp_jax.core.plan import Mode, PrivacyPlan
 from maskdp_jax.core.randomness import Randomness
@@ -549,6 +549,85 @@ def test_the_public_weight_scales_the_public_sum_alone(tiny_model):
         Mechanism(plan=plan, randomness=SEEDED, public_weight=0.0)
     with pytest.raises(ValueError, match="has not both"):
         Mechanism(plan=_cfg("dp")["mechanism"].plan, randomness=SEEDED, public_weight=0.5)
+
+
+def _update(apply_fn, base, tx, mechanism, data):
+    """The change of the trainable parameters in one step of ``mechanism`` under ``tx``."""
+    views = _cfg()["views"]
+    new, _ = make_train_step(apply_fn=apply_fn, tx=tx, mechanism=mechanism, views=views)(
+        _copy(base), data)
+    return jax.tree.map(jnp.subtract, new.trainable, base.trainable)
+
+
+def test_an_optimiser_per_pass_gets_the_one_sum_release_in_two_parts(tiny_model):
+    """With ``per_pass`` the mechanism hands over ``λ · public sum / B`` and ``(clipped private
+    sum + noise) / B`` apart: under SGD (linear) the two updates add up to the one-sum step's
+    (the same noise, σC once, the same B); the public part alone is public-only's update (no
+    noise and no private gradient in it); the private part alone does not depend on the
+    public pass's weight."""
+    _, params, apply_fn = tiny_model
+    base = _state(params, optax.sgd(1.0), trainable_names=("norm", "head"))
+    batch, _ = _with_other_private_pixels(0)
+    data = LogicalBatchData(public=[batch], private=[batch])
+    one = _cfg("maskdp", sigma=2.0, b=4, c=0.05)["mechanism"]
+    split = one.with_per_pass(True)
+
+    def per_pass_update(public_lr, private_lr, mechanism=split):
+        tx = per_pass.per_pass(optax.sgd(public_lr), optax.sgd(private_lr))
+        state = base.replace(opt_state=tx.init(base.trainable))
+        return _update(apply_fn, state, tx, mechanism, data)
+
+    summed = _update(apply_fn, base, optax.sgd(1.0), one, data)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7),
+                 per_pass_update(1.0, 1.0), summed)
+    public_only = _update(apply_fn, base, optax.sgd(1.0), _cfg("public_only", b=4)["mechanism"],
+                          LogicalBatchData(public=[batch], private=[]))
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7),
+                 per_pass_update(1.0, 0.0), public_only)
+    private = per_pass_update(0.0, 1.0)
+    assert np.abs(private["head"]["kernel"]).max() > 0
+    jax.tree.map(np.testing.assert_array_equal, private,
+                 per_pass_update(0.0, 1.0, split.with_public_weight(0.01)))
+
+
+def test_an_optimiser_per_pass_pairs_with_a_per_pass_mechanism_in_maskdp_alone(tiny_model):
+    _, params, apply_fn = tiny_model
+    views = _cfg()["views"]
+    mechanism = _cfg("maskdp")["mechanism"]
+    two = per_pass.per_pass(optax.adam(1e-3), optax.adam(1e-2))
+    with pytest.raises(ValueError, match="a one-sum mechanism with a per-pass optimiser"):
+        make_train_step(apply_fn=apply_fn, tx=two, mechanism=mechanism, views=views)
+    with pytest.raises(ValueError, match="a per-pass mechanism with one optimiser"):
+        make_train_step(apply_fn=apply_fn, tx=optax.adam(1e-3),
+                        mechanism=mechanism.with_per_pass(True), views=views)
+    with pytest.raises(TypeError, match="PassGradients"):
+        two.update({"w": jnp.ones(2)}, two.init({"w": jnp.ones(2)}))
+    for mode in ("dp", "public_only", "nonprivate"):
+        with pytest.raises(ValueError, match="has not both passes"):
+            Mechanism(plan=_cfg(mode)["mechanism"].plan, randomness=SEEDED, per_pass=True)
+    # A re-planned mechanism keeps handing the parts over apart.
+    plan = mechanism.plan
+    again = mechanism.with_per_pass(True).replan(mechanism.init(params), plan=plan)
+    assert again.per_pass
+
+
+def test_an_optimiser_per_pass_gives_the_private_pass_its_own_scale():
+    """Under one Adam on the sum, where the public gradient is many times the private one the
+    step is the public gradient's alone: the private pass moves nothing there. With an Adam
+    per pass the update is the public pass's Adam step plus the private pass's, each of the
+    learning rate's size, whatever the other's scale."""
+    params = {"w": jnp.zeros(3)}
+    grads = per_pass.PassGradients(public={"w": jnp.array([1e3, 0.0, -1e3])},
+                                   private={"w": jnp.array([1e-3, 1e-3, 1e-3])})
+
+    def step(tx, g):
+        return np.asarray(tx.update(g, tx.init(params), params)[0]["w"])
+
+    public_alone = step(optax.adam(0.1), grads.public)
+    one = step(optax.adam(0.1), grads.total())
+    np.testing.assert_allclose(one[[0, 2]], public_alone[[0, 2]], atol=1e-6)
+    two = step(per_pass.per_pass(optax.adam(0.1), optax.adam(0.1)), grads)
+    np.testing.assert_allclose(two, [-0.2, -0.1, 0.0], atol=1e-4)
 
 
 def test_a_private_pass_over_part_of_the_parameters_is_maskdp_s_alone():

@@ -154,6 +154,34 @@ def test_the_public_weight_is_maskdps_and_positive():
     run_config.check_config(config)
 
 
+def test_a_private_learning_rate_gives_each_pass_its_optimiser():
+    """``optimizer.private_learning_rate`` reaches the step: train.py builds an optimiser per
+    pass and a mechanism that hands the parts over apart; without it, one of each. It is
+    MaskDP's alone and positive."""
+    from maskdp_jax.core import per_pass
+
+    config = _tiny_config("maskdp")
+    built = run_model.build(config.model, num_classes=8, seed=0)
+    mechanism = mdp.Mechanism(plan=mdp.PrivacyPlan.calibrate(
+        mode="maskdp", num_examples=64, batch_size=16, steps=2, l2_clip_norm=0.1, delta=1e-3,
+        noise_multiplier=1.0), randomness=mdp.Randomness(mode="seeded", seed=0))
+    tx = train.build_optimizer(config, steps=4, steps_per_epoch=2.0)
+    assert not isinstance(tx, per_pass.PerPassTransformation)
+    assert not train.with_private_part(mechanism, built, config).per_pass
+    config.optimizer.private_learning_rate = 0.01
+    run_config.check_config(config)
+    tx = train.build_optimizer(config, steps=4, steps_per_epoch=2.0)
+    assert isinstance(tx, per_pass.PerPassTransformation)
+    assert train.with_private_part(mechanism, built, config).per_pass
+    config.optimizer.private_learning_rate = 0.0
+    with pytest.raises(ValueError, match="optimizer.private_learning_rate must be"):
+        run_config.check_config(config)
+    config = _tiny_config("dp")
+    config.optimizer.private_learning_rate = 0.01
+    with pytest.raises(ValueError, match="optimizer.private_learning_rate gives.*mode 'dp'"):
+        run_config.check_config(config)
+
+
 def test_a_private_pass_over_part_of_the_parameters_is_refused_where_it_means_nothing():
     config = _tiny_config("dp")
     config.privacy.private_finetune = "linear"
@@ -257,13 +285,16 @@ def test_the_report_names_test_videos_per_class_and_top5_only_above_five_classes
 def test_a_banded_run_resumes_with_the_same_noise(tmp_path, monkeypatch):
     """Banded noise keeps past noise in the train state: a run preempted at step 1 (SIGTERM:
     checkpoint, stop) and resumed ends exactly as an uninterrupted one (metrics rows, test
-    predictions), and reports its ε by the amplified BandMF bound with its noise kind."""
+    predictions), and reports its ε by the amplified BandMF bound with its noise kind. The
+    runs give each pass its optimiser (``optimizer.private_learning_rate``), so the two
+    optimiser states and the banded noise's both come back from the checkpoint."""
     from conftest import train_rows
 
     outs = []
     for name in ("uninterrupted", "resumed"):
         config = _tiny_config("maskdp")
         config.privacy.noise, config.privacy.bands = "banded", 2
+        config.optimizer.private_learning_rate = 0.01
         config.num_epochs, config.tensorboard = 1.0, False  # 4 steps
         rows, out = train_rows(config, str(tmp_path / name), monkeypatch,
                                preempted=name == "resumed")

@@ -13,7 +13,8 @@ the reporting layer.
 * :mod:`maskdp_jax.core.gradient`: the masked gradient of one logical batch for any model and loop
   (public sum, the noise once, the division by B), what the step is built from.
 * :mod:`maskdp_jax.core.mechanism`: the plan with its noise stream, sampler and ledger (the
-  library's private step).
+  library's private step); :mod:`maskdp_jax.core.per_pass`: an optimiser per pass for its two
+  parts (post-processing of the release).
 * :mod:`maskdp_jax.core.clipping` (per-example clipped gradient sum), :mod:`maskdp_jax.core.noise`
   (Gaussian noise on the clipped sum), :mod:`maskdp_jax.core.bandmf` (banded correlated noise and
   its accounting; not yet a plan option), :mod:`maskdp_jax.core.sampling` (Poisson sampler, physical

@@ -59,6 +59,7 @@ import numpy as np
 import maskdp_jax.accounting as accounting
 from maskdp_jax.accounting import events
 from maskdp_jax.core import bandmf, clipping, gradient, noise
+from maskdp_jax.core import per_pass as per_pass_lib
 from maskdp_jax.core.gradient import ExampleLoss, Examples, GradStats
 from maskdp_jax.core.plan import Mode, PrivacyPlan
 from maskdp_jax.core.randomness import Randomness
@@ -156,6 +157,16 @@ def public_weight_problem(mode: Mode | str, public_weight: float) -> str | None:
     return None
 
 
+def per_pass_problem(mode: Mode | str, per_pass: bool) -> str | None:
+    """Why a per-pass split (:class:`Mechanism`'s ``per_pass``) cannot be used in ``mode``, or
+    None: the rule the mechanism and the run config (``optimizer.private_learning_rate``) both
+    apply."""
+    if per_pass and Mode(mode) is not Mode.MASKDP:
+        return (f"gives MaskDP's public and private passes an optimiser each; mode "
+                f"{Mode(mode).value!r} has not both passes: use one optimiser.")
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
     """A plan, the run's randomness and the steps already charged: the private step's owner.
@@ -179,6 +190,11 @@ class Mechanism:
         private signal under an optimiser that normalises the update). Not a privacy
         parameter: it scales a function of public data only, after the private sum and its
         noise are fixed, so C, σ and ε are unchanged. 1: the papers' sum.
+      per_pass: ``maskdp`` only: :meth:`finish` returns the step's direction in its two parts,
+        :class:`~maskdp_jax.core.per_pass.PassGradients` (``λ · public sum / B`` and ``(clipped
+        private sum + noise) / B``), for an optimiser per pass
+        (:func:`~maskdp_jax.core.per_pass.per_pass`); False: their sum, for one optimiser.
+        Not a privacy parameter: the same release, handed over in two parts.
     """
 
     plan: PrivacyPlan
@@ -186,6 +202,7 @@ class Mechanism:
     history: tuple[events.Segment, ...] = ()
     private_mask: Any = dataclasses.field(default=None, repr=False)
     public_weight: float = 1.0
+    per_pass: bool = False
 
     def __post_init__(self):
         if not isinstance(self.plan, PrivacyPlan):
@@ -210,6 +227,9 @@ class Mechanism:
         problem = public_weight_problem(self.plan.mode, self.public_weight)
         if problem:
             raise ValueError(f"public_weight {problem}")
+        problem = per_pass_problem(self.plan.mode, self.per_pass)
+        if problem:
+            raise ValueError(f"per_pass {problem}")
         if self.plan.banded and self.history:
             raise ValueError("a banded plan accounts its own steps as BandMF rounds; it cannot "
                              "follow a history of other steps (plan all the steps at the start).")
@@ -302,7 +322,7 @@ class Mechanism:
         (arguments as :func:`~maskdp_jax.core.gradient.masked_gradient`).
 
         Returns:
-          ``(grad, state, stats)``.
+          ``(grad, state, stats)`` (the grad as :meth:`finish`'s).
 
         Raises:
           PlanExhausted: the state's step is past the plan: eagerly at the call; inside ``jit``
@@ -337,6 +357,11 @@ class Mechanism:
         """This mechanism with the public sum weighted by ``public_weight`` (λ, the class
         docstring; 1: unweighted)."""
         return dataclasses.replace(self, public_weight=float(public_weight))
+
+    def with_per_pass(self, per_pass: bool) -> Mechanism:
+        """This mechanism with :meth:`finish` returning each pass's part apart (``per_pass``,
+        the class docstring) or their sum."""
+        return dataclasses.replace(self, per_pass=bool(per_pass))
 
     def zeros(self, params: PyTree) -> Sums:
         """The step's :class:`~maskdp_jax.core.mechanism.Sums` before its first pass, for
@@ -390,9 +415,11 @@ class Mechanism:
         ``jit`` (and ``shard_map``, with the sums already all-reduced and the state replicated).
 
         Returns:
-          ``(grad, state)``. A step past the plan is refused eagerly here and on the host by
-          :meth:`batch_at` (whose batches a loop needs anyway); inside ``jit`` nothing here can
-          refuse it (:meth:`gradient` checks the traced step on the host when it runs).
+          ``(grad, state)``; with ``per_pass`` the grad is its
+          :class:`~maskdp_jax.core.per_pass.PassGradients`. A step past the plan is refused
+          eagerly here and on the host by :meth:`batch_at` (whose batches a loop needs anyway);
+          inside ``jit`` nothing here can refuse it (:meth:`gradient` checks the traced step on
+          the host when it runs).
 
         Raises:
           PlanExhausted: (eagerly) the state's step is past the plan.
@@ -412,10 +439,16 @@ class Mechanism:
         public = sums.public if mode.has_public_pass else None
         if self.public_weight != 1.0:  # a static choice: λ = 1 compiles the plain sum
             public = jax.tree.map(lambda g: g * jnp.asarray(self.public_weight, g.dtype), public)
-        grad, noise_state = gradient.noisy_update(
-            public,
-            sums.private if mode.has_private_pass else None,
-            noise.step_key(state.key, state.step), state.noise, plan=self.plan)
+        private = sums.private if mode.has_private_pass else None
+        key = noise.step_key(state.key, state.step)
+        if self.per_pass:  # the same noise on the same sum; the public part kept apart
+            noised, noise_state = gradient.noisy_update(
+                jax.tree.map(jnp.zeros_like, public), private, key, state.noise, plan=self.plan)
+            grad = per_pass_lib.PassGradients(
+                public=jax.tree.map(lambda g: g / self.plan.batch_size, public), private=noised)
+        else:
+            grad, noise_state = gradient.noisy_update(public, private, key, state.noise,
+                                                      plan=self.plan)
         return grad, state._replace(step=state.step + 1, noise=noise_state)
 
     # ------------------------------------------------------------------------------------------
@@ -457,4 +490,5 @@ class Mechanism:
                                  "(its ε does not compose with this one's).")
         return Mechanism(plan=plan, randomness=self.randomness,
                          history=tuple(self.ledger(state).segments),
-                         private_mask=self.private_mask, public_weight=self.public_weight)
+                         private_mask=self.private_mask, public_weight=self.public_weight,
+                         per_pass=self.per_pass)

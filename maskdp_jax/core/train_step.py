@@ -55,7 +55,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from maskdp_jax.core import compilation, ghost, gradient, parallel, partition, tokenizer
+from maskdp_jax.core import compilation, ghost, gradient, parallel, partition, per_pass, tokenizer
 from maskdp_jax.core.mechanism import Mechanism, MechanismState, Sums
 from maskdp_jax.core.plan import PrivacyPlan
 
@@ -227,6 +227,8 @@ def finalize(
     """
     grad, privacy = mechanism.finish(acc, state.privacy)
     updates, opt_state = tx.update(grad, state.opt_state, state.trainable)
+    if isinstance(grad, per_pass.PassGradients):  # the norm of the one-optimiser direction
+        grad = grad.total()
     trainable = optax.apply_updates(state.trainable, updates)
     stats, clip = acc.stats, acc.stats.clip
     metrics = {
@@ -297,7 +299,8 @@ def make_train_step(
 
     Args:
       apply_fn: ``apply_fn(params, x [n, T, H, W, C]) -> logits [n, classes]``, deterministic.
-      tx: optax optimiser over the trainable subtree.
+      tx: optax optimiser over the trainable subtree; with a ``per_pass`` mechanism an optimiser
+        per pass (:func:`maskdp_jax.core.per_pass.per_pass`).
       mechanism: the run's :class:`~maskdp_jax.core.mechanism.Mechanism`: its plan sets the mode, C,
         σ and the expected batch size B, its :meth:`~maskdp_jax.core.mechanism.Mechanism.accumulate`
         and :meth:`~maskdp_jax.core.mechanism.Mechanism.finish` are the step's private part (the
@@ -333,6 +336,13 @@ def make_train_step(
 
     if microbatch_size is not None and microbatch_size <= 0:
         raise ValueError(f"microbatch_size must be > 0 or None; got {microbatch_size}.")
+    if isinstance(tx, per_pass.PerPassTransformation) != mechanism.per_pass:
+        raise ValueError(
+            "an optimiser per pass (per_pass.per_pass) and a mechanism that hands over each "
+            "pass's part (Mechanism(per_pass=True)) go together; got "
+            f"{'a per-pass' if mechanism.per_pass else 'a one-sum'} mechanism with "
+            f"{'a per-pass' if isinstance(tx, per_pass.PerPassTransformation) else 'one'} "
+            "optimiser.")
 
     # A private pass over part of the parameters sums over that part (a static choice: its own
     # small program).

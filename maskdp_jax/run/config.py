@@ -190,6 +190,12 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _real("optimizer.learning_rate", o.learning_rate, minimum=0.0, strict=True)
     _real("optimizer.warmup_epochs", o.warmup_epochs, minimum=0.0, strict=False)
     _real("optimizer.weight_decay", o.weight_decay, minimum=0.0, strict=False)
+    if o.get("private_learning_rate") is not None:
+        _real("optimizer.private_learning_rate", o.private_learning_rate, minimum=0.0,
+              strict=True)
+        problem = mechanism.per_pass_problem(config.mode, True)
+        if problem:
+            _fail("optimizer.private_learning_rate", problem)
     if not (_is_real(o.momentum) and 0.0 <= o.momentum < 1.0):
         _fail("optimizer.momentum", f"must be in [0, 1) (0 = plain SGD); got {o.momentum!r}.")
 
