@@ -31,7 +31,12 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
 * ``weights``: MaskDP alone where the private part holds most of the label (shares ½, ¾, 1),
   its public sum weighted by λ ∈ {0.1, 0.01} (``privacy.public_weight``; the slice's MaskDP is
   λ = 1): the public gradient is unclipped while each private one is clipped to C = 0.03, so at
-  λ = 1 the public pass may drown the private one. Same seeds, draw and ε as the slice.
+  λ = 1 the public pass may drown the private one. Same seeds, draw and ε as the slice;
+* ``per_pass``: MaskDP alone with an optimiser per pass (``optimizer.private_learning_rate``,
+  core/per_pass.py: the private pass's Adam no longer scaled by the public gradient), its
+  private pass at the learning rate that won its tuning on the default setting
+  (``sweep_tuning.PER_PASS_LEARNING_RATE``) and at DP-SGD's tuned one, at every share of the
+  slice; same seeds, draw and ε.
 """
 
 import ml_collections
@@ -40,7 +45,7 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full", "weights", "size", "size_weights")
+GRIDS = ("slice", "full", "weights", "size", "size_weights", "per_pass")
 SIZE_SHARES = (0.5, 1.0)
 PUBLIC_WEIGHTS = (0.1, 0.01)
 
@@ -86,5 +91,13 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
             (f"share{share:g}_w{weight:g}", (("input.private_share", share),
                                              ("privacy.public_weight", weight)))
             for share in SHARES[2:] for weight in PUBLIC_WEIGHTS)
+    if grid == "per_pass":
+        config.sweep.modes = ("maskdp",)
+        config.sweep.mode_overrides = (("maskdp", sweep_tuning.tuned("maskdp")),)
+        rates = (sweep_tuning.PER_PASS_LEARNING_RATE, sweep_tuning.STAGE_ONE["dp"][1])
+        config.sweep.variants = tuple(
+            (f"share{share:g}_pp{lr:g}", (("input.private_share", share),
+                                          ("optimizer.private_learning_rate", lr)))
+            for share in SHARES for lr in rates)
     config.config_path = f"configs/sweep_where_it_pays.py:{grid}"
     return config

@@ -16,7 +16,7 @@ NOISELESS = {"nonprivate": "inf", "public_only": 0.0}  # the report's ε of the 
 
 
 def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", variant="",
-              data_seed=None, private_share=None, public_weight=1.0):
+              data_seed=None, private_share=None, public_weight=1.0, private_lr=None):
     """A report with the fields the aggregation reads (as train.py writes them)."""
     name = (sweep.run_name(mode, eps, seed, clips, view, data_seed)
             + (f"_{variant}" if variant else ""))
@@ -25,7 +25,8 @@ def _fake_run(root, mode, eps, seed, top1, per_class, *, clips=1, view="full", v
         "config": {"mode": mode, "seed": seed, "view": view,
                    "input": {"clips_per_video": clips, "data_seed": data_seed or 0,
                              "private_share": private_share},
-                   "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3},
+                   "num_epochs": 16.0, "optimizer": {"learning_rate": 3e-3,
+                                                     "private_learning_rate": private_lr},
                    "privacy": {"target_epsilon": 1.0 if mode in NOISELESS else eps,
                                "delta": 1e-5, "l2_clip_norm": 0.1,
                                "public_weight": public_weight}},
@@ -97,6 +98,18 @@ def test_where_it_pays_is_tabled_per_share_and_epsilon_with_the_best_baseline_ga
         "86.0 ± 1.0", "61.0 ± 1.0", "51.0 ± 1.0", "91.0 ± 1.0"]
     assert not any(line.startswith(("| 0 | 8 | 0.1 |", "| 0.5 | 1 | 0.1 |"))
                    for line in table.splitlines())
+    # And with an optimiser per pass (private learning rate 0.01, λ = 1): a column of its own,
+    # "—" on the one-optimiser rows, the baselines shared.
+    for seed in range(3):
+        _fake_run(tmp_path, "maskdp", 1.0, seed, 0.5 + 0.01 * seed, [0.5, None],
+                  variant="share0.5_pp0.01", private_share=0.5, private_lr=0.01)
+    table = open(sweep.write_outputs(config, str(tmp_path))["results.md"]).read()
+    assert "| MaskDP's λ | MaskDP's private lr |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| 0.5 | 1 | 1 | 0.01 |"))
+    assert [c.strip() for c in row.strip("|").split("|")][4:8] == [
+        "86.0 ± 1.0", "61.0 ± 1.0", "31.0 ± 1.0", "51.0 ± 1.0"]
+    assert any(line.startswith("| 0.5 | 1 | 1 | — |") for line in table.splitlines())
+    assert any(line.startswith("| 0.5 | 8 | 0.1 | — |") for line in table.splitlines())
 
 
 def test_table_cells_are_the_reports_mean_and_std(sweep_dir):

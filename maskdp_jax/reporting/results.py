@@ -227,6 +227,8 @@ def rows(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # the embedded dataset's share setting: the label's share in the private part
             "private_share": r["config"]["input"].get("private_share"),
             "public_weight": float(r["config"]["privacy"].get("public_weight", 1.0)),
+            # MaskDP with an optimiser per pass: its private pass's learning rate (else None)
+            "private_learning_rate": r["config"]["optimizer"].get("private_learning_rate"),
         })
     return out
 
@@ -413,12 +415,21 @@ def public_only_ceiling(private_share: float, num_classes: int = 4) -> float:
     return 1.0 - private_share + private_share / num_classes
 
 
+def _maskdp_step(row: dict[str, Any]) -> tuple[float, float | None]:
+    """A MaskDP run's step: (λ, its private pass's learning rate with an optimiser per pass, or
+    None with one optimiser)."""
+    lr = row.get("private_learning_rate")
+    return row["public_weight"], None if lr is None else float(lr)
+
+
 def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> str:
     """Where MaskDP pays (configs/sweep_where_it_pays.py): one row per (private share, ε) of
     the one-clip, full-view runs: non-private (what the full video allows this model without
     privacy), public-only, DP and MaskDP as ``mean ± std`` in %, the public
     view's ceiling (:func:`public_only_ceiling`), and MaskDP − max(public-only, DP) with its
-    simultaneous 95 % interval (:func:`best_baseline_gap`); "" without share runs."""
+    simultaneous 95 % interval (:func:`best_baseline_gap`); "" without share runs. A row per
+    MaskDP step where the runs hold several (λ, and the private learning rate of an optimiser
+    per pass, each a column where some run set it)."""
     at_share = defaultdict(list)
     for r in table_rows:
         if r.get("private_share") is not None and r["view"] == "full" and (
@@ -428,32 +439,39 @@ def share_table(table_rows: list[dict[str, Any]], *, metric: str = "top1") -> st
         return ""
     epsilons = sorted({r["target_epsilon"] for runs in at_share.values() for r in runs
                        if Mode(r["mode"]).is_private})
-    # MaskDP's public weight λ (privacy.public_weight): a column where some run changed it
-    weights = sorted({r["public_weight"] for v in at_share.values() for r in v
-                      if r["mode"] == "maskdp"})
-    by_weight = weights != [1.0]
+    # MaskDP's step: its public weight λ (privacy.public_weight) and, with an optimiser per
+    # pass, its private pass's learning rate; a column each where some run set it
+    steps = sorted({_maskdp_step(r) for v in at_share.values() for r in v
+                    if r["mode"] == "maskdp"}, key=lambda s: (s[0], s[1] or 0.0))
+    by_weight = {w for w, _ in steps} != {1.0}
+    by_lr = any(lr is not None for _, lr in steps)
+    split = by_weight or by_lr
     lines = ["| private share | ε | " + ("MaskDP's λ | " if by_weight else "")
+             + ("MaskDP's private lr | " if by_lr else "")
              + "non-private | public-only | DP | MaskDP | public view's ceiling | "
-             "MaskDP − max(public-only, DP) [95 % CI] |", "|" + "---|" * (8 + by_weight)]
+             "MaskDP − max(public-only, DP) [95 % CI] |",
+             "|" + "---|" * (8 + by_weight + by_lr)]
 
     for share in sorted(at_share):
-        # per λ: the baselines' runs and that λ's MaskDP runs, and their (mode, K = 1, ε) ->
-        # (mean, std, n)
-        runs_at = {w: [r for r in at_share[share] if r["mode"] != "maskdp"
-                       or r["public_weight"] == w] for w in weights}
-        stats_at = {w: summarize(runs, metric=metric) for w, runs in runs_at.items()}
+        # per MaskDP step: the baselines' runs and that step's MaskDP runs, and their
+        # (mode, K = 1, ε) -> (mean, std, n)
+        runs_at = {step: [r for r in at_share[share] if r["mode"] != "maskdp"
+                          or _maskdp_step(r) == step] for step in steps}
+        stats_at = {step: summarize(runs, metric=metric) for step, runs in runs_at.items()}
         for epsilon in epsilons:
-            for weight in weights:
-                runs, stats = runs_at[weight], stats_at[weight]
-                if by_weight and ("maskdp", 1, epsilon) not in stats:
-                    continue  # this weight was not run at this share
+            for step in steps:
+                runs, stats = runs_at[step], stats_at[step]
+                if split and ("maskdp", 1, epsilon) not in stats:
+                    continue  # this step was not run at this share
                 cells = [stats.get((mode, 1, epsilon if Mode(mode).is_private
                                     else Mode(mode).fixed_epsilon)) for mode in MODE_ORDER]
                 g = best_baseline_gap(runs, epsilon=epsilon, metric=metric)
                 gap_cell = "—" if g is None else (f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, "
                                                   f"{100 * g[2]:+.1f}]")
                 lines.append(f"| {share:g} | {epsilon:g} | "
-                             + (f"{weight:g} | " if by_weight else "")
+                             + (f"{step[0]:g} | " if by_weight else "")
+                             + ((f"{step[1]:g} | " if step[1] is not None else "— | ")
+                                if by_lr else "")
                              + "".join("— | " if c is None else
                                        f"{100 * c[0]:.1f} ± {100 * c[1]:.1f} | " for c in cells)
                              + f"{100 * public_only_ceiling(share):.1f} | {gap_cell} |")
