@@ -7,6 +7,8 @@ what won is the default now (configs/default.py).
         --workdir=docs/results/tuning_maskdp          # and :dp, :public_only, :nonprivate
     python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:per_pass \
         --workdir=docs/results/tuning_per_pass        # MaskDP with an optimiser per pass
+    python -m maskdp_jax.sweep --config=configs/sweep_tuning.py:context_lr \
+        --workdir=docs/results/tuning_context_lr      # and :context_per_pass: the context data
 
 Stage one (``:person``, the default): ``nonprivate``, ``public_only``, ``dp`` and ``maskdp`` run
 the same 12 variants (4 fine-tuning strategies × 3 learning rates) on the same 2 seeds at ε = 1.
@@ -52,6 +54,8 @@ def get_config(arg: str = "person") -> ml_collections.ConfigDict:
         return _private_part()
     if arg == "per_pass":
         return _per_pass()
+    if arg in ("context_lr", "context_per_pass"):
+        return _context(per_pass=arg == "context_per_pass")
     config = sweep_headline.get_config(arg)
     config.title = f"Every mode's strategy and learning rate on the validation split ({arg})"
     config.base.input.eval_split = "validation"
@@ -115,6 +119,32 @@ def _per_pass() -> ml_collections.ConfigDict:
         (f"private_lr{lr:g}", (("optimizer.private_learning_rate", lr),))
         for lr in PRIVATE_LEARNING_RATES)
     config.config_path = "configs/sweep_tuning.py:per_pass"
+    return config
+
+
+def _context(*, per_pass: bool) -> ml_collections.ConfigDict:
+    """The ``context`` data (half of the label, the room, only in the private part), each mode
+    at its tuned settings but its learning rate, which is tried again here on this setting's
+    validation split, the same budget for every mode: public-only, DP and MaskDP with one
+    optimiser × the learning rate (``:context_lr``); MaskDP with an optimiser per pass × its
+    private pass's learning rate (``:context_per_pass``)."""
+    config = get_config("person")
+    config.base.input.setting = "context"
+    if per_pass:
+        config.title = ("maskdp on the context data: an optimiser per pass × the private pass's "
+                        "learning rate, on the validation split")
+        config.sweep.modes = ("maskdp",)
+        key = "optimizer.private_learning_rate"
+        name = "private_lr"
+    else:
+        config.title = ("public-only, DP and MaskDP on the context data × the learning rate, "
+                        "on the validation split")
+        config.sweep.modes = ("public_only", "dp", "maskdp")
+        key, name = "optimizer.learning_rate", "lr"
+    config.sweep.mode_overrides = tuple((mode, tuned(mode)) for mode in config.sweep.modes)
+    config.sweep.variants = tuple((f"{name}{lr:g}", ((key, lr),)) for lr in LEARNING_RATES)
+    config.config_path = ("configs/sweep_tuning.py:"
+                          + ("context_per_pass" if per_pass else "context_lr"))
     return config
 
 
