@@ -36,7 +36,9 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
   core/per_pass.py: the private pass's Adam no longer scaled by the public gradient), its
   private pass at the learning rate that won its tuning on the default setting
   (``sweep_tuning.PER_PASS_LEARNING_RATE``) and at DP-SGD's tuned one, at every share of the
-  slice; same seeds, draw and ε.
+  slice; same seeds, draw and ε;
+* ``size_per_pass``: MaskDP alone on the size grid's cells with an optimiser per pass, its
+  private pass at :data:`SIZE_PER_PASS_LEARNING_RATE`.
 """
 
 import ml_collections
@@ -45,9 +47,12 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full", "weights", "size", "size_weights", "per_pass")
+GRIDS = ("slice", "full", "weights", "size", "size_weights", "per_pass", "size_per_pass")
 SIZE_SHARES = (0.5, 1.0)
 PUBLIC_WEIGHTS = (0.1, 0.01)
+#: The private pass's learning rate of the ``size_per_pass`` grid: the ``per_pass`` grid's better
+#: one (DP-SGD's tuned rate), above the other in 9 of its 10 (share, ε) cells on validation.
+SIZE_PER_PASS_LEARNING_RATE = 0.01
 
 
 def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
@@ -73,16 +78,19 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
     else:
         config.sweep.seeds = (0, 1, 2, 3, 4)
         config.sweep.data_seeds = (0, 1, 2)
-    if grid in ("size", "size_weights"):
+    if grid in ("size", "size_weights", "size_per_pass"):
         modes = MODES[1:] if grid == "size" else ("maskdp",)
-        weights = (1.0,) if grid == "size" else (PUBLIC_WEIGHTS[-1],)
+        weights = (PUBLIC_WEIGHTS[-1],) if grid == "size_weights" else (1.0,)
         config.sweep.modes = modes
         config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in modes)
         config.sweep.seeds = (0, 1)
+        per_pass = ((("optimizer.private_learning_rate", SIZE_PER_PASS_LEARNING_RATE),)
+                    if grid == "size_per_pass" else ())
         config.sweep.variants = tuple(
-            (f"share{share:g}_n4096" + ("" if weight == 1.0 else f"_w{weight:g}"),
+            (f"share{share:g}_n4096" + ("" if weight == 1.0 else f"_w{weight:g}")
+             + (f"_pp{SIZE_PER_PASS_LEARNING_RATE:g}" if per_pass else ""),
              (("input.private_share", share), ("input.num_train", 4096),
-              ("privacy.public_weight", weight)))
+              ("privacy.public_weight", weight), *per_pass))
             for share in SIZE_SHARES for weight in weights)
     if grid == "weights":
         config.sweep.modes = ("maskdp",)

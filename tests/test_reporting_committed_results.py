@@ -391,9 +391,20 @@ def test_an_optimiser_per_pass_was_tuned_on_validation_and_lost_to_one():
     two = {n: dict(o) for n, o in sweep_tuning.get_config("maskdp").sweep.variants}
     _, one_mean, _ = results.best_variants(results.rows(_load(stage_two)), two)["maskdp"]
     assert mean < one_mean
-    assert (f"({100 * mean:.1f} %) is below MaskDP's one-optimiser best ({100 * one_mean:.1f} %)"
-            in open(os.path.join(ROOT, "configs", "sweep_tuning.py")).read().replace(
-                "\n#: ", " "))
+    quoted = f"({100 * mean:.1f} %) is below MaskDP's one-optimiser best ({100 * one_mean:.1f} %)"
+    assert quoted in open(os.path.join(ROOT, "configs", "sweep_tuning.py")).read().replace(
+        "\n#: ", " ")
+    page = _read(guide("training"), unwrap=True)
+    assert results.variant_table(results.rows(found), named) in _read(guide("training"))
+    public = os.path.join(ROOT, "docs", "results", "tuning_public_only")
+    p_named = {n: dict(o) for n, o in sweep_tuning.get_config("public_only").sweep.variants}
+    _, public_mean, _ = results.best_variants(results.rows(_load(public)), p_named)["public_only"]
+    loud = np.mean([r["top1"] for r in results.rows(found)
+                    if r["private_learning_rate"] == 0.01])
+    assert (f"The best, {sweep_tuning.PER_PASS_LEARNING_RATE:g} ({100 * mean:.1f} %), is below "
+            f"MaskDP's one-optimiser best ({100 * one_mean:.1f} %) and public-only "
+            f"({100 * public_mean:.1f} %)") in page
+    assert f"a louder private pass (0.01) costs {100 * (one_mean - loud):.1f} points" in page
 
 
 def test_the_floor_is_its_grid_and_the_guide_quotes_it():
@@ -1506,17 +1517,20 @@ WHERE_IT_PAYS = os.path.join(ROOT, "docs", "results", "where_it_pays")
 
 
 def _where_it_pays_rows() -> list[dict]:
-    """The rows of the where-it-pays slice and of its public-weight grid."""
-    return [row for d in (WHERE_IT_PAYS, WHERE_IT_PAYS + "_weights")
+    """The rows of the where-it-pays slice, of its public-weight grid and of its per-pass
+    grid."""
+    return [row for d in (WHERE_IT_PAYS, WHERE_IT_PAYS + "_weights", WHERE_IT_PAYS + "_per_pass")
             for row in results.rows(_load(d))]
 
 
 def _share_mean(rows: list[dict], mode: str, share: float, epsilon: float,
-                weight: float = 1.0) -> float:
-    """Mean top-1 in % of the where-it-pays runs of one cell (MaskDP at public weight λ)."""
+                weight: float = 1.0, private_lr: float | None = None) -> float:
+    """Mean top-1 in % of the where-it-pays runs of one cell (MaskDP at public weight λ, with one
+    optimiser or, with ``private_lr``, an optimiser per pass)."""
     v = [r["top1"] for r in rows if r["mode"] == mode and r["private_share"] == share
-         and r["target_epsilon"] == epsilon and r["public_weight"] == weight]
-    assert v, (mode, share, epsilon, weight)
+         and r["target_epsilon"] == epsilon and r["public_weight"] == weight
+         and r["private_learning_rate"] == private_lr]
+    assert v, (mode, share, epsilon, weight, private_lr)
     return 100 * float(np.mean(v))
 
 
@@ -1527,6 +1541,7 @@ def test_the_where_it_pays_study_is_its_grids_and_the_guide_its_table():
     from maskdp_jax.configs import sweep_where_it_pays
 
     for grid, directory in (("slice", WHERE_IT_PAYS), ("weights", WHERE_IT_PAYS + "_weights"),
+                            ("per_pass", WHERE_IT_PAYS + "_per_pass"),
                             ("size", WHERE_IT_PAYS + "_size"),
                             ("size_weights", WHERE_IT_PAYS + "_size_weights")):
         names = {name for name, _ in sweep.grid(sweep_where_it_pays.get_config(grid))}
@@ -1555,11 +1570,12 @@ def test_the_where_it_pays_reading_quotes_its_reports():
     costs = [mean("public_only", s, 0.0) - mean("maskdp", s, e) for s in (0.0, 0.25)
              for e in (1.0, 8.0)]
     assert f"costs it {min(costs):.1f} to {max(costs):.1f} points" in page
-    for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+    for share in (0.0, 0.25, 0.5, 0.75, 1.0):  # with one optimiser, at every λ
         for epsilon in (1.0, 8.0):
             cell = [r for r in rows if r["private_share"] == share]
             for weight in {r["public_weight"] for r in cell if r["mode"] == "maskdp"}:
-                runs = [r for r in cell if r["mode"] != "maskdp" or r["public_weight"] == weight]
+                runs = [r for r in cell if r["mode"] != "maskdp" or (
+                    r["public_weight"] == weight and r["private_learning_rate"] is None)]
                 assert results.best_baseline_gap(runs, epsilon=epsilon)[0] < 0
 
 
