@@ -407,6 +407,49 @@ def test_an_optimiser_per_pass_was_tuned_on_validation_and_lost_to_one():
     assert f"a louder private pass (0.01) costs {100 * (one_mean - loud):.1f} points" in page
 
 
+def test_the_context_setting_was_tuned_on_its_validation_split_and_the_guide_quotes_it():
+    """docs/results/tuning_context_lr and _per_pass: every mode × the same learning rates (and
+    MaskDP per pass × its private pass's), on the context data's validation split, from each
+    mode's tuned settings; the guide's tables are the reports' and its sentence their bests."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_tuning
+
+    best = {}
+    page = _read(guide("training"))
+    for arg in ("context_lr", "context_per_pass"):
+        found = _load(os.path.join(ROOT, "docs", "results", f"tuning_{arg}"))
+        config = sweep_tuning.get_config(arg)
+        assert {r["run"] for r in found} == {n for n, _ in sweep.grid(config)}
+        for r in found:
+            c = r["config"]
+            assert (c["input"]["setting"], c["input"]["eval_split"]) == ("context", "validation")
+            tuned = dict(sweep_tuning.tuned(c["mode"]))
+            assert c["model"]["finetune"] == tuned["model.finetune"]
+            assert c["num_epochs"] == tuned["num_epochs"]
+        named = {n: dict(o) for n, o in config.sweep.variants}
+        rows = results.rows(found)
+        table = results.variant_table(rows, named)
+        assert table.split("\n\n")[0] in page, arg
+        for mode, (_, mean, _) in results.best_variants(rows, named).items():
+            best[(arg, mode)] = 100 * mean
+    flat = _read(guide("training"), unwrap=True)
+    assert (f"DP-SGD comes within a point of public-only ({best['context_lr', 'dp']:.1f} against "
+            f"{best['context_lr', 'public_only']:.1f} %") in flat
+    assert (f"{best['context_lr', 'maskdp']:.1f} % with one optimiser, "
+            f"{best['context_per_pass', 'maskdp']:.1f} % with an optimiser per pass") in flat
+    untuned = results.rows(_load(os.path.join(ROOT, "docs", "results", "headline_context")))
+    gap = 100 * (np.mean([r["top1"] for r in untuned if r["mode"] == "public_only"])
+                 - np.mean([r["top1"] for r in untuned if r["mode"] == "dp"
+                            and r["target_epsilon"] == 1.0]))
+    assert f"untuned it was {gap:.1f} points below on the test split" in flat
+    assert max(best[k] for k in best if k[1] == "maskdp") < best["context_lr", "public_only"]
+    assert 0 < best["context_lr", "public_only"] - best["context_lr", "dp"] < 1  # "within a point"
+    assert max(best[k] for k in best if k[1] == "maskdp") < best["context_lr", "dp"]
+    assert ("tuned on that setting's validation split, DP-SGD comes within a point of "
+            "public-only at ε = 1 and MaskDP is below both, with one optimiser or one per pass"
+            in _read(README, unwrap=True))
+
+
 def test_the_floor_is_its_grid_and_the_guide_quotes_it():
     """docs/results/floor: a non-private linear probe and DP-SGD on the head of the frozen shipped
     backbone over the tuned headline's draws and seeds (configs/sweep_floor.py); its table is in
@@ -1514,6 +1557,7 @@ def test_every_committed_study_names_a_clean_commit():
 
 
 WHERE_IT_PAYS = os.path.join(ROOT, "docs", "results", "where_it_pays")
+SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _where_it_pays_rows() -> list[dict]:
@@ -1577,6 +1621,53 @@ def test_the_where_it_pays_reading_quotes_its_reports():
                 runs = [r for r in cell if r["mode"] != "maskdp" or (
                     r["public_weight"] == weight and r["private_learning_rate"] is None)]
                 assert results.best_baseline_gap(runs, epsilon=epsilon)[0] < 0
+
+
+def test_the_where_it_pays_per_pass_reading_quotes_its_reports():
+    """The training guide's reading of MaskDP with an optimiser per pass quotes the reports:
+    at the private rate 0.01 above the better baseline where most of the label is private, below
+    it where the label is mostly public; at the person setting's rate below it everywhere."""
+    from maskdp_jax.configs import sweep_tuning
+
+    rows = _where_it_pays_rows()
+    mean = functools.partial(_share_mean, rows)
+    loud = sweep_tuning.STAGE_ONE["dp"][1]
+    assert loud == 0.01
+
+    def pp(share, epsilon, lr=loud):
+        return mean("maskdp", share, epsilon, private_lr=lr)
+
+    def gap(share, epsilon, lr):
+        cell = [r for r in rows if r["private_share"] == share and (
+            r["mode"] != "maskdp" or r["private_learning_rate"] == lr)]
+        return results.best_baseline_gap(cell, epsilon=epsilon)
+
+    g = gap(0.75, 8.0, loud)
+    page = _read(guide("training"), unwrap=True)
+    quoted = (f"s = ¾, ε = 8: {pp(0.75, 8.0):.1f} % against DP's {mean('dp', 0.75, 8.0):.1f} "
+              f"({100 * g[0]:+.1f}, interval [{100 * g[1]:+.1f}, {100 * g[2]:+.1f}]",
+              f"s = 1: {pp(1.0, 1.0):.1f} % at ε = 1 and {pp(1.0, 8.0):.1f} % at ε = 8 against "
+              f"DP's {mean('dp', 1.0, 1.0):.1f} and {mean('dp', 1.0, 8.0):.1f}",
+              f"({pp(0.5, 1.0):.1f} % at both ε against DP's {mean('dp', 0.5, 1.0):.1f} and "
+              f"{mean('dp', 0.5, 8.0):.1f} and public-only's {mean('public_only', 0.5, 0.0):.1f})")
+    for sentence in quoted:
+        assert sentence in page, sentence
+    assert round(pp(0.5, 1.0), 1) == round(pp(0.5, 8.0), 1)
+    public = [-100 * gap(s, e, loud)[0] for s in (0.0, 0.25) for e in (1.0, 8.0)]
+    assert f"it stays {min(public):.1f} to {max(public):.1f} points below the better" in page
+    for share in (0.75, 1.0):
+        for epsilon in (1.0, 8.0):
+            assert gap(share, epsilon, loud)[0] > 0
+    below = []
+    for share in SHARES:
+        for epsilon in (1.0, 8.0):
+            assert gap(share, epsilon, sweep_tuning.PER_PASS_LEARNING_RATE)[0] < 0
+            g = gap(share, epsilon, loud)
+            assert g[1] < 0  # "No interval lies above 0"
+            if g[2] < 0:  # the whole interval, hence its mean, below 0
+                below.append(f"s = {share:g}, ε = {epsilon:g}: {100 * g[0]:.1f} "
+                             f"[{100 * g[1]:.1f}, {100 * g[2]:.1f}]")
+    assert len(below) == 1 and f"one lies below it ({below[0]})" in page, below
 
 
 def test_the_where_it_pays_size_grid_is_in_the_guide():
