@@ -1451,6 +1451,37 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
     assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
 
 
+def test_the_api_guide_states_the_digits_private_rate_measured_on_validation():
+    """docs/api.md's sentence on the example's optimiser per pass is the four committed
+    validation outputs of examples/digits.py (--private_lr ∈ {0, 1e-3, 1e-4, 1e-5}), and the
+    example's default rate is the one with the best MaskDP mean there."""
+    import ast
+
+    outs = {}
+    for lr in ("0", "1e-3", "1e-4", "1e-5"):
+        with open(os.path.join(ROOT, "docs", "results", "digits_per_pass",
+                               f"validation_private_lr{lr}.txt")) as f:
+            outs[lr] = f.read()
+        assert f"--split=validation --private_lr={lr}" in outs[lr]
+        assert "test accuracy" not in outs[lr] and "validation accuracy" in outs[lr]
+
+    def mean(lr, mode):
+        return 100 * float(re.search(rf"{mode} +mean ([0-9.]+) over 3 seed", outs[lr]).group(1))
+
+    per_pass = {lr: mean(lr, "maskdp") for lr in ("1e-3", "1e-4", "1e-5")}
+    public = [mean(lr, "public_only") for lr in outs]
+    flat = " ".join(_read(os.path.join(ROOT, "docs", "api.md")).split())
+    assert (f"gave MaskDP {mean('0', 'maskdp'):.1f} %, an optimiser per pass "
+            f"{min(per_pass.values()):.1f}–{max(per_pass.values()):.1f} % at 1e-3, 1e-4 and 1e-5 "
+            f"(1e-3 the best mean), and public-only {min(public):.1f}–{max(public):.1f} %") in flat
+    assert max(per_pass, key=per_pass.get) == "1e-3"
+    tree = ast.parse(open(os.path.join(EXAMPLES_DIR, "digits.py")).read())
+    default = next(kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and node.args and getattr(node.args[0], "value", None) == "--private_lr"
+                   for kw in node.keywords if kw.arg == "default")
+    assert default == float(max(per_pass, key=per_pass.get))
+
+
 def test_the_api_guide_states_the_digits_fill_measured_on_validation():
     """docs/api.md's sentence on the hidden-cell fill is the two committed validation outputs of
     examples/digits.py (--fill=pattern and --fill=backgrounds): their means, seed 0's public
@@ -1477,7 +1508,8 @@ def test_the_api_guide_states_the_digits_fill_measured_on_validation():
     assert f"({seed0_view('pattern'):.1f} → {seed0_view('backgrounds'):.1f} % on seed 0)" in flat
     gaps = [-float(re.search(r"maskdp − max\(public_only, dp\) = ([-+0-9.]+) points",
                              outs[fill]).group(1)) for fill in ("pattern", "backgrounds")]
-    assert f"MaskDP stayed {gaps[0]:.1f} and {gaps[1]:.1f} points below public-only" in flat
+    assert (f"MaskDP, with one optimiser then, stayed {gaps[0]:.1f} and {gaps[1]:.1f} points "
+            "below public-only") in flat
     assert (f"moved from {mean('pattern', 'nonprivate'):.1f} to "
             f"{mean('backgrounds', 'nonprivate'):.1f} %") in flat
 
@@ -1556,6 +1588,7 @@ def test_every_committed_study_names_a_clean_commit():
         "tree (the sweep refuses a dirty one under docs/results/)")
 
 
+EXAMPLES_DIR = os.path.join(ROOT, "examples")
 WHERE_IT_PAYS = os.path.join(ROOT, "docs", "results", "where_it_pays")
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
