@@ -1451,22 +1451,35 @@ def test_the_api_guide_states_the_digits_examples_measured_result():
     assert f"MaskDP models ({min(views):.1f}–{max(views):.1f} %)" in flat
 
 
+def _digits_validation_outputs(directory: str, flag: str, values) -> dict[str, str]:
+    """The committed outputs of ``examples/digits.py --split=validation --<flag>=<value>``, each
+    checked to be evaluated on validation and never on test."""
+    outs = {}
+    for value in values:
+        name = f"validation_{value}.txt" if flag == "fill" else f"validation_{flag}{value}.txt"
+        with open(os.path.join(ROOT, "docs", "results", directory, name)) as f:
+            outs[value] = f.read()
+        assert f"--split=validation --{flag}={value}" in outs[value]
+        assert "test accuracy" not in outs[value] and "validation accuracy" in outs[value]
+    return outs
+
+
+def _digits_mean(out: str, mode: str) -> float:
+    """A mode's mean accuracy in % over the 3 seeds of one digits example output."""
+    return 100 * float(re.search(rf"{mode} +mean ([0-9.]+) over 3 seed", out).group(1))
+
+
 def test_the_api_guide_states_the_digits_private_rate_measured_on_validation():
     """docs/api.md's sentence on the example's optimiser per pass is the four committed
     validation outputs of examples/digits.py (--private_lr ∈ {0, 1e-3, 1e-4, 1e-5}), and the
     example's default rate is the one with the best MaskDP mean there."""
     import ast
 
-    outs = {}
-    for lr in ("0", "1e-3", "1e-4", "1e-5"):
-        with open(os.path.join(ROOT, "docs", "results", "digits_per_pass",
-                               f"validation_private_lr{lr}.txt")) as f:
-            outs[lr] = f.read()
-        assert f"--split=validation --private_lr={lr}" in outs[lr]
-        assert "test accuracy" not in outs[lr] and "validation accuracy" in outs[lr]
+    outs = _digits_validation_outputs("digits_per_pass", "private_lr",
+                                      ("0", "1e-3", "1e-4", "1e-5"))
 
     def mean(lr, mode):
-        return 100 * float(re.search(rf"{mode} +mean ([0-9.]+) over 3 seed", outs[lr]).group(1))
+        return _digits_mean(outs[lr], mode)
 
     per_pass = {lr: mean(lr, "maskdp") for lr in ("1e-3", "1e-4", "1e-5")}
     public = [mean(lr, "public_only") for lr in outs]
@@ -1486,16 +1499,10 @@ def test_the_api_guide_states_the_digits_fill_measured_on_validation():
     """docs/api.md's sentence on the hidden-cell fill is the two committed validation outputs of
     examples/digits.py (--fill=pattern and --fill=backgrounds): their means, seed 0's public
     view of public-only and MaskDP's gap, evaluated on validation, never on test."""
-    outs = {}
-    for fill in ("pattern", "backgrounds"):
-        with open(os.path.join(ROOT, "docs", "results", "digits_fill",
-                               f"validation_{fill}.txt")) as f:
-            outs[fill] = f.read()
-        assert f"--split=validation --fill={fill}" in outs[fill]
-        assert "test accuracy" not in outs[fill] and "validation accuracy" in outs[fill]
+    outs = _digits_validation_outputs("digits_fill", "fill", ("pattern", "backgrounds"))
 
     def mean(fill, mode):
-        return 100 * float(re.search(rf"{mode} +mean ([0-9.]+) over 3 seed", outs[fill]).group(1))
+        return _digits_mean(outs[fill], mode)
 
     def seed0_view(fill):
         return 100 * float(re.search(r"seed 0 public_only .*public view ([0-9.]+)",
