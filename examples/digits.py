@@ -209,6 +209,8 @@ def main(argv=None) -> dict[str, list[float]]:
                         "learning rate (chosen on the validation split); 0: one optimiser on "
                         "the summed gradient, the papers' step")
     args = parser.parse_args(argv)
+    if args.private_lr < 0:
+        parser.error(f"--private_lr must be >= 0 (0: one optimiser); got {args.private_lr}")
     if args.split != "test" or args.fill != "backgrounds":
         print(f"evaluated on the {args.split} split, hidden cells filled with {args.fill}")
     if args.private_lr != 1e-3:

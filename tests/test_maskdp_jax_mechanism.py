@@ -103,6 +103,11 @@ def test_a_state_whose_noise_was_released_is_refused_the_second_time(mode):
     _, after, _ = mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, **kwargs)
     with pytest.raises(ValueError, match="noise of step 0 was already used"):
         mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, **kwargs)
+    if mode == "maskdp":  # a variant of the mechanism shares its noise stream's record
+        for variant in (mech.with_per_pass(True), mech.with_public_weight(0.5),
+                        mech.with_private_mask(None)):
+            with pytest.raises(ValueError, match="noise of step 0 was already used"):
+                variant.gradient(linear_loss, jnp.zeros((4, 4, 1)), state, **kwargs)
     _, later, _ = mech.gradient(linear_loss, jnp.zeros((4, 4, 1)), after, **kwargs)
     assert int(later.step) == 2
     free = mechanism("nonprivate")

@@ -1,5 +1,6 @@
 """The MaskDP step: invariants of the two-view update (on the tiny test model)."""
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -588,6 +589,50 @@ def test_an_optimiser_per_pass_gets_the_one_sum_release_in_two_parts(tiny_model)
     assert np.abs(private["head"]["kernel"]).max() > 0
     jax.tree.map(np.testing.assert_array_equal, private,
                  per_pass_update(0.0, 1.0, split.with_public_weight(0.01)))
+
+
+@pytest.mark.parametrize("kind", ["independent", "banded", "private_head"])
+def test_two_steps_per_pass_are_the_one_sum_steps(tiny_model, kind):
+    """Two steps with an SGD per pass (both at rate 1) end where two one-sum SGD steps end, the
+    banded noise's state included: the same noise, once per step, over the same B. With the
+    private pass over the head alone, the private optimiser moves nothing else."""
+    _, params, apply_fn = tiny_model
+    rng = np.random.default_rng(5)
+    plan = _cfg("maskdp", sigma=0.7, b=4, c=0.5)["mechanism"].plan
+    if kind == "banded":
+        plan = PrivacyPlan(mode="maskdp", num_examples=1000, batch_size=4, steps=4,
+                           l2_clip_norm=0.5, noise_multiplier=0.7, delta=1e-5, noise="banded",
+                           bands=2)
+    base = _state(params, optax.sgd(1.0), trainable_names=("norm", "head"))
+    one = Mechanism(plan=plan, randomness=SEEDED, private_mask=(
+        _head_only(base.trainable) if kind == "private_head" else None))
+    batches = [LogicalBatchData(public=[random_batch(rng, size=4)],
+                                private=[random_batch(rng, size=4)]) for _ in range(2)]
+
+    def two_steps(mechanism, tx):
+        state = _copy(base).replace(opt_state=tx.init(base.trainable),
+                                    privacy=mechanism.init(base.trainable))
+        step = make_train_step(apply_fn=apply_fn, tx=tx, mechanism=mechanism,
+                               views=_cfg()["views"])
+        for b in batches:
+            state, _ = step(state, b)
+        return state
+
+    summed = two_steps(one, optax.sgd(1.0))
+    split = two_steps(one.with_per_pass(True),
+                      per_pass.per_pass(optax.sgd(1.0), optax.sgd(1.0)))
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+    jax.tree.map(close, split.trainable, summed.trainable)
+    jax.tree.map(close, split.privacy.noise, summed.privacy.noise)
+    assert int(split.step) == int(summed.step) == 2
+    if kind == "private_head":
+        private = two_steps(one.with_per_pass(True),
+                            per_pass.per_pass(optax.sgd(0.0), optax.adam(0.1)))
+        moved = jax.tree_util.tree_map_with_path(
+            lambda path, new, old: (path[0].key, bool(np.any(np.asarray(new) != old))),
+            private.trainable, base.trainable)
+        assert {key for key, changed in jax.tree.leaves(
+            moved, is_leaf=lambda x: isinstance(x, tuple)) if changed} == {"head"}
 
 
 def test_an_optimiser_per_pass_pairs_with_a_per_pass_mechanism_in_maskdp_alone(tiny_model):

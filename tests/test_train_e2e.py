@@ -158,6 +158,8 @@ def test_a_private_learning_rate_gives_each_pass_its_optimiser():
     """``optimizer.private_learning_rate`` reaches the step: train.py builds an optimiser per
     pass and a mechanism that hands the parts over apart; without it, one of each. It is
     MaskDP's alone and positive."""
+    import jax.numpy as jnp
+
     from maskdp_jax.core import per_pass
 
     config = _tiny_config("maskdp")
@@ -173,6 +175,16 @@ def test_a_private_learning_rate_gives_each_pass_its_optimiser():
     tx = train.build_optimizer(config, steps=4, steps_per_epoch=2.0)
     assert isinstance(tx, per_pass.PerPassTransformation)
     assert train.with_private_part(mechanism, built, config).per_pass
+    # Each pass at its own rate; the weight decay applied once, by the public pass's optimiser.
+    config.optimizer.update(name="sgd", momentum=0.0, warmup_epochs=0.0, weight_decay=0.5,
+                            learning_rate=0.1)
+    tx = train.build_optimizer(config, steps=4, steps_per_epoch=2.0)
+    params, g, zero = jnp.full(3, 2.0), jnp.array([1.0, -1.0, 4.0]), jnp.zeros(3)
+    state = tx.init(params)
+    private, _ = tx.update(per_pass.PassGradients(public=zero, private=g), state, params)
+    decay, _ = tx.update(per_pass.PassGradients(public=zero, private=zero), state, params)
+    np.testing.assert_allclose(private - decay, -0.01 * g, rtol=1e-6)  # the private rate
+    np.testing.assert_allclose(decay, -0.1 * 0.5 * params, rtol=1e-6)  # decay once, public rate
     config.optimizer.private_learning_rate = 0.0
     with pytest.raises(ValueError, match="optimizer.private_learning_rate must be"):
         run_config.check_config(config)

@@ -317,6 +317,24 @@ def noisy_update(
     return banded_noisy_gradient(public_sum, private_sum, key, noise_state, plan=plan)
 
 
+def noisy_parts(
+    public_sum: PyTree, private_sum: PyTree, key: jax.Array, noise_state: Any, *,
+    plan: PrivacyPlan,
+) -> tuple[PyTree, PyTree, Any]:
+    """:func:`noisy_update`'s direction in its two parts, for an optimiser per pass
+    (:mod:`maskdp_jax.core.per_pass`): ``public_sum / B``, ``(private_sum + noise) / B`` in the
+    structure of ``public_sum`` (zero, without noise, on leaves a private pass over part of the
+    parameters leaves out) and the next noise state. The same noise, drawn once from ``key``,
+    and the same expected B as the one-sum direction, which is their sum.
+
+    Raises:
+      ValueError: as :func:`noisy_update` (both sums are needed: ``maskdp``).
+    """
+    noised, noise_state = noisy_update(jax.tree.map(jnp.zeros_like, public_sum), private_sum,
+                                       key, noise_state, plan=plan)
+    return _average(public_sum, None, plan), noised, noise_state
+
+
 def pass_gradient(
     loss_fn: Callable[[PyTree, Any], jnp.ndarray], params: PyTree, examples: Any,
     weights: jnp.ndarray, *, public: bool, plan: PrivacyPlan,

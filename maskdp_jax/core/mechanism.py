@@ -351,17 +351,24 @@ class Mechanism:
     def with_private_mask(self, private_mask: PyTree | None) -> Mechanism:
         """This mechanism (plan, randomness, history) with its private pass over
         ``private_mask``'s parameters (None: all)."""
-        return dataclasses.replace(self, private_mask=private_mask)
+        return self._with(private_mask=private_mask)
 
     def with_public_weight(self, public_weight: float) -> Mechanism:
         """This mechanism with the public sum weighted by ``public_weight`` (λ, the class
         docstring; 1: unweighted)."""
-        return dataclasses.replace(self, public_weight=float(public_weight))
+        return self._with(public_weight=float(public_weight))
 
     def with_per_pass(self, per_pass: bool) -> Mechanism:
         """This mechanism with :meth:`finish` returning each pass's part apart (``per_pass``,
         the class docstring) or their sum."""
-        return dataclasses.replace(self, per_pass=bool(per_pass))
+        return self._with(per_pass=bool(per_pass))
+
+    def _with(self, **changes) -> Mechanism:
+        """This mechanism with ``changes``, sharing its record of the steps whose noise an eager
+        call released: the same noise stream, so a released step stays released."""
+        changed = dataclasses.replace(self, **changes)
+        object.__setattr__(changed, "_released", self._released)
+        return changed
 
     def zeros(self, params: PyTree) -> Sums:
         """The step's :class:`~maskdp_jax.core.mechanism.Sums` before its first pass, for
@@ -409,10 +416,11 @@ class Mechanism:
 
         Noise ``N(0, σ²C²)`` (or the banded noise) drawn once from this step's key
         (:func:`maskdp_jax.core.noise.step_key` of the state's base key and counter: the only place
-        a step's key is derived), added to the private sum, the public sum added, the whole
-        divided by the expected batch size B. The returned state's counter is one higher, so
-        the next call adds fresh noise and :meth:`epsilon` counts this step. Eagerly and inside
-        ``jit`` (and ``shard_map``, with the sums already all-reduced and the state replicated).
+        a step's key is derived), added to the private sum, the public sum added (with
+        ``per_pass``: kept apart), the whole divided by the expected batch size B. The returned
+        state's counter is one higher, so the next call adds fresh noise and :meth:`epsilon`
+        counts this step. Eagerly and inside ``jit`` (and ``shard_map``, with the sums already
+        all-reduced and the state replicated).
 
         Returns:
           ``(grad, state)``; with ``per_pass`` the grad is its
@@ -442,10 +450,9 @@ class Mechanism:
         private = sums.private if mode.has_private_pass else None
         key = noise.step_key(state.key, state.step)
         if self.per_pass:  # the same noise on the same sum; the public part kept apart
-            noised, noise_state = gradient.noisy_update(
-                jax.tree.map(jnp.zeros_like, public), private, key, state.noise, plan=self.plan)
-            grad = per_pass_lib.PassGradients(
-                public=jax.tree.map(lambda g: g / self.plan.batch_size, public), private=noised)
+            public, noised, noise_state = gradient.noisy_parts(public, private, key, state.noise,
+                                                               plan=self.plan)
+            grad = per_pass_lib.PassGradients(public=public, private=noised)
         else:
             grad, noise_state = gradient.noisy_update(public, private, key, state.noise,
                                                       plan=self.plan)

@@ -2,10 +2,11 @@
 
 The papers' step adds the unclipped public sum and the clipped, noised private sum and hands the
 total to one optimiser. Under an optimiser that normalises each coordinate's step (Adam), the
-update's scale is then set by whichever pass is louder, and the public gradient (the loss's scale,
-unclipped) is louder than the private one (each example clipped to C, then divided by B) by
-orders of magnitude: the private pass moves the parameters by a vanishing fraction of the
-learning rate, whatever it learns (measured in docs/guides/training.md, "Where MaskDP pays").
+update's scale is then set by whichever part is louder. Where the public gradient (the loss's
+scale, unclipped) is louder than the clipped private sum, the private pass moves the parameters
+by a vanishing fraction of the learning rate, whatever it learns (docs/guides/training.md, "Where
+MaskDP pays"); where the noise σC/B is louder than the public gradient, it sets the step and
+drowns what the public pass learns (the digits example, docs/api.md).
 
 With :func:`per_pass` the mechanism hands over the two parts apart (:class:`PassGradients`, from
 :meth:`~maskdp_jax.core.mechanism.Mechanism.finish` with ``per_pass=True``) and each gets its own
@@ -58,6 +59,8 @@ class PerPassState(NamedTuple):
 class PerPassTransformation(optax.GradientTransformation):
     """An optax transformation whose ``update`` takes :class:`PassGradients` (:func:`per_pass`);
     its own type so that a step can refuse to pair it with a one-sum mechanism."""
+
+    __slots__ = ()
 
 
 def per_pass(public: optax.GradientTransformation,
