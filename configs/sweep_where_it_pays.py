@@ -38,7 +38,11 @@ Settings (``--config=configs/sweep_where_it_pays.py:<grid>``):
   (``sweep_tuning.PER_PASS_LEARNING_RATE``) and at DP-SGD's tuned one, at every share of the
   slice; same seeds, draw and ε;
 * ``size_per_pass``: MaskDP alone on the size grid's cells with an optimiser per pass, its
-  private pass at :data:`SIZE_PER_PASS_LEARNING_RATE`.
+  private pass at :data:`PER_PASS_LEARNING_RATE`;
+* ``draws``: where MaskDP per pass was above both baselines on draw 0 (shares ¾ and 1), the same
+  cells on two new data draws (``input.data_seed`` 1 and 2), public-only, DP and MaskDP per pass,
+  seeds 0–2: with draw 0's runs (the slice and ``per_pass``) the gap's interval holds the data
+  draw's variance.
 """
 
 import ml_collections
@@ -47,12 +51,16 @@ from maskdp_jax.configs import sweep_headline, sweep_tuning
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("nonprivate", "public_only", "dp", "maskdp")
-GRIDS = ("slice", "full", "weights", "size", "size_weights", "per_pass", "size_per_pass")
+GRIDS = ("slice", "full", "weights", "size", "size_weights", "per_pass", "size_per_pass",
+         "draws")
+#: The shares of the ``draws`` grid.
+DRAWS_SHARES = (0.75, 1.0)
 SIZE_SHARES = (0.5, 1.0)
 PUBLIC_WEIGHTS = (0.1, 0.01)
-#: The private pass's learning rate of the ``size_per_pass`` grid: the ``per_pass`` grid's better
-#: one (DP-SGD's tuned rate), above the other in 9 of its 10 (share, ε) cells on validation.
-SIZE_PER_PASS_LEARNING_RATE = 0.01
+#: The private pass's learning rate of the ``size_per_pass`` and ``draws`` grids: the ``per_pass``
+#: grid's better one (DP-SGD's tuned rate), above the other in 9 of its 10 (share, ε) cells on
+#: validation.
+PER_PASS_LEARNING_RATE = 0.01
 
 
 def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
@@ -84,11 +92,11 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
         config.sweep.modes = modes
         config.sweep.mode_overrides = tuple((mode, sweep_tuning.tuned(mode)) for mode in modes)
         config.sweep.seeds = (0, 1)
-        per_pass = ((("optimizer.private_learning_rate", SIZE_PER_PASS_LEARNING_RATE),)
+        per_pass = ((("optimizer.private_learning_rate", PER_PASS_LEARNING_RATE),)
                     if grid == "size_per_pass" else ())
         config.sweep.variants = tuple(
             (f"share{share:g}_n4096" + ("" if weight == 1.0 else f"_w{weight:g}")
-             + (f"_pp{SIZE_PER_PASS_LEARNING_RATE:g}" if per_pass else ""),
+             + (f"_pp{PER_PASS_LEARNING_RATE:g}" if per_pass else ""),
              (("input.private_share", share), ("input.num_train", 4096),
               ("privacy.public_weight", weight), *per_pass))
             for share in SIZE_SHARES for weight in weights)
@@ -107,5 +115,16 @@ def get_config(grid: str = "slice") -> ml_collections.ConfigDict:
             (f"share{share:g}_pp{lr:g}", (("input.private_share", share),
                                           ("optimizer.private_learning_rate", lr)))
             for share in SHARES for lr in rates)
+    if grid == "draws":
+        modes = MODES[1:]
+        config.sweep.modes = modes
+        config.sweep.mode_overrides = tuple(
+            (mode, sweep_tuning.tuned(mode) + ((("optimizer.private_learning_rate",
+                                                 PER_PASS_LEARNING_RATE),)
+                                               if mode == "maskdp" else ()))
+            for mode in modes)
+        config.sweep.data_seeds = (1, 2)
+        config.sweep.variants = tuple(
+            (f"share{share:g}", (("input.private_share", share),)) for share in DRAWS_SHARES)
     config.config_path = f"configs/sweep_where_it_pays.py:{grid}"
     return config
