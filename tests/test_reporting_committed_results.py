@@ -1711,10 +1711,46 @@ def test_the_where_it_pays_per_pass_reading_quotes_its_reports():
     above = [100 * gap(s, e, loud)[0] for s in (0.75, 1.0) for e in (1.0, 8.0)]
     under = [-100 * gap(s, e, loud)[0] for s in (0.0, 0.25, 0.5) for e in (1.0, 8.0)]
     assert min(under) > 0
-    assert (f"by {min(above):.1f} to {max(above):.1f} points; no interval above 0) and up to "
-            f"{max(under):.1f} points below the better one elsewhere") in _read(README, unwrap=True)
+    readme = _read(README, unwrap=True)
+    assert f"by {min(above):.1f} to {max(above):.1f} points; no interval above 0;" in readme
+    assert f"and up to {max(under):.1f} points below the better one elsewhere" in readme
     assert (f"where most of the label is private (s ≥ ¾), by {min(above):.1f} to "
             f"{max(above):.1f} points, no interval above 0") in page
+
+
+def test_the_where_it_pays_draws_hold_the_per_pass_cells_over_three_draws():
+    """docs/results/where_it_pays_draws is configs/sweep_where_it_pays.py's draws grid (draws 1
+    and 2); with draw 0's runs of the same cells it is the guide's table, and the reading quotes
+    its gaps: at or above the better baseline in every cell, no interval excluding 0."""
+    from maskdp_jax import sweep
+    from maskdp_jax.configs import sweep_where_it_pays
+
+    directory = WHERE_IT_PAYS + "_draws"
+    found = _load(directory)
+    grid = sweep_where_it_pays.get_config("draws")
+    assert {r["run"] for r in found} == {name for name, _ in sweep.grid(grid)}
+    shares = sweep_where_it_pays.DRAWS_SHARES
+    rate = sweep_where_it_pays.PER_PASS_LEARNING_RATE
+    draw0 = [r for r in _where_it_pays_rows() if r["private_share"] in shares and (
+        r["mode"] in ("public_only", "dp") and r["private_learning_rate"] is None
+        and r["public_weight"] == 1.0
+        or r["mode"] == "maskdp" and r["private_learning_rate"] == rate)]
+    rows = draw0 + results.rows(found)
+    assert {r["data_seed"] for r in rows} == {0, 1, 2}
+    assert results.share_table(rows) in _read(guide("training"))
+    gaps = [results.best_baseline_gap([r for r in rows if r["private_share"] == share],
+                                      epsilon=e) for share in shares for e in (1.0, 8.0)]
+    one = [results.best_baseline_gap([r for r in draw0 if r["private_share"] == share],
+                                      epsilon=e)[0] for share in shares for e in (1.0, 8.0)]
+    assert all(g[0] > 0 for g in gaps) and all(g[1] < 0 < g[2] for g in gaps)
+    page = _read(guide("training"), unwrap=True)
+    assert (f"in all four cells (+{100 * min(g[0] for g in gaps):.1f} to "
+            f"+{100 * max(g[0] for g in gaps):.1f} points), by less than on draw 0 alone "
+            f"(+{100 * min(one):.1f} to +{100 * max(one):.1f})") in page
+    assert (f"it gains {100 * gaps[0][0]:.1f} points at ε = 1 and {100 * gaps[1][0]:.1f} at "
+            "ε = 8") in page
+    assert (f"over three data draws +{100 * min(g[0] for g in gaps):.1f} to "
+            f"+{100 * max(g[0] for g in gaps):.1f}") in _read(README, unwrap=True)
 
 
 def test_the_where_it_pays_size_grid_is_in_the_guide():
