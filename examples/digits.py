@@ -158,7 +158,8 @@ def finetune(backbone, data, *, mode: str, epsilon: float, epochs: int, seed: in
         mode="secret", seed=seed, secret=mdp.draw_secret()), per_pass=per_pass)
     tokens = mdp.tokenizer_for(model)
     # An optimiser per pass: the gradient is then mdp.PassGradients, each part its own Adam.
-    tx = mdp.per_pass(optax.adam(1e-3), optax.adam(private_lr)) if per_pass else optax.adam(1e-3)
+    tx = optax.adam(1e-3)
+    tx = mdp.per_pass(tx, optax.adam(private_lr)) if per_pass else tx
     opt, state = tx.init(params), mech.init()
 
     def loss_fn(p, image, label):  # ONE example
@@ -213,7 +214,7 @@ def main(argv=None) -> dict[str, list[float]]:
         parser.error(f"--private_lr must be >= 0 (0: one optimiser); got {args.private_lr}")
     if args.split != "test" or args.fill != "backgrounds":
         print(f"evaluated on the {args.split} split, hidden cells filled with {args.fill}")
-    if args.private_lr != 1e-3:
+    if args.private_lr != parser.get_default("private_lr"):
         print("maskdp with one optimiser" if not args.private_lr else
               f"maskdp with an optimiser per pass, the private one at {args.private_lr:g}")
     found: dict[str, list[float]] = {"nonprivate": [], "public_only": [], "dp": [], "maskdp": []}

@@ -34,8 +34,7 @@ from tqdm import tqdm
 
 import maskdp_jax as mdp
 from maskdp_jax import configs, data
-from maskdp_jax.core import parallel, sampling
-from maskdp_jax.core import per_pass as per_pass_lib
+from maskdp_jax.core import parallel, per_pass, sampling
 from maskdp_jax.reporting import plots, run_report
 from maskdp_jax.reporting import privacy as privacy_lib
 from maskdp_jax.run import command, evaluation, features, views
@@ -63,7 +62,8 @@ def build_model(config: ml_collections.ConfigDict, *, num_classes: int) -> run_m
 def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_epoch: float):
     """The optax optimiser of ``config.optimizer``: SGD (momentum optional) or Adam, on a linear
     warm-up then cosine-decay schedule over ``steps``, with optional weight decay (added to the
-    gradient before the optimiser). With ``optimizer.private_learning_rate`` (:func:`per_pass`):
+    gradient before the optimiser). With ``optimizer.private_learning_rate``
+    (:func:`maskdp_jax.run.config.per_pass`):
     one such optimiser per pass (:func:`maskdp_jax.core.per_pass.per_pass`), the private one at
     that peak learning rate and without the weight decay, which the public one applies once."""
     o = config.optimizer
@@ -85,16 +85,10 @@ def build_optimizer(config: ml_collections.ConfigDict, *, steps: int, steps_per_
             tx = optax.chain(optax.add_decayed_weights(weight_decay), tx)
         return tx
 
-    if not per_pass(config):
+    if not run_config.per_pass(config):
         return one(o.learning_rate, o.weight_decay)
-    return per_pass_lib.per_pass(one(o.learning_rate, o.weight_decay),
-                                 one(o.private_learning_rate, 0.0))
-
-
-def per_pass(config: ml_collections.ConfigDict) -> bool:
-    """Whether MaskDP's passes each have an optimiser (``optimizer.private_learning_rate`` set):
-    what both the optimiser and the mechanism follow."""
-    return config.optimizer.get("private_learning_rate") is not None
+    return per_pass.per_pass(one(o.learning_rate, o.weight_decay),
+                             one(o.private_learning_rate, 0.0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -528,7 +522,7 @@ def with_private_part(mechanism: mdp.Mechanism, built: run_model.RunModel,
     optimiser (``optimizer.private_learning_rate``)."""
     return mechanism.with_private_mask(built.private_mask(
         config.privacy.private_finetune, num_last_blocks=config.model.num_last_blocks)
-    ).with_public_weight(config.privacy.public_weight).with_per_pass(per_pass(config))
+    ).with_public_weight(config.privacy.public_weight).with_per_pass(run_config.per_pass(config))
 
 
 def make_step(config: ml_collections.ConfigDict, *, apply_fn, views, tx, mechanism, mesh,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
 import optax
 
 PyTree = Any
@@ -46,7 +45,7 @@ class PassGradients(NamedTuple):
 
     def total(self) -> PyTree:
         """``public + private``: the direction of the papers' one-optimiser step."""
-        return jax.tree.map(lambda a, b: a + b, self.public, self.private)
+        return optax.tree.add(self.public, self.private)
 
 
 class PerPassState(NamedTuple):
@@ -89,7 +88,7 @@ def per_pass(public: optax.GradientTransformation,
                 f"{type(grads).__name__}: build the Mechanism with per_pass=True.")
         public_updates, public_state = public.update(grads.public, state.public, params)
         private_updates, private_state = private.update(grads.private, state.private, params)
-        return (jax.tree.map(lambda a, b: a + b, public_updates, private_updates),
+        return (optax.tree.add(public_updates, private_updates),
                 PerPassState(public=public_state, private=private_state))
 
     return PerPassTransformation(init, update)

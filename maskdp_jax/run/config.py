@@ -190,7 +190,7 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     _real("optimizer.learning_rate", o.learning_rate, minimum=0.0, strict=True)
     _real("optimizer.warmup_epochs", o.warmup_epochs, minimum=0.0, strict=False)
     _real("optimizer.weight_decay", o.weight_decay, minimum=0.0, strict=False)
-    if o.get("private_learning_rate") is not None:
+    if per_pass(config):
         _real("optimizer.private_learning_rate", o.private_learning_rate, minimum=0.0,
               strict=True)
         problem = mechanism.per_pass_problem(config.mode, True)
@@ -202,6 +202,12 @@ def check_config(config: ml_collections.ConfigDict, *, num_devices: int = 1) -> 
     if not Mode(config.mode).is_private:
         return
     _check_privacy(config, num_devices=num_devices)
+
+
+def per_pass(config: ml_collections.ConfigDict) -> bool:
+    """Whether MaskDP's passes each have an optimiser (``optimizer.private_learning_rate`` set):
+    what the check above, the optimiser and the mechanism of a run all follow."""
+    return config.optimizer.get("private_learning_rate") is not None
 
 
 def _check_feature_cache(config: ml_collections.ConfigDict) -> None:
